@@ -1,0 +1,1 @@
+"""Strata's sans-IO Kafka protocol codec (framing, headers, kio adapters, error codes)."""
