@@ -85,3 +85,10 @@ class InvalidRecordError(StorageError):
 
 class LogDirOfflineError(KafkaStorageError):
     """The partition's log dir was taken offline after an earlier disk error."""
+
+
+class InvalidConfigError(StorageError):
+    """A config value of the wrong type or out of range, or an unknown topic config name."""
+
+    error_code = 40
+    error_name = "INVALID_CONFIG"

@@ -1,0 +1,137 @@
+"""Startup of one partition log: finish interrupted swaps, recover, rebuild state (LogLoader).
+
+Owns the load phase only; it *returns* a ready ``Log``. Steps, in order:
+
+1. Finish or roll back an interrupted cleaner swap (``.cleaned`` / ``.swap`` / ``.deleted``
+   files, see ``cleaner.complete_swaps``) so exactly one copy of every offset remains.
+2. Delete index files whose ``.log`` is gone; open every segment (``.log`` names sort by base
+   offset).
+3. Recovery. After an unclean shutdown every segment from the one holding the recovery point
+   to the end is scanned: size, framing and CRC of each batch; at the first bad batch the
+   segment is truncated there and every later segment deleted. Indexes of recovered segments
+   are rebuilt. After a clean shutdown nothing is scanned; a segment whose index fails its
+   sanity check is still recovered (rebuilt).
+4. ``log_start_offset`` is at least the first segment's base; the leader-epoch cache is trimmed
+   to [log_start_offset, log_end_offset); producer state is loaded from the newest snapshot and
+   replayed from the batches after it.
+
+Invariant on return: every byte of every segment is a whole, CRC-valid batch (for the scanned
+range), offsets are increasing, and the log end offset is the last batch's next offset.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from strata.storage import log_file_names as names
+from strata.storage.abstract_index import CorruptIndexError
+from strata.storage.cleaner import complete_swaps
+from strata.storage.clock import Clock
+from strata.storage.leader_epoch_cache import LeaderEpochFileCache
+from strata.storage.log import Log, segment_config
+from strata.storage.log_config import LogConfig
+from strata.storage.log_segment import LogSegment
+from strata.storage.producer_state import ProducerStateManager
+from strata.storage.record_batch import BatchHeader
+
+logger = logging.getLogger(__name__)
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+
+
+def load_log(
+    dir: Path,
+    config: LogConfig,
+    clock: Clock,
+    *,
+    recovery_point: int = 0,
+    log_start_offset: int = 0,
+    had_clean_shutdown: bool = False,
+    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    on_storage_error: Callable[[Path, BaseException], None] | None = None,
+) -> Log:
+    """Open (creating if absent) and recover the log in ``dir``."""
+    dir.mkdir(parents=True, exist_ok=True)
+    complete_swaps(dir)
+    now = clock.milliseconds()
+    seg_cfg = segment_config(config)
+    _delete_orphan_indexes(dir)
+    bases = sorted(
+        names.offset_from_file_name(p.name) for p in dir.iterdir()
+        if p.name.endswith(names.LOG_FILE_SUFFIX)
+    )
+    segments = [LogSegment.open(dir, b, seg_cfg, now_ms=now, file_already_exists=True)
+                for b in bases]
+    epoch_cache = LeaderEpochFileCache(dir / LEADER_EPOCH_CHECKPOINT)
+
+    def on_batch(header: BatchHeader) -> None:
+        epoch = header.partition_leader_epoch
+        latest = epoch_cache.latest_epoch
+        if epoch >= 0 and (latest is None or epoch > latest):
+            epoch_cache.assign(epoch, header.base_offset)
+
+    if epoch_cache.checkpoint_corrupt:  # rebuilt from the batches by a full scan
+        logger.warning("corrupt %s in %s: full recovery", LEADER_EPOCH_CHECKPOINT, dir)
+        had_clean_shutdown, recovery_point = False, 0
+    if segments:
+        segments = _recover(dir, segments, recovery_point, had_clean_shutdown, on_batch)
+    else:
+        segments = [LogSegment.open(dir, log_start_offset, seg_cfg, now_ms=now)]
+    log_end = segments[-1].read_next_offset()
+    start = min(max(log_start_offset, segments[0].base_offset), log_end)
+    epoch_cache.truncate_from_end(log_end)
+    epoch_cache.truncate_from_start(start)
+
+    producer_state = ProducerStateManager(dir, producer_id_expiration_ms)
+    producer_state.truncate_and_reload(start, log_end)
+
+    log = Log(
+        dir, config, clock, segments,
+        log_start_offset=start,
+        recovery_point=min(recovery_point, log_end) if not had_clean_shutdown else log_end,
+        leader_epoch_cache=epoch_cache,
+        producer_state=producer_state,
+        on_storage_error=on_storage_error,
+    )
+    log.rebuild_producer_state()
+    log.update_high_watermark(log_end if had_clean_shutdown else start)
+    return log
+
+
+def _recover(
+    dir: Path,
+    segments: list[LogSegment],
+    recovery_point: int,
+    had_clean_shutdown: bool,
+    on_batch: Callable[[BatchHeader], None],
+) -> list[LogSegment]:
+    """Scan what may be unflushed; drop everything after the first bad batch."""
+    for i, seg in enumerate(segments):
+        nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        needs_scan = not had_clean_shutdown and (nxt is None or nxt > recovery_point)
+        if not needs_scan:
+            try:
+                seg.offset_index.sanity_check()
+                seg.time_index.sanity_check()
+                continue
+            except CorruptIndexError as exc:
+                logger.warning("rebuilding indexes of %s: %s", seg.log.path, exc)
+        truncated = seg.recover(on_batch if needs_scan else None)
+        if truncated > 0:
+            logger.warning("recovery of %s truncated %d invalid bytes; deleting %d later "
+                           "segment(s)", seg.log.path, truncated, len(segments) - i - 1)
+            for later in segments[i + 1:]:
+                later.delete()
+            return segments[: i + 1]
+    return segments
+
+
+def _delete_orphan_indexes(dir: Path) -> None:
+    logs = {p.stem for p in dir.iterdir() if p.name.endswith(names.LOG_FILE_SUFFIX)}
+    for p in dir.iterdir():
+        if p.name.endswith((names.INDEX_FILE_SUFFIX, names.TIME_INDEX_FILE_SUFFIX)) and \
+                p.stem not in logs:
+            p.unlink()

@@ -1,0 +1,235 @@
+"""``LogManager``: every partition log of one broker across its ``log.dirs``.
+
+Owns the data directories: ``meta.properties`` per dir, the ``recovery-point-offset-checkpoint``
+and ``log-start-offset-checkpoint`` per dir, the clean-shutdown marker (``.kafka_cleanshutdown``,
+Kafka's name), and the map ``(topic, partition) -> Log``.
+
+Lifecycle: ``startup()`` loads every partition concurrently (``num.recovery.threads.per.data.dir``
+threads per dir), skipping recovery scans when the marker says the last shutdown was clean, then
+deletes the marker so a crash from here on is seen as unclean. ``shutdown()`` flushes every log,
+writes the checkpoints, closes the logs and writes the marker last.
+
+Periodic work is exposed as plain methods that a scheduler calls on the broker's injected
+clock, so tests drive them deterministically: ``flush_dirty_logs`` (fsync by ``flush.messages``
+/ ``flush.ms``; blocking, for a worker thread), ``checkpoint_recovery_points``,
+``cleanup_logs`` (retention + delayed file deletion), ``clean_one`` (compaction).
+
+Disk errors: a log that hits ``KafkaStorageError`` reports it here; its whole log dir goes
+offline (every log in it answers KAFKA_STORAGE_ERROR), the broker keeps serving the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from strata.storage import log_file_names as names
+from strata.storage.checkpoints import OffsetCheckpointFile
+from strata.storage.clock import Clock
+from strata.storage.errors import LogDirOfflineError
+from strata.storage.log import Log
+from strata.storage.log_config import LogConfig
+from strata.storage.log_loader import load_log
+from strata.storage.meta_properties import ensure_meta_properties
+
+logger = logging.getLogger(__name__)
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+
+TopicPartition = tuple[str, int]
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: Sequence[Path],
+        broker_config: Mapping[str, str],
+        clock: Clock,
+        *,
+        cluster_id: str | None = None,
+        node_id: int | None = None,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("log.dirs names no directory")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.broker_config = dict(broker_config)
+        self.clock = clock
+        self.cluster_id = cluster_id
+        self.node_id = node_id
+        self._logs: dict[TopicPartition, Log] = {}
+        self._topic_overrides: dict[str, dict[str, str]] = {}
+        self.offline_dirs: set[Path] = set()
+        self._lock = threading.Lock()  # guards _logs against concurrent create/delete
+        self.had_clean_shutdown: dict[Path, bool] = {}
+
+    # -------------------------------------------------------------- lifecycle
+    def startup(self) -> None:
+        """Load every partition of every log dir; raises if a dir belongs to another cluster."""
+        threads = int(self.broker_config.get("num.recovery.threads.per.data.dir", "2"))
+        jobs: list[tuple[Path, Path, bool, dict[TopicPartition, int], dict[TopicPartition, int]]]
+        jobs = []
+        for data_dir in self.log_dirs:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            if self.cluster_id is not None and self.node_id is not None:
+                ensure_meta_properties(data_dir, self.cluster_id, self.node_id)
+            marker = data_dir / CLEAN_SHUTDOWN_FILE
+            clean = marker.exists()
+            self.had_clean_shutdown[data_dir] = clean
+            recovery = OffsetCheckpointFile(data_dir / RECOVERY_POINT_CHECKPOINT).read_or_empty()
+            starts = OffsetCheckpointFile(data_dir / LOG_START_OFFSET_CHECKPOINT).read_or_empty()
+            for child in sorted(data_dir.iterdir()):
+                if not child.is_dir():
+                    continue
+                if child.name.endswith(names.DELETE_DIR_SUFFIX):
+                    shutil.rmtree(child, ignore_errors=True)
+                    continue
+                jobs.append((data_dir, child, clean, recovery, starts))
+        with ThreadPoolExecutor(max_workers=max(1, threads * len(self.log_dirs))) as pool:
+            loaded = list(pool.map(lambda job: self._load(*job), jobs))
+        for tp, log in loaded:
+            if tp is not None:
+                self._logs[tp] = log
+        for data_dir in self.log_dirs:
+            (data_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+
+    def _load(
+        self,
+        data_dir: Path,
+        part_dir: Path,
+        clean: bool,
+        recovery: Mapping[TopicPartition, int],
+        starts: Mapping[TopicPartition, int],
+    ) -> tuple[TopicPartition | None, Log]:
+        topic, partition = names.parse_topic_partition_name(part_dir.name)
+        tp = (topic, partition)
+        log = load_log(
+            part_dir, self.config_for(topic), self.clock,
+            recovery_point=recovery.get(tp, 0),
+            log_start_offset=starts.get(tp, 0),
+            had_clean_shutdown=clean and tp in recovery,
+            on_storage_error=self._on_storage_error,
+        )
+        return tp, log
+
+    def shutdown(self) -> None:
+        """Flush, checkpoint, close every log, then mark each online dir cleanly shut down."""
+        for log in list(self._logs.values()):
+            if not log.offline:
+                log.flush()
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        for log in list(self._logs.values()):
+            log.close()
+        for data_dir in self.log_dirs:
+            if data_dir not in self.offline_dirs:
+                (data_dir / CLEAN_SHUTDOWN_FILE).touch()
+        self._logs.clear()
+
+    # ------------------------------------------------------------------ logs
+    def config_for(self, topic: str) -> LogConfig:
+        return LogConfig.from_props(self._topic_overrides.get(topic, {}), self.broker_config)
+
+    def set_topic_config(self, topic: str, overrides: Mapping[str, str]) -> LogConfig:
+        """Validate and apply a topic's overrides to its existing and future logs."""
+        config = LogConfig.from_props(overrides, self.broker_config)
+        self._topic_overrides[topic] = dict(overrides)
+        for (t, _), log in list(self._logs.items()):
+            if t == topic:
+                log.update_config(config)
+        return config
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._logs)
+
+    def get_or_create_log(
+        self, topic: str, partition: int, overrides: Mapping[str, str] | None = None
+    ) -> Log:
+        if overrides is not None:
+            self.set_topic_config(topic, overrides)
+        with self._lock:
+            existing = self._logs.get((topic, partition))
+            if existing is not None:
+                return existing
+            data_dir = self._next_log_dir()
+            part_dir = data_dir / names.topic_partition_dir_name(topic, partition)
+            log = load_log(part_dir, self.config_for(topic), self.clock,
+                           on_storage_error=self._on_storage_error)
+            self._logs[(topic, partition)] = log
+            return log
+
+    def _next_log_dir(self) -> Path:
+        """Kafka's rule: the online dir holding the fewest partitions."""
+        online = [d for d in self.log_dirs if d not in self.offline_dirs]
+        if not online:
+            raise LogDirOfflineError("every log dir is offline")
+        counts = {d: 0 for d in online}
+        for log in self._logs.values():
+            if log.dir.parent in counts:
+                counts[log.dir.parent] += 1
+        return min(online, key=lambda d: (counts[d], str(d)))
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Close the log, rename its dir to ``*-delete`` and remove it; True if it existed."""
+        with self._lock:
+            log = self._logs.pop((topic, partition), None)
+        if log is None:
+            return False
+        log.close()
+        doomed = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{names.DELETE_DIR_SUFFIX}")
+        log.dir.rename(doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+    def _on_storage_error(self, part_dir: Path, exc: BaseException) -> None:
+        data_dir = part_dir.parent
+        if data_dir in self.offline_dirs:
+            return
+        logger.error("log dir %s goes offline after a disk error: %s", data_dir, exc)
+        self.offline_dirs.add(data_dir)
+        for log in list(self._logs.values()):
+            if log.dir.parent == data_dir:
+                log.offline = True
+
+    # ------------------------------------------------------------ periodic work
+    def flush_dirty_logs(self) -> int:
+        """fsync logs whose ``flush.messages`` / ``flush.ms`` is due. Blocking (worker thread)."""
+        flushed = 0
+        for log in list(self._logs.values()):
+            if not log.offline and log.needs_flush():
+                log.flush()
+                flushed += 1
+        return flushed
+
+    def checkpoint_recovery_points(self) -> None:
+        self._checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        self._checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
+
+    def _checkpoint(self, file_name: str, getter: Callable[[Log], int]) -> None:
+        for data_dir in self.log_dirs:
+            if data_dir in self.offline_dirs:
+                continue
+            entries = {tp: int(getter(log)) for tp, log in self._logs.items()
+                       if log.dir.parent == data_dir}
+            OffsetCheckpointFile(data_dir / file_name).write(entries)
+
+    def cleanup_logs(self) -> int:
+        """Retention for every online log, then delayed unlink of ``.deleted`` segments."""
+        deleted = 0
+        for log in list(self._logs.values()):
+            if log.offline:
+                continue
+            deleted += log.delete_old_segments()
+            log.delete_pending_segments()
+        return deleted
