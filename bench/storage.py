@@ -103,9 +103,11 @@ def open_log(dir: Path, name: str) -> Log:
     return load_log(dir / name, config, SystemClock())
 
 
-def bench_append(dir: Path, size: int, total: int, flush: bool) -> tuple[float, Log]:
+def bench_append(
+    dir: Path, size: int, total: int, flush: bool, round_: int = 0
+) -> tuple[float, Log]:
     batch = make_batch(size)
-    log = open_log(dir, f"append-{size}-{int(flush)}-0")
+    log = open_log(dir, f"append-{size}-{int(flush)}-{round_}-0")
     n = max(1, total // len(batch))
 
     def append() -> None:
@@ -166,24 +168,29 @@ def main() -> None:
     total, fsync_total = args.total_mb * MIB, args.fsync_mb * MIB
     with tempfile.TemporaryDirectory(prefix="strata-bench-", dir=args.dir) as tmp:
         dir = Path(tmp)
-        warm_up(dir, 6 * total + 2 * fsync_total)  # every phase's footprint
+        warm_up(dir, 8 * total + 2 * fsync_total)  # every phase's footprint
         ratios = []
         keep: Log | None = None
         for size in (16 * KIB, MIB):
-            raw = bench_raw(dir, size, total)
-            appended, log = bench_append(dir, size, total, flush=False)
-            ratios.append((label(size), appended / raw))
-            if size == MIB:
-                keep = log
-            else:
-                log.close()
+            # Raw and log alternate twice; the best of each is compared (writeback stalls
+            # from earlier phases otherwise land on whichever runs first).
+            raws, appends = [], []
+            for round_ in range(2):
+                raws.append(bench_raw(dir, size, total))
+                appended, log = bench_append(dir, size, total, flush=False, round_=round_)
+                appends.append(appended)
+                if size == MIB and round_ == 1:
+                    keep = log
+                else:
+                    log.close()
+            ratios.append((label(size), max(appends) / max(raws)))
             _, flushed = bench_append(dir, size, fsync_total, flush=True)
             flushed.close()
         assert keep is not None
         bench_read(keep)
         recovery = bench_recovery(keep)
         for name, ratio in ratios:
-            print(f"summary: append/raw at {name} = {ratio * 100:.0f}%")
+            print(f"summary: append/raw at {name} = {ratio * 100:.0f}% (best of 2 each)")
         print(f"summary: recovery = {recovery:.0f} MB/sec")
 
 

@@ -72,6 +72,7 @@ class AbstractIndex:
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self.writable = writable
+        self._writable_capacity = max(max_index_size // self.entry_size, 0)
         self._lock = threading.RLock()
         self._dirty = False
         self._corrupt_reason: str | None = None
@@ -100,7 +101,7 @@ class AbstractIndex:
         """Capacity: ``max_index_size // entry_size`` (the file may be shorter until it grows)."""
         if not self.writable:
             return self._length // self.entry_size
-        return max(self.max_index_size // self.entry_size, 0)
+        return self._writable_capacity
 
     @property
     def length(self) -> int:
@@ -112,7 +113,9 @@ class AbstractIndex:
         return self._entries * self.entry_size
 
     def is_full(self) -> bool:
-        return self._entries >= self.max_entries
+        if self.writable:  # inlined max_entries: checked on every append
+            return self._entries >= self._writable_capacity
+        return self._entries >= self._length // self.entry_size
 
     # -------------------------------------------------------------- offsets
     def relative_offset(self, offset: int) -> int:

@@ -35,10 +35,15 @@ Retention rules (``BatchFilter``, Kafka's):
   transaction is left, after a delete horizon of its own;
 * a batch left without records disappears, except that it stays as an empty batch (header only,
   ``recordsCount`` 0, same ``baseOffset``, ``lastOffsetDelta`` and producer fields) when it is
-  the last batch of a producer (idempotence needs its last sequence and epoch) or ends the
-  cleanable range (the log keeps its last offset);
+  the last batch of a producer the log's producer state still knows (idempotence needs its last
+  sequence and epoch; until ``producer.id.expiration.ms``) or ends the cleanable range (the log
+  keeps its last offset);
 * a batch that loses nothing and gains no horizon is copied byte for byte (compression kept);
   a rebuilt batch keeps its codec, timestamp type, leader epoch and producer fields.
+
+As in Kafka, a round runs only when a log has dirty bytes (``log_cleaner``), so an expired
+tombstone goes with the next round after its horizon, not at the horizon. A group whose records
+all go becomes an empty segment (its base offset kept); the next round merges it into a group.
 
 Swap protocol (``replace_segments``; Kafka's ``LocalLog.replaceSegments``)::
 
@@ -848,35 +853,46 @@ def _swap_log_next_offset(path: Path, base_offset: int) -> int:
     return next_offset
 
 
+def _offset_of(name: str) -> int | None:
+    try:
+        return names.offset_from_file_name(name)
+    except ValueError:
+        return None  # not a segment file: never touched
+
+
 def complete_swaps(dir: Path) -> list[int]:
     """At load, before any segment is opened: finish or roll back an interrupted cleaner swap
     (module docstring). Returns the base offsets of the segments swapped in."""
     swap, cleaned = names.SWAP_FILE_SUFFIX, names.CLEANED_FILE_SUFFIX
     log_swap = names.LOG_FILE_SUFFIX + swap
-    files = [p for p in dir.iterdir() if p.is_file()]
+    files = [p for p in dir.iterdir() if p.is_file() and _offset_of(p.name) is not None]
     present = {p.name for p in files}
+    changed = False
     for p in files:
         name = p.name
         if name.endswith(swap) and not name.endswith(log_swap):
-            base = names.offset_from_file_name(name)
-            if names.log_file(dir, base, cleaned).name in present:
+            if names.log_file(dir, names.offset_from_file_name(name), cleaned).name in present:
                 logger.info("deleting %s: its swap never committed", p)
                 p.unlink(missing_ok=True)  # the .log was still .cleaned: roll back
+                changed = True
         elif name.endswith((cleaned, names.DELETED_FILE_SUFFIX)):
             p.unlink(missing_ok=True)
+            changed = True
     swapped: list[int] = []
-    for p in sorted(q for q in dir.iterdir() if q.name.endswith(log_swap)):
+    for p in sorted(q for q in files if q.name.endswith(log_swap)):
         base = names.offset_from_file_name(p.name)
         end = max(_swap_log_next_offset(p, base), base + 1)
-        for q in dir.iterdir():
-            if q.name.endswith(SEGMENT_FILE_SUFFIXES):
-                offset = names.offset_from_file_name(q.name)
-                if base <= offset < end:
-                    logger.info("deleting %s: replaced by the cleaned segment %s", q, p)
-                    q.unlink()
+        for q in files:
+            offset = names.offset_from_file_name(q.name)
+            if q.name.endswith(SEGMENT_FILE_SUFFIXES) and base <= offset < end:
+                logger.info("deleting %s: replaced by the cleaned segment %s", q, p)
+                q.unlink(missing_ok=True)
         swapped.append(base)
     for p in sorted(q for q in dir.iterdir() if q.name.endswith(swap)):
-        logger.info("completing the swap of %s", p)
-        os.replace(p, p.with_name(names.replace_suffix(p.name, swap, "")))
-    fsync_dir(dir)
+        if _offset_of(p.name) is not None:
+            logger.info("completing the swap of %s", p)
+            os.replace(p, p.with_name(names.replace_suffix(p.name, swap, "")))
+            changed = True
+    if changed:
+        fsync_dir(dir)
     return swapped

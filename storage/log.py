@@ -33,10 +33,12 @@ from __future__ import annotations
 
 import bisect
 import logging
+import struct
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from strata.storage import record_batch as rb
 from strata.storage.clock import Clock
@@ -55,15 +57,19 @@ from strata.storage.producer_state import ProducerStateManager
 
 log = logging.getLogger(__name__)
 
+# baseOffset, batchLength, partitionLeaderEpoch: the batch's first 16 bytes, outside the CRC.
+_PREFIX = struct.Struct(">qii")
+
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 
 
-@dataclass(frozen=True, slots=True)
-class LogAppendInfo:
-    """What an append did. For a duplicate idempotent batch, the original batch's offsets."""
+class LogAppendInfo(NamedTuple):
+    """What an append did. For a duplicate idempotent batch, the original batch's offsets.
+
+    A NamedTuple: one is built per produce request on the hot path."""
 
     first_offset: int
     last_offset: int
@@ -231,36 +237,48 @@ class Log:
             result = validate_records(records, self._validation_config, now)
             batches = result.batches
             for _, header in batches:
-                if header.has_producer_id:
+                if header.producer_id >= 0:
                     dup = self.producer_state.check(header)
                     if dup is not None:
                         first = dup.last_offset - dup.offset_delta
                         return LogAppendInfo(first, dup.last_offset, dup.timestamp, dup.last_offset,
                                              -1, self.log_start_offset, header.records_count, 0,
                                              duplicate=True)
-            buf = records if isinstance(records, bytearray) else bytearray(records)
+            # Offsets and epoch go into a fresh 16-byte prefix per batch written beside a view
+            # of the client's bytes (os.writev): no copy of the batch. LogAppendTime changes
+            # attributes, maxTimestamp and the CRC, so only then is the record set copied.
+            append_time = result.log_append_time
+            view = memoryview(records)
+            buf: bytearray | None = bytearray(view) if append_time else None
+            chunks: list[bytes | memoryview] = []
             offset = self._log_end_offset
-            log_append_time = now if result.log_append_time else -1
             max_ts, offset_of_max_ts = rb.NO_TIMESTAMP, offset
             producer_batches = []
             for pos, header in batches:
-                rb.set_base_offset(buf, pos, offset)
-                rb.set_partition_leader_epoch(buf, pos, leader_epoch)
-                if result.log_append_time:
-                    rb.set_log_append_time(buf, pos, now)
-                batch_max = now if result.log_append_time else header.max_timestamp
                 last = offset + header.last_offset_delta
+                if buf is not None:
+                    rb.set_base_offset(buf, pos, offset)
+                    rb.set_partition_leader_epoch(buf, pos, leader_epoch)
+                    rb.set_log_append_time(buf, pos, now)
+                    batch_max = now
+                else:
+                    end = pos + header.batch_length + rb.LOG_OVERHEAD
+                    chunks.append(_PREFIX.pack(offset, header.batch_length, leader_epoch))
+                    chunks.append(view[pos + _PREFIX.size : end])
+                    batch_max = header.max_timestamp
                 if header.producer_id >= 0:
                     producer_batches.append((header, offset, last))
                 if batch_max > max_ts:
                     max_ts, offset_of_max_ts = batch_max, last
                 offset = last + 1
-                info = LogAppendInfo(self._log_end_offset, offset - 1, max_ts, offset_of_max_ts,
-                                 log_append_time, self.log_start_offset, result.record_count,
-                                 len(buf))
+            info = LogAppendInfo(self._log_end_offset, offset - 1, max_ts, offset_of_max_ts,
+                                 now if append_time else -1, self.log_start_offset,
+                                 result.record_count, view.nbytes)
             if leader_epoch >= 0:
                 self._assign_epoch(leader_epoch, info.first_offset)
-            self._append(buf, producer_batches, info.last_offset, max_ts, offset_of_max_ts)
+            data: bytearray | list[bytes | memoryview] = buf if buf is not None else chunks
+            self._append(data, view.nbytes, producer_batches, info.last_offset, max_ts,
+                         offset_of_max_ts)
             return info
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
@@ -287,15 +305,15 @@ class Log:
                 if h.partition_leader_epoch >= 0:
                     self._assign_epoch(h.partition_leader_epoch, h.base_offset)
             last = headers[-1][1].last_offset
-            buf = bytes(records)
+            buf = records
             info = LogAppendInfo(first, last, max_ts, offset_of_max_ts, -1, self.log_start_offset,
-                                 count, len(buf))
+                                 count, memoryview(records).nbytes)
             if first > self._log_end_offset:
                 # The leader's log starts later than ours ends (e.g. after its retention).
                 self.truncate_fully_and_start_at(first)
             producer_batches = [(h, h.base_offset, h.last_offset) for _, h in headers
                                 if h.producer_id >= 0]
-            self._append(buf, producer_batches, last, max_ts, offset_of_max_ts)
+            self._append(buf, info.valid_bytes, producer_batches, last, max_ts, offset_of_max_ts)
             return info
 
     def _assign_epoch(self, epoch: int, start_offset: int) -> None:
@@ -305,7 +323,8 @@ class Log:
 
     def _append(
         self,
-        buf: bytes | bytearray,
+        buf: rb.Buffer | Sequence[rb.Buffer],
+        size: int,
         producer_batches: Sequence[tuple[rb.BatchHeader, int, int]],
         last_offset: int,
         max_ts: int,
@@ -314,7 +333,7 @@ class Log:
         """Write ``buf`` and record ``(header, first offset, last offset)`` of each batch that
         carries a producer id in the producer state."""
         try:
-            segment = self._maybe_roll(len(buf), max_ts, last_offset)
+            segment = self._maybe_roll(size, max_ts, last_offset)
             segment.append(last_offset, max_ts, offset_of_max_ts, buf)
         except KafkaStorageError as exc:
             self._storage_failure(exc)
@@ -545,11 +564,19 @@ class Log:
         wholly below the high watermark; the active segment is rolled first if it must go."""
         segments = self._segments
         doomed: list[LogSegment] = []
+        tentative: list[LogSegment] = []  # empty segments (cleaned away): go only with a later one
         for i, seg in enumerate(segments):
             nxt = segments[i + 1] if i + 1 < len(segments) else None
             upper = nxt.base_offset if nxt is not None else self._log_end_offset
-            if upper > self._high_watermark or not predicate(seg, nxt) or seg.size == 0:
+            if upper > self._high_watermark:
                 break
+            if seg.size == 0 and nxt is not None:
+                tentative.append(seg)
+                continue
+            if seg.size == 0 or not predicate(seg, nxt):
+                break
+            doomed.extend(tentative)
+            tentative.clear()
             doomed.append(seg)
         if not doomed:
             return 0
@@ -589,7 +616,7 @@ class Log:
             from strata.storage.cleaner import replace_segments as swap
 
             old_bases = {s.base_offset for s in old}
-            swap(self.dir, list(new), list(old))
+            swap(self.dir, list(new), list(old), schedule_deletion=self._schedule_deletion)
             merged = [s for s in self._segments if s.base_offset not in old_bases] + list(new)
             merged.sort(key=lambda s: s.base_offset)
             self._set_segments(merged)

@@ -449,8 +449,10 @@ class LogCleaner:
         """Clean the filthiest compacted log once; its stats, or None if nothing qualified
         (or every cleaner is busy, or the round was aborted or failed).
 
-        A disk error (``KafkaStorageError``) propagates: the caller takes the log dir offline.
-        Any other failure marks the partition uncleanable (logged) so it is not retried.
+        A disk error (``KafkaStorageError``, or an ``OSError`` wrapped in one) propagates: the
+        caller takes the log dir offline. A failure after an abort or under a truncation ends the
+        round quietly; any other failure marks the partition uncleanable (logged), so it is not
+        retried.
         """
         if not self.config.enable:
             return None
@@ -470,6 +472,7 @@ class LogCleaner:
         tp, log = cleanable.topic_partition, cleanable.log
         name = f"{tp[0]}-{tp[1]}"
         end_offset: int | None = None
+        start_before, end_before = log.log_start_offset, log.log_end_offset
         try:
             logger.info("cleaning %s: offsets [%d, %d), %.1f%% dirty", name,
                         cleanable.first_dirty_offset, cleanable.first_uncleanable_offset,
@@ -488,12 +491,16 @@ class LogCleaner:
         except LogCleaningAbortedError as exc:
             logger.info("cleaning of %s stopped: %s", name, exc)
             return None
-        except KafkaStorageError:
-            raise
-        except Exception:
-            if self.manager.is_aborted(tp):  # e.g. a truncation pulled segments away
-                logger.info("cleaning of %s was aborted", name, exc_info=True)
+        except Exception as exc:
+            moved = log.log_end_offset < end_before or log.log_start_offset > start_before
+            if self.manager.is_aborted(tp) or moved:  # a truncation pulled segments away
+                logger.info("cleaning of %s was interrupted by a truncation or deletion", name,
+                            exc_info=True)
                 return None
+            if isinstance(exc, KafkaStorageError):
+                raise
+            if isinstance(exc, OSError):
+                raise KafkaStorageError(f"cleaning of {name} failed: {exc}") from exc
             logger.exception("cleaning of %s failed; it is marked uncleanable", name)
             self.manager.mark_uncleanable(tp)
             return None

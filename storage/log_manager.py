@@ -30,9 +30,11 @@ from pathlib import Path
 
 from strata.storage import log_file_names as names
 from strata.storage.checkpoints import OffsetCheckpointFile
+from strata.storage.cleaner import CleanerStats
 from strata.storage.clock import Clock
 from strata.storage.errors import LogDirOfflineError
 from strata.storage.log import Log
+from strata.storage.log_cleaner import CleanerConfig, LogCleaner
 from strata.storage.log_config import LogConfig
 from strata.storage.log_loader import load_log
 from strata.storage.meta_properties import ensure_meta_properties
@@ -68,6 +70,8 @@ class LogManager:
         self.offline_dirs: set[Path] = set()
         self._lock = threading.Lock()  # guards _logs against concurrent create/delete
         self.had_clean_shutdown: dict[Path, bool] = {}
+        self.cleaner_config = CleanerConfig.from_props(self.broker_config)
+        self.cleaner = LogCleaner(self.cleaner_config, self.log_dirs, self.all_logs, clock=clock)
 
     # -------------------------------------------------------------- lifecycle
     def startup(self) -> None:
@@ -184,6 +188,7 @@ class LogManager:
             log = self._logs.pop((topic, partition), None)
         if log is None:
             return False
+        self.cleaner.abort_cleaning((topic, partition), log.dir.parent)
         log.close()
         doomed = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{names.DELETE_DIR_SUFFIX}")
         log.dir.rename(doomed)
@@ -233,3 +238,10 @@ class LogManager:
             deleted += log.delete_old_segments()
             log.delete_pending_segments()
         return deleted
+
+    def clean_one(self) -> CleanerStats | None:
+        """Compact the filthiest compacted log once (``log.cleaner.enable``); None when no log
+        qualified (the caller backs off ``log.cleaner.backoff.ms``). Blocking: worker thread."""
+        if not self.cleaner_config.enable:
+            return None
+        return self.cleaner.clean_one(self.clock.milliseconds())

@@ -33,7 +33,7 @@ Threads: everything but ``flush`` runs on the log's owner thread.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,15 +192,21 @@ class LogSegment:
         largest_offset: int,
         largest_timestamp: int,
         offset_of_max_timestamp: int,
-        records: Buffer,
+        records: Buffer | Sequence[Buffer],
     ) -> None:
-        """Append whole, offset-assigned batches ``records`` whose last offset is
-        ``largest_offset``; adds index entries per the indexing rule (module docstring).
+        """Append whole, offset-assigned batches ``records`` (one buffer, or several that
+        together make whole batches) whose last offset is ``largest_offset``; adds index
+        entries per the indexing rule (module docstring).
 
         Raises ``LogSegmentOffsetOverflowError`` if ``largest_offset`` does not fit the
         segment, ``KafkaStorageError`` on a disk error (then nothing was appended).
         """
-        size = memoryview(records).nbytes
+        if isinstance(records, (bytes, bytearray)):
+            size = len(records)
+        elif isinstance(records, memoryview):
+            size = records.nbytes
+        else:
+            size = sum(memoryview(r).nbytes for r in records)
         if size == 0:
             return
         if not self.offset_index.can_append_offset(largest_offset):

@@ -74,6 +74,11 @@ class ValidationConfig:
             )
 
     @property
+    def timestamp_bounds(self) -> tuple[int, int]:
+        """``(before, after)`` max ms, legacy fallback applied."""
+        return self.timestamp_before_max_ms, self.timestamp_after_max_ms
+
+    @property
     def timestamp_before_max_ms(self) -> int:
         """How far in the past a CreateTime timestamp may be, legacy fallback applied."""
         if self.message_timestamp_before_max_ms != LONG_MAX:
@@ -122,45 +127,56 @@ def _check_timestamp(timestamp: int, now_ms: int, before: int, after: int, what:
 def _validate_header(
     buf: rb.Buffer, pos: int, config: ValidationConfig, now_ms: int
 ) -> rb.BatchHeader:
+    # Hot path: one call per produced batch. Attribute bits are tested inline (not through
+    # BatchHeader's properties) and the error branches build their messages only when taken.
     header = rb.parse_header(buf, pos)
-    if len(buf) - pos < header.size:
+    size = header.batch_length + rb.LOG_OVERHEAD
+    if len(buf) - pos < size:
         raise CorruptRecordError(
             f"record set ends inside the batch at byte {pos}: "
-            f"{len(buf) - pos} of {header.size} bytes present"
+            f"{len(buf) - pos} of {size} bytes present"
         )
-    if header.size > config.max_message_bytes:
+    if size > config.max_message_bytes:
         raise RecordTooLargeError(
-            f"the record batch size {header.size} bytes exceeds max.message.bytes "
+            f"the record batch size {size} bytes exceeds max.message.bytes "
             f"{config.max_message_bytes}"
         )
-    if not rb.is_valid_crc(buf, pos, header):
+    if rb.compute_crc(buf, pos, size) != header.crc:
         raise CorruptRecordError(f"record batch at byte {pos} fails its CRC32C check")
     if header.base_offset != 0:
         raise InvalidRecordError(
             f"the baseOffset of a produced record batch must be 0, got {header.base_offset}"
         )
-    if header.records_count < 1:
-        raise InvalidRecordError(f"invalid record count {header.records_count} in record batch")
-    if header.last_offset_delta != header.records_count - 1:
+    count = header.records_count
+    if count < 1:
+        raise InvalidRecordError(f"invalid record count {count} in record batch")
+    if header.last_offset_delta != count - 1:
         raise InvalidRecordError(
-            f"inconsistent lastOffsetDelta {header.last_offset_delta} for "
-            f"{header.records_count} records"
+            f"inconsistent lastOffsetDelta {header.last_offset_delta} for {count} records"
         )
-    if header.is_control:
+    attributes = header.attributes
+    if attributes & rb.CONTROL_FLAG_MASK:
         raise InvalidRecordError("clients are not allowed to write control records")
-    if header.has_producer_id and header.base_sequence < 0:
+    if header.producer_id >= 0 and header.base_sequence < 0:
         raise InvalidRecordError(
             f"invalid baseSequence {header.base_sequence} in a record batch with producerId "
             f"{header.producer_id}"
         )
-    CompressionType.for_id(header.compression)  # UNSUPPORTED_COMPRESSION_TYPE for ids 5-7
-    if header.timestamp_type == 1:
+    if attributes & rb.COMPRESSION_CODEC_MASK > _MAX_CODEC:
+        CompressionType.for_id(attributes & rb.COMPRESSION_CODEC_MASK)  # raises the error
+    if attributes & rb.TIMESTAMP_TYPE_MASK:
         raise InvalidTimestampError("producers must not set the timestamp type to LogAppendTime")
     if config.message_timestamp_type == CREATE_TIME:
-        before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
-        _check_timestamp(header.base_timestamp, now_ms, before, after, "baseTimestamp")
-        _check_timestamp(header.max_timestamp, now_ms, before, after, "maxTimestamp")
+        before, after = config.timestamp_bounds
+        base_ts, max_ts = header.base_timestamp, header.max_timestamp
+        if base_ts != rb.NO_TIMESTAMP and not -after <= now_ms - base_ts <= before:
+            _check_timestamp(base_ts, now_ms, before, after, "baseTimestamp")
+        if max_ts != rb.NO_TIMESTAMP and not -after <= now_ms - max_ts <= before:
+            _check_timestamp(max_ts, now_ms, before, after, "maxTimestamp")
     return header
+
+
+_MAX_CODEC = max(CompressionType)
 
 
 def _validate_records(
@@ -204,5 +220,5 @@ def validate_records(
             max_timestamp, delta_of_max = batch_max, count + header.last_offset_delta
         batches.append((pos, header))
         count += header.records_count
-        pos += header.size
+        pos += header.batch_length + rb.LOG_OVERHEAD
     return ValidationResult(batches, count, max_timestamp, delta_of_max, log_append_time)

@@ -601,3 +601,36 @@ def test_swap_is_refused_when_retention_removed_the_segments(tmp_path: Path,
         clean(log, clock, swap=racing_swap)
     assert first not in log.segments
     assert not [p for p in log.dir.iterdir() if ".cleaned" in p.name or ".swap" in p.name]
+
+
+def test_replace_segments_leaves_old_files_to_the_logs_delayed_deletion(
+        tmp_path: Path, clock: ManualClock) -> None:
+    from strata.storage.cleaner import replace_segments
+    from strata.storage.log import segment_config
+
+    config = segment_config(LogConfig())
+    old = []
+    for base in (0, 2):
+        seg = LogSegment.open(tmp_path, base, config, now_ms=T0)
+        batch = build_batch([spec(b"a", b"%d" % base), spec(b"a", b"%d" % (base + 1))],
+                            base_offset=base)
+        seg.append(base + 1, T0, base + 1, batch)
+        old.append(seg)
+    new = LogSegment.open(tmp_path, 0, config, now_ms=T0, file_suffix=".cleaned")
+    new.append(3, T0, 3, build_batch([spec(b"a", b"3")], base_offset=3))
+    scheduled: list[LogSegment] = []
+
+    def schedule_deletion(segments: Sequence[LogSegment]) -> None:
+        for seg in segments:
+            seg.change_file_suffixes("", ".deleted")
+        scheduled.extend(segments)
+
+    replace_segments(tmp_path, [new], old, schedule_deletion=schedule_deletion)
+    assert scheduled == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [f"{0:020d}{s}" for s in (".log", ".index", ".timeindex")]
+        + [f"{b:020d}{s}.deleted" for b in (0, 2) for s in (".log", ".index", ".timeindex")])
+    assert keys_values(old[1].log.read(0, 1 << 20)) == [(2, b"a", b"2"), (3, b"a", b"3")]
+    assert keys_values(new.log.read(0, 1 << 20)) == [(3, b"a", b"3")]
+    for seg in (*old, new):
+        seg.close()

@@ -234,3 +234,21 @@ def test_searches(records: FileRecords) -> None:
     assert records.search_for_timestamp(3003, 0, 0) is None
     assert records.largest_timestamp_after(0) == (3002, 22)
     assert records.largest_timestamp_after(records.size_in_bytes) == (-1, -1)
+
+
+def test_vectored_append_survives_short_writes(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several buffers go out with os.writev; a short write resumes mid-buffer."""
+    fr = FileRecords.open(tmp_path / "v.log")
+    real_writev, real_write = os.writev, os.write
+
+    def short_writev(fd: int, buffers: list[memoryview]) -> int:
+        first = buffers[0]
+        return real_write(fd, first[: max(1, first.nbytes // 2)])  # at most half of one buffer
+
+    monkeypatch.setattr(os, "writev", short_writev)
+    chunks = [b"a" * 7, memoryview(b"bcdefgh" * 3), bytearray(b"zz"), b"!"]
+    assert fr.append(chunks) == 7 + 21 + 2 + 1
+    monkeypatch.setattr(os, "writev", real_writev)
+    assert fr.read(0, fr.size_in_bytes) == b"".join(bytes(c) for c in chunks)
+    fr.close()

@@ -313,15 +313,15 @@ def test_disk_error_fails_the_append_and_takes_the_log_offline(
     errors: list[Path] = []
     log = open_log(tmp_path / "t-0", clock, on_storage_error=lambda d, e: errors.append(d))
     log.append_as_leader(batch([b"ok"]), leader_epoch=0)
-    real_write = os.write
 
     def full_disk(fd: int, data: bytes) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "write", full_disk)
+    monkeypatch.setattr(os, "writev", full_disk)
     with pytest.raises(KafkaStorageError):
         log.append_as_leader(batch([b"lost"]), leader_epoch=0)
-    monkeypatch.setattr(os, "write", real_write)
+    monkeypatch.undo()
     assert log.log_end_offset == 1 and errors == [log.dir]
     with pytest.raises(LogDirOfflineError):
         log.append_as_leader(batch([b"later"]), leader_epoch=0)

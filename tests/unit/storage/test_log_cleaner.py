@@ -343,3 +343,35 @@ def test_each_worker_takes_its_own_cleaner(tmp_path: Path, clock: ManualClock, l
     monkeypatch.setattr(Cleaner, "clean", clean)
     assert cleaner.clean_one(clock.milliseconds()) is not None
     assert nested == [None]  # no free cleaner: the busy worker's map is not shared
+
+
+def test_a_truncation_under_a_round_is_not_a_failure(tmp_path: Path, clock: ManualClock,
+                                                     logs: Logs,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A truncation that was not announced with abort_and_pause_cleaning makes the round fail
+    on vanished data; the partition must stay cleanable."""
+    log = logs.logs[("a", 0)] = open_log(tmp_path / "d1" / "a-0", clock)
+    fill(log, clock, 100, keys=5)
+    cleaner = LogCleaner(SMALL, [tmp_path / "d1"], logs, clock=clock)
+
+    def clean(self: Cleaner, *args: Any, **kw: Any) -> Any:
+        log.truncate_to(10)
+        raise OSError(9, "Bad file descriptor")
+
+    monkeypatch.setattr(Cleaner, "clean", clean)
+    assert cleaner.clean_one(clock.milliseconds()) is None
+    assert cleaner.manager.cleaning_state(("a", 0)) is None
+
+
+def test_os_errors_are_storage_errors(tmp_path: Path, clock: ManualClock, logs: Logs,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    log = logs.logs[("a", 0)] = open_log(tmp_path / "d1" / "a-0", clock)
+    fill(log, clock, 100, keys=5)
+    cleaner = LogCleaner(SMALL, [tmp_path / "d1"], logs, clock=clock)
+
+    def broken(*args: Any, **kw: Any) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(Cleaner, "clean", broken)
+    with pytest.raises(KafkaStorageError, match="Input/output error"):
+        cleaner.clean_one(clock.milliseconds())

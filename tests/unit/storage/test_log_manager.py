@@ -137,7 +137,7 @@ def test_disk_error_takes_only_that_dir_offline(tmp_path: Path,
     lm = manager(dirs, ManualClock())
     la, lb = lm.get_or_create_log("t", 0), lm.get_or_create_log("t", 1)
     assert la.dir.parent != lb.dir.parent
-    real_write = os.write
+    real_write, real_writev = os.write, os.writev
     bad_fd = la.active_segment.log.fd
 
     def failing_write(fd: int, data: bytes) -> int:
@@ -145,7 +145,13 @@ def test_disk_error_takes_only_that_dir_offline(tmp_path: Path,
             raise OSError(errno.EIO, "Input/output error")
         return real_write(fd, data)
 
+    def failing_writev(fd: int, buffers: list[bytes]) -> int:
+        if fd == bad_fd:
+            raise OSError(errno.EIO, "Input/output error")
+        return real_writev(fd, buffers)
+
     monkeypatch.setattr(os, "write", failing_write)
+    monkeypatch.setattr(os, "writev", failing_writev)
     with pytest.raises(KafkaStorageError):
         la.append_as_leader(batch(b"x"), leader_epoch=0)
     assert lm.offline_dirs == {la.dir.parent}
@@ -153,6 +159,7 @@ def test_disk_error_takes_only_that_dir_offline(tmp_path: Path,
         la.read(0, 100)
     lb.append_as_leader(batch(b"fine"), leader_epoch=0)  # the other dir keeps serving
     monkeypatch.setattr(os, "write", real_write)
+    monkeypatch.setattr(os, "writev", real_writev)
     assert lm.get_or_create_log("t", 2).dir.parent == lb.dir.parent
     lm.shutdown()
     assert not (la.dir.parent / CLEAN_SHUTDOWN_FILE).exists()
