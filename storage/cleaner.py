@@ -1,4 +1,5 @@
-"""Compaction of one log (Kafka's ``Cleaner``): offset map, batch filter, crash-safe segment swap.
+"""Compaction of one log (Kafka's ``Cleaner``): one cleaning round, from the dirty range to the
+cleaned segments swapped in.
 
 A compacted log (``cleanup.policy`` containing ``compact``) keeps, per key, the record with the
 highest offset; older records of the key are removed and the survivors keep their offsets
@@ -8,70 +9,36 @@ highest offset; older records of the key are removed and the survivors keep thei
    everything before it was cleaned already. The round may clean up to ``first_uncleanable``:
    the lowest of the active segment's base offset, the high watermark, the first offset of a
    transaction still open and the first segment younger than ``min.compaction.lag.ms``
-   (``log_cleaner.cleanable_offsets``).
-2. **Producers.** A header scan of the whole log (``ProducerScan``) finds every aborted
-   transaction (producer id, first offset, abort marker offset), each producer's last data batch
-   and epoch, and the transactions still open (they lower ``first_uncleanable`` once more).
+   (``log_cleaner_manager.cleanable_offsets``).
+2. **Producers.** A header scan of the whole log (``transaction_scan.ProducerScan``) finds every
+   aborted transaction (producer id, first offset, abort marker offset), each producer's last data
+   batch and epoch, and the transactions still open (they lower ``first_uncleanable`` once more).
 3. **Offset map.** The dirty section's keyed records, except control batches and aborted
-   transactions, go into an ``OffsetMap`` (key digest -> latest offset) bounded by
+   transactions, go into an ``offset_map.OffsetMap`` (key digest -> latest offset) bounded by
    ``log.cleaner.dedupe.buffer.size``. If it fills up, the round stops there: ``end_offset =
    map.latest_offset + 1`` is the next checkpoint.
 4. **Rewrite.** The segments from the start of the log to ``end_offset`` are grouped so that one
    group's result fits ``segment.bytes``, ``segment.index.bytes`` and 32-bit relative offsets
-   (``group_segments_by_size``). Each group is filtered batch by batch (``BatchFilter``,
-   ``filter_batch``) into one new segment ``<base>.log.cleaned`` (+ indexes), flushed, and
-   swapped in for the group by ``Log.replace_segments`` (which calls ``replace_segments``).
+   (``group_segments_by_size``). Each group is filtered batch by batch (``batch_filter``: the
+   retention rules) into one new segment ``<base>.log.cleaned`` (+ indexes), flushed, and swapped
+   in for the group by ``Log.replace_segments`` (crash-safe: ``segment_swap``).
 
-Retention rules (``BatchFilter``, Kafka's):
-
-* a record past the map (``offset > map.latest_offset``) is kept as it is;
-* a record without a key is dropped (a compacted topic refuses them on produce);
-* a record is kept only if its offset is the latest of its key;
-* a tombstone (null value) is kept until its batch's *delete horizon*: the first round that keeps
-  it stamps ``now + delete.retention.ms`` into the batch (attribute bit 6 ``hasDeleteHorizonMs``;
-  the horizon becomes the ``baseTimestamp``, KIP-534), the first round after the horizon drops
-  it. Consumers thus see a tombstone for at least ``delete.retention.ms`` after it was cleaned;
-* records of aborted transactions are dropped; a transaction marker goes once no batch of its
-  transaction is left, after a delete horizon of its own;
-* a batch left without records disappears, except that it stays as an empty batch (header only,
-  ``recordsCount`` 0, same ``baseOffset``, ``lastOffsetDelta`` and producer fields) when it is
-  the last batch of a producer the log's producer state still knows (idempotence needs its last
-  sequence and epoch; until ``producer.id.expiration.ms``) or ends the cleanable range (the log
-  keeps its last offset);
-* a batch that loses nothing and gains no horizon is copied byte for byte (compression kept);
-  a rebuilt batch keeps its codec, timestamp type, leader epoch and producer fields.
-
-As in Kafka, a round runs only when a log has dirty bytes (``log_cleaner``), so an expired
+As in Kafka, a round runs only when a log has dirty bytes (``log_cleaner_manager``), so an expired
 tombstone goes with the next round after its horizon, not at the horizon. A group whose records
 all go becomes an empty segment (its base offset kept); the next round merges it into a group.
-
-Swap protocol (``replace_segments``; Kafka's ``LocalLog.replaceSegments``)::
-
-    new <base>.*.cleaned -> <base>.*.swap     commit point: the new .log's rename to .log.swap
-    old <base>.*         -> <base>.*.deleted  (unlinked later: readers keep their descriptors)
-    new <base>.*.swap    -> <base>.*          final names
-
-``complete_swaps`` runs at load before any segment is opened and finishes whatever a crash
-interrupted: it deletes ``.cleaned`` files (a swap that never committed: the old segments are
-intact), ``.deleted`` files, and the index ``.swap`` files of an uncommitted segment; for each
-``<base>.log.swap`` it deletes every final-named segment file whose base offset lies in
-[base, next offset of the swap log) (the old segments not yet renamed), then renames every
-``.swap`` file to its final name. After a crash at any point the directory holds either the old
-segments or the cleaned one for each offset range, never both and never neither. An index lost
-on the way is rebuilt by the loader (a missing index fails its sanity check).
+A group already swapped in stays swapped in when a later group fails or the round is aborted.
 
 Threads: the cleaner runs on a worker thread. It reads only segments below the active one plus
 batch headers up to the log end offset it saw at the start, and writes only its own
-``.cleaned`` files. The swap runs under the log's lock (``Log.replace_segments``) after checking
+``.cleaned`` files. The swap runs under the log's lock (``swap_if_current``) after checking
 that the old segments are still the log's. Nothing here sleeps or starts threads.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,91 +47,31 @@ from typing import Protocol
 from strata.storage import log_file_names as names
 from strata.storage import record_batch as rb
 from strata.storage.abstract_index import MAX_RELATIVE_OFFSET
-from strata.storage.checkpoints import fsync_dir
+from strata.storage.batch_filter import BatchFilter
 from strata.storage.clock import Clock, SystemClock
 from strata.storage.errors import CorruptRecordError, KafkaStorageError
-from strata.storage.file_records import FileRecords, pread_fully
+from strata.storage.file_records import pread_fully
 from strata.storage.log import segment_config
 from strata.storage.log_config import LogConfig
 from strata.storage.log_segment import LogSegment
-from strata.storage.records import (
-    ControlRecordType,
-    Record,
-    build_batch,
-    iter_records,
-    parse_control_key,
+from strata.storage.offset_map import OffsetMap
+from strata.storage.records import iter_records
+from strata.storage.segment_swap import SEGMENT_FILE_SUFFIXES
+from strata.storage.transaction_scan import (
+    AbortedTxn,
+    LastRecord,
+    ProducerScan,
+    TransactionTracker,
+    control_type,
 )
 
 logger = logging.getLogger(__name__)
 
-Buffer = bytes | bytearray | memoryview
-
-# Every suffix a segment's files carry (the cleaner never touches .snapshot files).
-SEGMENT_FILE_SUFFIXES = (
-    names.LOG_FILE_SUFFIX,
-    names.INDEX_FILE_SUFFIX,
-    names.TIME_INDEX_FILE_SUFFIX,
-)
 DEFAULT_IO_BUFFER_SIZE = 512 * 1024  # log.cleaner.io.buffer.size
 
 
 class LogCleaningAbortedError(Exception):
     """Cleaning of a log was aborted (truncation, deletion, pause): the round is abandoned."""
-
-
-# ----------------------------------------------------------------------------- offset map
-class OffsetMap:
-    """Key -> latest offset over the dirty section (Kafka's ``SkimpyOffsetMap``), bounded.
-
-    Keys are stored as 16-byte BLAKE2b digests, so every entry costs the same whatever the key's
-    size: about ``ENTRY_BYTES`` of CPython memory (digest object, int, dict slot; measured 130-160).
-    ``capacity = memory * load_factor // ENTRY_BYTES`` entries; ``put`` of a new key beyond it is
-    refused. As in Kafka, two keys with the same digest would count as one key (probability
-    about n**2 / 2**129 for n keys).
-
-    ``latest_offset`` is the last offset the map covers completely (every keyed record at or
-    below it that the cleaner may drop is accounted for); records above it must be kept.
-    """
-
-    ENTRY_BYTES = 160
-
-    def __init__(self, memory: int, load_factor: float = 0.9) -> None:
-        self.capacity = int(memory * load_factor) // self.ENTRY_BYTES
-        if self.capacity < 1:
-            raise ValueError(f"an offset map of {memory} bytes cannot hold a single key")
-        self._offsets: dict[bytes, int] = {}
-        self.latest_offset = -1
-
-    @staticmethod
-    def digest(key: bytes) -> bytes:
-        return hashlib.blake2b(key, digest_size=16).digest()
-
-    @property
-    def size(self) -> int:
-        return len(self._offsets)
-
-    @property
-    def utilization(self) -> float:
-        return len(self._offsets) / self.capacity
-
-    def put(self, key: bytes, offset: int) -> bool:
-        """Record ``offset`` as the latest of ``key``; False (nothing stored) when full."""
-        digest = self.digest(key)
-        if len(self._offsets) >= self.capacity and digest not in self._offsets:
-            return False
-        self._offsets[digest] = offset
-        return True
-
-    def get(self, key: bytes) -> int:
-        """The latest offset of ``key``, or -1 if the map does not know it."""
-        return self._offsets.get(self.digest(key), -1)
-
-    def update_latest_offset(self, offset: int) -> None:
-        self.latest_offset = max(self.latest_offset, offset)
-
-    def clear(self) -> None:
-        self._offsets.clear()
-        self.latest_offset = -1
 
 
 # ---------------------------------------------------------------------------------- stats
@@ -198,280 +105,6 @@ class CleanerStats:
     @property
     def map_duration_ms(self) -> float:
         return self.map_complete_ms - self.start_ms
-
-
-# --------------------------------------------------------------------------- transactions
-@dataclass(frozen=True, slots=True)
-class AbortedTxn:
-    """An aborted transaction: its producer, first data offset and abort marker offset."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class LastRecord:
-    """A producer's last data batch (its last offset) and epoch (Kafka's ``LastRecord``).
-
-    ``last_data_offset`` is None when the producer's latest entry is a marker of a newer epoch
-    (its data batches belong to a fenced epoch); the marker then carries the state to keep.
-    """
-
-    last_data_offset: int | None
-    producer_epoch: int
-
-
-def control_type(batch: Buffer, pos: int = 0) -> int | None:
-    """The type of the control batch's first record (``ControlRecordType``), None if empty."""
-    for record in iter_records(batch, pos, verify_crc=False):
-        return parse_control_key(record.key)[1]
-    return None
-
-
-class ProducerScan:
-    """Producer facts of a whole log, fed every batch header in offset order.
-
-    ``aborted``: aborted transactions; ``last_records``: per producer id the last data batch and
-    epoch (Kafka's ``lastRecordsOfActiveProducers``, without producer expiry);
-    ``first_unstable_offset``: first offset of the earliest transaction still open, or None.
-    """
-
-    def __init__(self) -> None:
-        self.aborted: list[AbortedTxn] = []
-        self.last_records: dict[int, LastRecord] = {}
-        self._open: dict[int, int] = {}  # producer id -> first offset of its open transaction
-
-    def on_batch(self, header: rb.BatchHeader, marker: int | None = None) -> None:
-        """``marker``: the control type of a control batch (``control_type``)."""
-        pid = header.producer_id
-        if pid < 0:
-            return
-        previous = self.last_records.get(pid)
-        same_epoch = previous is not None and previous.producer_epoch == header.producer_epoch
-        if header.is_control:
-            first = self._open.pop(pid, None)
-            if marker == ControlRecordType.ABORT and first is not None:
-                self.aborted.append(AbortedTxn(pid, first, header.last_offset))
-            last_data = previous.last_data_offset if same_epoch and previous else None
-            self.last_records[pid] = LastRecord(last_data, header.producer_epoch)
-            return
-        if header.is_transactional:
-            self._open.setdefault(pid, header.base_offset)
-        self.last_records[pid] = LastRecord(header.last_offset, header.producer_epoch)
-
-    @property
-    def first_unstable_offset(self) -> int | None:
-        return min(self._open.values()) if self._open else None
-
-
-class TransactionTracker:
-    """Which batches of aborted transactions to drop and which markers may go (Kafka's
-    ``CleanedTransactionMetadata``), fed the batches of one pass in offset order."""
-
-    def __init__(self, aborted: Iterable[AbortedTxn]) -> None:
-        self._aborted: dict[int, list[AbortedTxn]] = {}
-        for txn in sorted(aborted, key=lambda t: t.first_offset):
-            self._aborted.setdefault(txn.producer_id, []).append(txn)
-        self._aborted_seen: set[int] = set()  # producers whose aborted txn still has batches
-        self._committed_seen: set[int] = set()  # producers whose open txn still has batches
-
-    def _is_aborted(self, pid: int, offset: int) -> bool:
-        return any(t.first_offset <= offset <= t.last_offset for t in self._aborted.get(pid, ()))
-
-    def on_batch_read(self, header: rb.BatchHeader) -> bool:
-        """A data batch was read; True if it belongs to an aborted transaction (drop it)."""
-        if not header.is_transactional:
-            return False
-        pid = header.producer_id
-        if self._is_aborted(pid, header.base_offset):
-            self._aborted_seen.add(pid)
-            return True
-        self._committed_seen.add(pid)
-        return False
-
-    def on_control_batch_read(self, header: rb.BatchHeader, marker: int | None) -> bool:
-        """A control batch was read; True if no batch of its transaction is left (it may go)."""
-        pid = header.producer_id
-        if marker is None:  # already emptied by an earlier round
-            return True
-        if marker == ControlRecordType.ABORT:
-            seen = pid in self._aborted_seen
-            self._aborted_seen.discard(pid)
-            return not seen
-        if marker == ControlRecordType.COMMIT:
-            seen = pid in self._committed_seen
-            self._committed_seen.discard(pid)
-            return not seen
-        return False
-
-
-# ---------------------------------------------------------------------------- batch filter
-def delete_horizon_ms(header: rb.BatchHeader) -> int | None:
-    """The batch's delete horizon (attribute bit 6 set: its ``baseTimestamp``), else None."""
-    if header.attributes & rb.DELETE_HORIZON_FLAG_MASK:
-        return header.base_timestamp
-    return None
-
-
-def filter_batch(
-    batch: Buffer,
-    retain: Callable[[Record], bool],
-    *,
-    retain_empty: bool = False,
-    new_delete_horizon_ms: int | None = None,
-) -> bytes | None:
-    """The batch with only the records ``retain`` accepts, each at its original offset.
-
-    * Every record kept and nothing to stamp: the original bytes (codec and CRC untouched).
-    * Some kept: a rebuilt batch with the same ``baseOffset``, ``lastOffsetDelta``, codec,
-      timestamp type, partition leader epoch, producer id/epoch/base sequence and
-      transactional/control flags; ``recordsCount`` and ``maxTimestamp`` follow the survivors.
-    * None kept: ``None``; with ``retain_empty`` a header-only batch (``recordsCount`` 0,
-      uncompressed, ``baseTimestamp = maxTimestamp`` = the original's) that keeps the offsets and
-      producer fields (Kafka's ``RETAIN_EMPTY``).
-
-    ``new_delete_horizon_ms``: if the batch has no delete horizon yet and keeps a tombstone (or
-    is a control batch), it is rebuilt with this horizon (attribute bit 6). A horizon already
-    present is kept.
-    """
-    header = rb.parse_header(batch)
-    kept: list[Record] = []
-    dropped = False
-    tombstone = False
-    for record in iter_records(batch, verify_crc=False):
-        if retain(record):
-            kept.append(record)
-            tombstone = tombstone or record.value is None
-        else:
-            dropped = True
-    horizon = delete_horizon_ms(header)
-    stamp = (
-        horizon is None
-        and new_delete_horizon_ms is not None
-        and bool(kept)
-        and (tombstone or header.is_control)
-    )
-    if not dropped and not stamp:
-        return bytes(batch[: header.size])
-    if not kept:
-        if not retain_empty:
-            return None
-        return build_batch(
-            [],
-            base_offset=header.base_offset,
-            producer_id=header.producer_id,
-            producer_epoch=header.producer_epoch,
-            base_sequence=header.base_sequence,
-            partition_leader_epoch=header.partition_leader_epoch,
-            is_transactional=header.is_transactional,
-            is_control=header.is_control,
-            timestamp_type=header.timestamp_type,
-            base_timestamp=header.max_timestamp,
-            last_offset_delta=header.last_offset_delta,
-        )
-    return build_batch(
-        kept,
-        base_offset=header.base_offset,
-        compression=header.compression,
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        partition_leader_epoch=header.partition_leader_epoch,
-        is_transactional=header.is_transactional,
-        is_control=header.is_control,
-        timestamp_type=header.timestamp_type,
-        last_offset_delta=header.last_offset_delta,
-        delete_horizon_ms=new_delete_horizon_ms if stamp else horizon,
-    )
-
-
-class BatchFilter:
-    """One round's retention decisions (module docstring), fed the batches in offset order.
-
-    Pure: state is the offset map, the transaction tracker and the round's clock reading.
-    ``last_records`` are the producers whose last batch must survive (``ProducerScan``).
-    ``upper_bound_offset`` is the round's ``first_uncleanable``: the batch ending there stays.
-    """
-
-    def __init__(
-        self,
-        offset_map: OffsetMap,
-        *,
-        now_ms: int,
-        delete_retention_ms: int,
-        aborted: Iterable[AbortedTxn] = (),
-        last_records: Mapping[int, LastRecord] | None = None,
-        upper_bound_offset: int = -1,
-        stats: CleanerStats | None = None,
-    ) -> None:
-        self.map = offset_map
-        self.now_ms = now_ms
-        self.delete_retention_ms = delete_retention_ms
-        self.transactions = TransactionTracker(aborted)
-        self.last_records = last_records or {}
-        self.upper_bound_offset = upper_bound_offset
-        self.stats = stats if stats is not None else CleanerStats()
-
-    def _is_last_batch_of_producer(self, header: rb.BatchHeader) -> bool:
-        last = self.last_records.get(header.producer_id)
-        if last is None:
-            return False
-        if last.last_data_offset is not None:
-            return header.last_offset == last.last_data_offset
-        return header.is_control and header.producer_epoch == last.producer_epoch
-
-    def should_retain_record(self, header: rb.BatchHeader, record: Record) -> bool:
-        """Kafka's ``Cleaner.shouldRetainRecord`` for a data record."""
-        if record.offset > self.map.latest_offset:
-            return True
-        if record.key is None:
-            self.stats.invalid_messages_read += 1
-            return False
-        if record.offset < self.map.get(record.key):
-            return False
-        if record.value is not None:
-            return True
-        horizon = delete_horizon_ms(header)
-        return horizon is None or self.now_ms < horizon
-
-    def filter(self, batch: Buffer) -> bytes | None:
-        """The batch as it goes into the cleaned segment, or None to drop it."""
-        header = rb.parse_header(batch)
-        self.stats.messages_read += header.records_count
-        self.stats.bytes_read += header.size
-        if header.is_control:
-            marker = control_type(batch)
-            can_discard = self.transactions.on_control_batch_read(header, marker)
-            horizon = delete_horizon_ms(header)
-            discard_records = can_discard and horizon is not None and horizon <= self.now_ms
-        else:
-            can_discard = self.transactions.on_batch_read(header)
-            discard_records = can_discard
-        retain_empty = (
-            header.has_producer_id and self._is_last_batch_of_producer(header)
-        ) or header.next_offset == self.upper_bound_offset
-        if discard_records and not retain_empty:
-            return None
-
-        def retain(record: Record) -> bool:
-            if discard_records:
-                return False
-            if header.is_control:
-                return True
-            return self.should_retain_record(header, record)
-
-        stamp = not header.is_control or can_discard
-        out = filter_batch(
-            batch,
-            retain,
-            retain_empty=retain_empty,
-            new_delete_horizon_ms=self.now_ms + self.delete_retention_ms if stamp else None,
-        )
-        if out is not None:
-            self.stats.messages_written += rb.parse_header(out).records_count
-            self.stats.bytes_written += len(out)
-        return out
 
 
 # -------------------------------------------------------------------------------- the log
@@ -799,100 +432,3 @@ class Cleaner:
         with log.lock:  # the owner thread mutates producer state under it
             alive = set(active)
         return {pid: last for pid, last in scan.last_records.items() if pid in alive}
-
-
-# ----------------------------------------------------------------------------------- swap
-def replace_segments(
-    dir: Path,
-    new: Sequence[LogSegment],
-    old: Sequence[LogSegment],
-    *,
-    schedule_deletion: Callable[[Sequence[LogSegment]], None] | None = None,
-) -> None:
-    """Swap ``new`` (``.cleaned`` segments) in for ``old`` on disk (module docstring).
-
-    ``schedule_deletion`` must rename each old segment's files to ``.deleted`` before it
-    returns and unlink them later (``Log._schedule_deletion``: readers keep working until
-    ``file.delete.delay.ms``); without it the old segments are renamed and deleted at once.
-    The caller (``Log.replace_segments``) holds the log's lock and updates its segment list.
-    An OS error raises ``KafkaStorageError``: the log dir must go offline, and the next load
-    completes or rolls back the swap (``complete_swaps``).
-    """
-    new_sorted = sorted(new, key=lambda s: s.base_offset)
-    old_sorted = sorted(old, key=lambda s: s.base_offset)
-    try:
-        for seg in reversed(new_sorted):
-            seg.change_file_suffixes(names.CLEANED_FILE_SUFFIX, names.SWAP_FILE_SUFFIX)
-        fsync_dir(dir)  # the commit point must be durable before any old file is renamed
-        if schedule_deletion is not None:
-            schedule_deletion(old_sorted)
-        else:
-            for seg in old_sorted:
-                seg.change_file_suffixes("", names.DELETED_FILE_SUFFIX)
-        for seg in new_sorted:
-            seg.change_file_suffixes(names.SWAP_FILE_SUFFIX, "")
-        fsync_dir(dir)
-    except OSError as exc:
-        raise KafkaStorageError(f"swapping cleaned segments into {dir} failed: {exc}") from exc
-    if schedule_deletion is None:
-        for seg in old_sorted:
-            seg.delete()
-
-
-def _swap_log_next_offset(path: Path, base_offset: int) -> int:
-    """Next offset after the last whole batch of a ``.log.swap`` file (its base if none)."""
-    records = FileRecords.open(path, create=False)
-    next_offset = base_offset
-    try:
-        for _, header in records.batches():
-            next_offset = header.next_offset
-    except CorruptRecordError as exc:
-        logger.warning("swap file %s ends in a bad batch: %s", path, exc)
-    finally:
-        records.close()
-    return next_offset
-
-
-def _offset_of(name: str) -> int | None:
-    try:
-        return names.offset_from_file_name(name)
-    except ValueError:
-        return None  # not a segment file: never touched
-
-
-def complete_swaps(dir: Path) -> list[int]:
-    """At load, before any segment is opened: finish or roll back an interrupted cleaner swap
-    (module docstring). Returns the base offsets of the segments swapped in."""
-    swap, cleaned = names.SWAP_FILE_SUFFIX, names.CLEANED_FILE_SUFFIX
-    log_swap = names.LOG_FILE_SUFFIX + swap
-    files = [p for p in dir.iterdir() if p.is_file() and _offset_of(p.name) is not None]
-    present = {p.name for p in files}
-    changed = False
-    for p in files:
-        name = p.name
-        if name.endswith(swap) and not name.endswith(log_swap):
-            if names.log_file(dir, names.offset_from_file_name(name), cleaned).name in present:
-                logger.info("deleting %s: its swap never committed", p)
-                p.unlink(missing_ok=True)  # the .log was still .cleaned: roll back
-                changed = True
-        elif name.endswith((cleaned, names.DELETED_FILE_SUFFIX)):
-            p.unlink(missing_ok=True)
-            changed = True
-    swapped: list[int] = []
-    for p in sorted(q for q in files if q.name.endswith(log_swap)):
-        base = names.offset_from_file_name(p.name)
-        end = max(_swap_log_next_offset(p, base), base + 1)
-        for q in files:
-            offset = names.offset_from_file_name(q.name)
-            if q.name.endswith(SEGMENT_FILE_SUFFIXES) and base <= offset < end:
-                logger.info("deleting %s: replaced by the cleaned segment %s", q, p)
-                q.unlink(missing_ok=True)
-        swapped.append(base)
-    for p in sorted(q for q in dir.iterdir() if q.name.endswith(swap)):
-        if _offset_of(p.name) is not None:
-            logger.info("completing the swap of %s", p)
-            os.replace(p, p.with_name(names.replace_suffix(p.name, swap, "")))
-            changed = True
-    if changed:
-        fsync_dir(dir)
-    return swapped

@@ -33,12 +33,9 @@ from __future__ import annotations
 
 import bisect
 import logging
-import struct
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 from strata.storage import record_batch as rb
 from strata.storage.clock import Clock
@@ -47,62 +44,42 @@ from strata.storage.errors import (
     LogDirOfflineError,
     OffsetOutOfRangeError,
 )
-from strata.storage.file_records import FileSlice
 from strata.storage.leader_epoch_cache import LeaderEpochFileCache
+from strata.storage.log_append import assign_offsets
 from strata.storage.log_config import LogConfig
 from strata.storage.log_file_names import DELETED_FILE_SUFFIX
+from strata.storage.log_results import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    FetchDataInfo,
+    LogAppendInfo,
+    TimestampAndOffset,
+)
+from strata.storage.log_retention import (
+    below_log_start,
+    deletable_prefix,
+    retention_bytes_breached,
+    retention_ms_breached,
+)
 from strata.storage.log_segment import LogSegment, RollParams, SegmentConfig
 from strata.storage.log_validator import ValidationConfig, validate_records
 from strata.storage.producer_state import ProducerStateManager
 
+__all__ = [
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "FetchDataInfo",
+    "Log",
+    "LogAppendInfo",
+    "TimestampAndOffset",
+    "segment_config",
+]
+
 log = logging.getLogger(__name__)
-
-# baseOffset, batchLength, partitionLeaderEpoch: the batch's first 16 bytes, outside the CRC.
-_PREFIX = struct.Struct(">qii")
-
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-
-
-class LogAppendInfo(NamedTuple):
-    """What an append did. For a duplicate idempotent batch, the original batch's offsets.
-
-    A NamedTuple: one is built per produce request on the hot path."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time: int  # -1 unless message.timestamp.type=LogAppendTime
-    log_start_offset: int
-    record_count: int
-    valid_bytes: int
-    duplicate: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class FetchDataInfo:
-    """A read: file slices ready for ``os.sendfile`` (may end inside a batch, like Kafka)."""
-
-    fetch_offset: int
-    slices: tuple[FileSlice, ...]
-
-    @property
-    def size(self) -> int:
-        return sum(s.length for s in self.slices)
-
-    def read_bytes(self) -> bytes:
-        return b"".join(s.read_bytes() for s in self.slices)
-
-
-@dataclass(frozen=True, slots=True)
-class TimestampAndOffset:
-    timestamp: int
-    offset: int
-    leader_epoch: int | None
-
 
 def segment_config(config: LogConfig) -> SegmentConfig:
     return SegmentConfig(
@@ -244,41 +221,17 @@ class Log:
                         return LogAppendInfo(first, dup.last_offset, dup.timestamp, dup.last_offset,
                                              -1, self.log_start_offset, header.records_count, 0,
                                              duplicate=True)
-            # Offsets and epoch go into a fresh 16-byte prefix per batch written beside a view
-            # of the client's bytes (os.writev): no copy of the batch. LogAppendTime changes
-            # attributes, maxTimestamp and the CRC, so only then is the record set copied.
-            append_time = result.log_append_time
-            view = memoryview(records)
-            buf: bytearray | None = bytearray(view) if append_time else None
-            chunks: list[bytes | memoryview] = []
-            offset = self._log_end_offset
-            max_ts, offset_of_max_ts = rb.NO_TIMESTAMP, offset
-            producer_batches = []
-            for pos, header in batches:
-                last = offset + header.last_offset_delta
-                if buf is not None:
-                    rb.set_base_offset(buf, pos, offset)
-                    rb.set_partition_leader_epoch(buf, pos, leader_epoch)
-                    rb.set_log_append_time(buf, pos, now)
-                    batch_max = now
-                else:
-                    end = pos + header.batch_length + rb.LOG_OVERHEAD
-                    chunks.append(_PREFIX.pack(offset, header.batch_length, leader_epoch))
-                    chunks.append(view[pos + _PREFIX.size : end])
-                    batch_max = header.max_timestamp
-                if header.producer_id >= 0:
-                    producer_batches.append((header, offset, last))
-                if batch_max > max_ts:
-                    max_ts, offset_of_max_ts = batch_max, last
-                offset = last + 1
-            info = LogAppendInfo(self._log_end_offset, offset - 1, max_ts, offset_of_max_ts,
-                                 now if append_time else -1, self.log_start_offset,
-                                 result.record_count, view.nbytes)
+            first = self._log_end_offset
+            assigned = assign_offsets(records, batches, first, leader_epoch,
+                                      now if result.log_append_time else None)
+            info = LogAppendInfo(first, assigned.last_offset, assigned.max_timestamp,
+                                 assigned.offset_of_max_timestamp,
+                                 now if result.log_append_time else -1, self.log_start_offset,
+                                 result.record_count, assigned.size)
             if leader_epoch >= 0:
                 self._assign_epoch(leader_epoch, info.first_offset)
-            data: bytearray | list[bytes | memoryview] = buf if buf is not None else chunks
-            self._append(data, view.nbytes, producer_batches, info.last_offset, max_ts,
-                         offset_of_max_ts)
+            self._append(assigned.data, assigned.size, assigned.producer_batches,
+                         info.last_offset, info.max_timestamp, info.offset_of_max_timestamp)
             return info
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
@@ -530,64 +483,39 @@ class Log:
     # ------------------------------------------------------------- retention
     def delete_old_segments(self) -> int:
         """Retention: delete whole segments by ``retention.ms`` / ``retention.bytes`` (policy
-        ``delete``) and below the log start offset. Only segments wholly below the high
-        watermark go. Returns the number of segments deleted."""
+        ``delete``) and below the log start offset (rules in ``log_retention``). Returns the
+        number of segments deleted."""
         with self.lock:
             deleted = self._delete_segments_below_log_start()
             if not self._config.delete:
                 return deleted
-            now = self._clock.milliseconds()
             if self._config.retention_ms >= 0:
-                limit = self._config.retention_ms
-                deleted += self._delete_segments(lambda seg, _: now - seg.largest_timestamp > limit)
+                deleted += self._delete_segments(
+                    retention_ms_breached(self._clock.milliseconds(), self._config.retention_ms))
             if self._config.retention_bytes >= 0:
-                excess = self.size - self._config.retention_bytes
-
-                def over_size(seg: LogSegment, _: LogSegment | None) -> bool:
-                    nonlocal excess
-                    if excess - seg.size >= 0:
-                        excess -= seg.size
-                        return True
-                    return False
-
-                deleted += self._delete_segments(over_size)
+                deleted += self._delete_segments(
+                    retention_bytes_breached(self.size, self._config.retention_bytes))
             return deleted
 
     def _delete_segments_below_log_start(self) -> int:
-        start = self.log_start_offset
-        return self._delete_segments(lambda _, nxt: nxt is not None and nxt.base_offset <= start)
+        return self._delete_segments(below_log_start(self.log_start_offset))
 
-    def _delete_segments(
-        self, predicate: Callable[[LogSegment, LogSegment | None], bool]
-    ) -> int:
-        """Delete the longest prefix of segments matching ``predicate(segment, next)``, each
-        wholly below the high watermark; the active segment is rolled first if it must go."""
+    def _delete_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
+        """Delete the prefix ``deletable_prefix`` picks; the active segment is rolled first if
+        it must go too."""
         segments = self._segments
-        doomed: list[LogSegment] = []
-        tentative: list[LogSegment] = []  # empty segments (cleaned away): go only with a later one
-        for i, seg in enumerate(segments):
-            nxt = segments[i + 1] if i + 1 < len(segments) else None
-            upper = nxt.base_offset if nxt is not None else self._log_end_offset
-            if upper > self._high_watermark:
-                break
-            if seg.size == 0 and nxt is not None:
-                tentative.append(seg)
-                continue
-            if seg.size == 0 or not predicate(seg, nxt):
-                break
-            doomed.extend(tentative)
-            tentative.clear()
-            doomed.append(seg)
-        if not doomed:
+        count = deletable_prefix(segments, self._high_watermark, self._log_end_offset, predicate)
+        if count == 0:
             return 0
-        if len(doomed) == len(segments):
+        doomed = segments[:count]
+        if count == len(segments):
             self.roll()
-        remaining = self._segments[len(doomed):]
+        remaining = self._segments[count:]
         self._set_segments(remaining)
         self._increment_log_start_offset(remaining[0].base_offset)
         self._schedule_deletion(doomed)
         self.producer_state.delete_snapshots_before(remaining[0].base_offset)
-        return len(doomed)
+        return count
 
     def _schedule_deletion(self, segments: Sequence[LogSegment]) -> None:
         """Rename to ``.deleted`` now; close and unlink after ``file.delete.delay.ms``."""
@@ -613,7 +541,7 @@ class Log:
     def replace_segments(self, new: Sequence[LogSegment], old: Sequence[LogSegment]) -> None:
         """Swap cleaned segments in for ``old`` (the cleaner's final step, crash-safe)."""
         with self.lock:
-            from strata.storage.cleaner import replace_segments as swap
+            from strata.storage.segment_swap import replace_segments as swap
 
             old_bases = {s.base_offset for s in old}
             swap(self.dir, list(new), list(old), schedule_deletion=self._schedule_deletion)

@@ -27,7 +27,6 @@ from pathlib import Path
 
 from strata.storage import log_file_names as names
 from strata.storage.abstract_index import CorruptIndexError
-from strata.storage.cleaner import complete_swaps
 from strata.storage.clock import Clock
 from strata.storage.leader_epoch_cache import LeaderEpochFileCache
 from strata.storage.log import Log, segment_config
@@ -35,6 +34,7 @@ from strata.storage.log_config import LogConfig
 from strata.storage.log_segment import LogSegment
 from strata.storage.producer_state import ProducerStateManager
 from strata.storage.record_batch import BatchHeader
+from strata.storage.segment_swap import complete_swaps
 
 logger = logging.getLogger(__name__)
 

@@ -11,18 +11,11 @@ from typing import Any
 import pytest
 
 from strata.storage import record_batch as rb
+from strata.storage.batch_filter import BatchFilter, delete_horizon_ms, filter_batch
 from strata.storage.cleaner import (
-    AbortedTxn,
-    BatchFilter,
     Cleaner,
     CleanerStats,
-    LastRecord,
     LogCleaningAbortedError,
-    OffsetMap,
-    ProducerScan,
-    TransactionTracker,
-    delete_horizon_ms,
-    filter_batch,
     group_segments_by_size,
 )
 from strata.storage.clock import ManualClock
@@ -30,6 +23,7 @@ from strata.storage.log import Log
 from strata.storage.log_config import LogConfig
 from strata.storage.log_loader import load_log
 from strata.storage.log_segment import LogSegment
+from strata.storage.offset_map import OffsetMap
 from strata.storage.records import (
     ControlRecordType,
     Record,
@@ -38,6 +32,12 @@ from strata.storage.records import (
     control_record_key,
     end_transaction_marker_value,
     iter_records,
+)
+from strata.storage.transaction_scan import (
+    AbortedTxn,
+    LastRecord,
+    ProducerScan,
+    TransactionTracker,
 )
 
 T0 = 1_700_000_000_000
@@ -605,8 +605,8 @@ def test_swap_is_refused_when_retention_removed_the_segments(tmp_path: Path,
 
 def test_replace_segments_leaves_old_files_to_the_logs_delayed_deletion(
         tmp_path: Path, clock: ManualClock) -> None:
-    from strata.storage.cleaner import replace_segments
     from strata.storage.log import segment_config
+    from strata.storage.segment_swap import replace_segments
 
     config = segment_config(LogConfig())
     old = []

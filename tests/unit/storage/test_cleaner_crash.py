@@ -14,14 +14,16 @@ import pytest
 
 from strata.storage import record_batch as rb
 from strata.storage.abstract_index import AbstractIndex
-from strata.storage.cleaner import Cleaner, OffsetMap, complete_swaps
+from strata.storage.cleaner import Cleaner
 from strata.storage.clock import ManualClock
 from strata.storage.file_records import FileRecords
 from strata.storage.log import Log
 from strata.storage.log_config import LogConfig
 from strata.storage.log_loader import load_log
 from strata.storage.log_segment import LogSegment
+from strata.storage.offset_map import OffsetMap
 from strata.storage.records import RecordSpec, build_batch, iter_records
+from strata.storage.segment_swap import complete_swaps
 
 T0 = 1_700_000_000_000
 CONFIG = LogConfig.from_props({

@@ -14,10 +14,9 @@ from strata.storage.cleaner import Cleaner, LogCleaningAbortedError
 from strata.storage.clock import ManualClock
 from strata.storage.errors import InvalidConfigError, KafkaStorageError
 from strata.storage.log import Log
-from strata.storage.log_cleaner import (
+from strata.storage.log_cleaner import CleanerConfig, LogCleaner
+from strata.storage.log_cleaner_manager import (
     CLEANER_OFFSET_CHECKPOINT,
-    CleanerConfig,
-    LogCleaner,
     LogCleanerManager,
     LogToClean,
     TopicPartition,
