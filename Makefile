@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 # Folder -> import-name symlinks so mypy sees strata.* (see [tool.mypy] in pyproject.toml).
 TYPECHECK := build/typecheck/strata
-PKG_LINKS := storage:storage protocol:services/protocol
+PKG_LINKS := storage:storage protocol:services/protocol broker:services/broker cli:services/cli
 
 .PHONY: install test lint typecheck unit run bench clean
 
@@ -31,18 +31,32 @@ typecheck: $(STAMP)
 	done
 	$(BIN)/mypy
 
-test: lint typecheck
+test: lint typecheck node-deps
 	$(BIN)/pytest -q
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
+# A local cluster on the embedded default (data in ./.strata-data); Ctrl-C stops it.
 run: $(STAMP)
-	@echo "make run starts the local cluster once the broker lands (issue: the broker)." >&2
-	@exit 2
+	$(BIN)/strata dev
 
 bench: $(STAMP)
 	$(BIN)/python bench/storage.py
+	$(BIN)/python bench/produce.py
+	$(BIN)/python bench/consume.py
 
 clean:
 	rm -rf $(VENV) build .strata-data
+
+# kafkajs and its codecs for the real-client matrix (tests/integration/clients), pinned exactly in
+# tests/integration/js/package-lock.json; the native codecs (lz4, zstd-napi) build with node-gyp.
+JS_DIR := tests/integration/js
+NODE_STAMP := $(JS_DIR)/node_modules/.installed-stamp
+.PHONY: node-deps
+
+$(NODE_STAMP): $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
+	cd $(JS_DIR) && npm ci --no-audit --no-fund
+	touch $(NODE_STAMP)
+
+node-deps: $(NODE_STAMP)

@@ -1,0 +1,92 @@
+"""A throwaway Strata broker for the client benchmarks (``bench/produce.py``, ``consume.py``).
+
+``local_broker()`` starts ``python -m strata.broker --config FILE`` as a subprocess with its own
+temp log dir, the Kafka listener and HTTP port on free ports (port 0: the broker binds a free
+port and prints the address it serves on), waits for the ready line, yields the bootstrap
+address, and stops the broker with SIGTERM (it flushes and exits 0) when the block ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+READY = re.compile(r"serving Kafka on (\S+):(\d+)")
+START_TIMEOUT_S = 60.0
+
+
+@contextlib.contextmanager
+def local_broker(extra_config: dict[str, str] | None = None,
+                 data_dir: Path | None = None) -> Iterator[str]:
+    """Start a broker; yield ``host:port``; stop it cleanly."""
+    with contextlib.ExitStack() as stack:
+        if data_dir is None:
+            data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="strata-")))
+        config = {
+            "node.id": "1",
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "http.port": "0",
+            "log.dirs": str(data_dir / "data"),
+            "num.partitions": "1",
+            **(extra_config or {}),
+        }
+        path = data_dir / "broker.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in config.items()), encoding="utf-8")
+        log_path = data_dir / "broker.log"
+        log_file = stack.enter_context(open(log_path, "wb"))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "strata.broker", "--config", str(path)],
+            stdout=subprocess.PIPE, stderr=log_file, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        try:
+            address = _wait_ready(proc, log_path)
+            yield address
+        finally:
+            _stop(proc)
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], log_path: Path) -> str:
+    assert proc.stdout is not None
+    found: list[str] = []
+    done = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            line = raw.decode(errors="replace")
+            match = READY.search(line)
+            if match and not found:
+                host = "127.0.0.1" if match.group(1) in ("0.0.0.0", "") else match.group(1)
+                found.append(f"{host}:{match.group(2)}")
+                done.set()
+        done.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not done.wait(0.1):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            break
+    if not found:
+        _stop(proc)
+        tail = log_path.read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"the broker did not become ready (exit code {proc.poll()}):\n{tail}")
+    return found[0]
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

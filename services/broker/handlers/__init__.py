@@ -1,0 +1,72 @@
+"""The broker's Kafka API handlers: one module per API, and the list that routes to them.
+
+``build_registry()`` is the routing list (Tansu's pattern): (api key, min version, max version,
+handler) per served API. ApiVersions advertises exactly what is registered here, and a unit test
+checks it against the version table ``strata.protocol.versions.SUPPORTED_VERSIONS``.
+
+A handler is ``async def handle(ctx: RequestContext, request) -> response`` (see
+``strata.broker.connection``); per-resource refusals inside a handler are ``ApiError`` s, turned
+into that resource's ``error_code`` / ``error_message``.
+"""
+
+from __future__ import annotations
+
+from strata.protocol.error_codes import ErrorCode
+from strata.protocol.registry import HandlerRegistry
+
+
+class ApiError(Exception):
+    """A per-resource refusal (a topic, a config resource): Kafka's error code and message."""
+
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+def build_registry() -> HandlerRegistry[Handler]:
+    """Every served API with its version range (the source of the advertised versions)."""
+    # Imported here: the handler modules import ``ApiError`` from this package.
+    from strata.broker.handlers import (
+        alter_configs,
+        api_versions,
+        create_partitions,
+        create_topics,
+        delete_records,
+        delete_topics,
+        describe_configs,
+        fetch,
+        find_coordinator,
+        incremental_alter_configs,
+        init_producer_id,
+        list_offsets,
+        metadata,
+        produce,
+    )
+    from strata.protocol.api_keys import ApiKey
+
+    routes: list[tuple[ApiKey, int, int, Handler]] = [
+        (ApiKey.PRODUCE, 3, 8, produce.handle),
+        (ApiKey.FETCH, 4, 11, fetch.handle),
+        (ApiKey.LIST_OFFSETS, 1, 5, list_offsets.handle),
+        (ApiKey.METADATA, 0, 8, metadata.handle),
+        (ApiKey.API_VERSIONS, 0, 3, api_versions.handle),
+        (ApiKey.CREATE_TOPICS, 2, 4, create_topics.handle),
+        (ApiKey.DELETE_TOPICS, 1, 3, delete_topics.handle),
+        (ApiKey.DELETE_RECORDS, 0, 1, delete_records.handle),
+        (ApiKey.INIT_PRODUCER_ID, 0, 1, init_producer_id.handle),
+        (ApiKey.DESCRIBE_CONFIGS, 1, 3, describe_configs.handle),
+        (ApiKey.ALTER_CONFIGS, 0, 1, alter_configs.handle),
+        (ApiKey.CREATE_PARTITIONS, 0, 1, create_partitions.handle),
+        (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, incremental_alter_configs.handle),
+        (ApiKey.FIND_COORDINATOR, 0, 2, find_coordinator.handle),
+    ]
+    registry: HandlerRegistry[Handler] = HandlerRegistry()
+    for api_key, min_version, max_version, handler in routes:
+        registry.register(api_key, min_version, max_version, handler)
+    return registry
+
+
+from strata.broker.connection import Handler  # noqa: E402 - after ApiError (import cycle)
+
+__all__ = ["ApiError", "Handler", "build_registry"]

@@ -1,0 +1,70 @@
+"""Fetch v4-v11: read partitions (long poll) and answer with zero-copy record slices.
+
+Consumers (``replica_id`` -1) read below the high watermark (read_uncommitted) or the last
+stable offset (read_committed, equal to the HW while no transaction can be open); a request
+with ``replica_id`` >= 0 (a follower) reads up to the log end offset. ``min_bytes`` /
+``max_wait_ms`` make it a long poll woken by appends, bounded by each partition's max bytes and
+the request's ``max_bytes`` (at least one batch, KIP-74) — see ``ReplicaManager.fetch_messages``.
+The response is encoded by ``fetch_response`` with the records as ``FileSlice``s.
+
+Fetch sessions (KIP-227, v7+) are declined: a full fetch (session epoch -1 or 0) is answered
+with ``session_id`` 0, which tells the client no session was created, so it keeps sending full
+fetch requests (kafka-python, librdkafka and the Java client all handle this). An incremental
+fetch (epoch > 0) names a session we never created: FETCH_SESSION_ID_NOT_FOUND, like Kafka,
+after which clients start over with a full fetch. ``forgotten_topics_data`` and ``rack_id``
+are ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strata.broker.connection import RequestContext, Response
+from strata.broker.fetch_response import encode_fetch_response
+from strata.broker.partition import FetchIsolation
+from strata.broker.replica_manager import PartitionFetchInfo
+
+MIN_VERSION = 4
+MAX_VERSION = 11
+
+FETCH_SESSION_ID_NOT_FOUND = 70
+READ_COMMITTED = 1
+
+
+async def handle(ctx: RequestContext, request: Any) -> Response:
+    version = ctx.header.api_version
+    read_committed = request.isolation_level == READ_COMMITTED
+    if version >= 7 and request.session_epoch > 0:
+        return encode_fetch_response(version, (), read_committed=read_committed,
+                                     error_code=FETCH_SESSION_ID_NOT_FOUND)
+    if request.replica_id >= 0:
+        isolation = FetchIsolation.LOG_END
+    elif read_committed:
+        isolation = FetchIsolation.TXN_COMMITTED
+    else:
+        isolation = FetchIsolation.HIGH_WATERMARK
+    with_epoch = version >= 9
+    fetch_infos = []
+    for topic in request.topics:
+        name = topic.topic
+        for p in topic.partitions:
+            info = PartitionFetchInfo(p.fetch_offset, p.partition_max_bytes,
+                                      p.current_leader_epoch if with_epoch else -1)
+            fetch_infos.append(((name, p.partition), info))
+    max_wait_ms = int(request.max_wait.total_seconds() * 1000)
+    results = await ctx.state.replica_manager.fetch_messages(
+        fetch_infos,
+        max_wait_ms=max_wait_ms,
+        min_bytes=request.min_bytes,
+        max_bytes=request.max_bytes,
+        isolation=isolation,
+    )
+    topics = []
+    i = 0
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            partitions.append((p.partition, results[i]))
+            i += 1
+        topics.append((topic.topic, partitions))
+    return encode_fetch_response(version, topics, read_committed=read_committed)

@@ -1,0 +1,54 @@
+"""FindCoordinator v0-v2: which broker coordinates a consumer group (or a transactional id).
+
+Kafka's rule: the coordinator of a group is the leader of partition
+``abs(java_string_hashcode(group)) % offsets.topic.num.partitions`` of ``__consumer_offsets``.
+On a single broker every such leader is this broker, so the answer is this node (advertised
+host and port). The group protocol itself (JoinGroup, OffsetCommit, ...) arrives with the
+consumer-groups work; until then those APIs are not advertised and clients say so.
+
+Key type 1 (TRANSACTION) answers COORDINATOR_NOT_AVAILABLE: transactions are not built, and the
+error is retriable-then-fatal in every client, naming the coordinator. An empty group id is
+INVALID_GROUP_ID (Kafka's ``isValidGroupId``).
+
+Advertising FindCoordinator matters beyond groups: librdkafka enables LZ4 only when the broker
+advertises FindCoordinator (its feature map dates LZ4 support by that API).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strata.broker.connection import RequestContext
+from strata.protocol.api_keys import ApiKey
+from strata.protocol.error_codes import ErrorCode
+from strata.protocol.messages import build_response
+
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.header.api_version
+    key = request.key
+    key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
+    state = ctx.state
+    if key_type == TRANSACTION_KEY_TYPE:
+        return _error(version, ErrorCode.coordinator_not_available,
+                      "Strata does not support transactions yet: no transaction coordinator")
+    if key_type != GROUP_KEY_TYPE:
+        return _error(version, ErrorCode.invalid_request,
+                      f"unknown coordinator key type {key_type}")
+    if not key:
+        return _error(version, ErrorCode.invalid_group_id, "the group id must not be empty")
+    return build_response(ApiKey.FIND_COORDINATOR, version, throttle_time_ms=0,
+                          error_code=ErrorCode.none, error_message=None,
+                          node_id=state.node_id, host=state.advertised_host,
+                          port=state.advertised_port)
+
+
+def _error(version: int, code: ErrorCode, message: str) -> Any:
+    return build_response(ApiKey.FIND_COORDINATOR, version, throttle_time_ms=0, error_code=code,
+                          error_message=message, node_id=-1, host="", port=-1)

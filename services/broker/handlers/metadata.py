@@ -1,0 +1,126 @@
+"""Metadata (key 3, v0-8): brokers, controller, cluster id, and topics with their partitions.
+
+Answers from the ``TopicStore`` (which topics exist) and the ``ReplicaManager`` (what each hosted
+partition looks like). Kafka's rules:
+
+* which topics: v0 with an empty list, or v1+ with a null list, means every topic; otherwise the
+  names asked for, in order (duplicates answered once);
+* an unknown name: INVALID_TOPIC_EXCEPTION if it is not a legal name; else, when
+  ``auto.create.topics.enable`` is on and the request allows it (``allow_auto_topic_creation``,
+  v4+; always before v4), the topic is created with the broker defaults and this answer says
+  LEADER_NOT_AVAILABLE with no partitions, as Kafka's does (clients retry); otherwise
+  UNKNOWN_TOPIC_OR_PARTITION;
+* a partition: leader = this node, replicas = ISR = {this node}, its leader epoch (v7+); a
+  partition registered but not hosted (its log dir is offline) is LEADER_NOT_AVAILABLE with
+  leader -1 and this node among the offline replicas (v5+).
+
+Brokers: this node with the advertised host and port; the controller is this node (v1+); the
+cluster id from ``meta.properties`` (v2+). Topic ids appear only from v10, which is not served.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+from strata.broker.connection import RequestContext
+from strata.broker.handlers import ApiError
+from strata.broker.handlers.create_topics import TopicSpec, create_topic
+from strata.broker.server import BrokerState
+from strata.broker.topic_store import TopicRecord, invalid_topic_name_reason
+from strata.protocol.api_keys import ApiKey
+from strata.protocol.error_codes import ErrorCode
+from strata.protocol.messages import build_response
+from strata.storage.errors import StorageError
+
+logger = logging.getLogger(__name__)
+
+INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    state = ctx.state
+    version = ctx.header.api_version
+    requested = request.topics
+    store = state.topic_store
+    if requested is None or (version == 0 and not requested):
+        names = sorted(store.topics())
+        allow_auto_create = False
+    else:
+        names = list(dict.fromkeys(t.name for t in requested))
+        allow_auto_create = state.config.auto_create_topics_enable and (
+            version < 4 or bool(request.allow_auto_topic_creation)
+        )
+    topics = []
+    for name in names:
+        record = store.get(name)
+        if record is not None:
+            topics.append(_topic(state, record))
+        elif name is None or invalid_topic_name_reason(name) is not None:
+            topics.append(_topic_error(name or "", ErrorCode.invalid_topic_exception))
+        elif allow_auto_create:
+            topics.append(_topic_error(name, await _auto_create(state, name)))
+        else:
+            topics.append(_topic_error(name, ErrorCode.unknown_topic_or_partition))
+    return build_response(ApiKey.METADATA, version, {
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": state.node_id, "host": state.advertised_host,
+                     "port": state.advertised_port, "rack": None}],
+        "cluster_id": state.cluster_id,
+        "controller_id": state.node_id,
+        "topics": topics,
+        "cluster_authorized_operations": -2147483648,
+    })
+
+
+async def _auto_create(state: BrokerState, name: str) -> ErrorCode:
+    """Create ``name`` with the broker defaults; the error code this Metadata answer carries."""
+    spec = TopicSpec(name, state.config.num_partitions,
+                     state.config.default_replication_factor, {})
+    try:
+        await create_topic(state, spec)
+        logger.info("auto-created topic %s with %d partitions", name, spec.partitions)
+    except ApiError as exc:
+        if exc.error_code != ErrorCode.topic_already_exists:  # lost a race: created anyway
+            logger.warning("auto-creating topic %s failed: %s", name, exc.message)
+            return exc.error_code
+    except StorageError as exc:
+        logger.warning("auto-creating topic %s failed: %s", name, exc)
+        return ErrorCode(exc.error_code)
+    return ErrorCode.leader_not_available
+
+
+def _topic(state: BrokerState, record: TopicRecord) -> dict[str, object]:
+    node = state.node_id
+    partitions = []
+    for index in range(record.partitions):
+        partition = state.replica_manager.get_partition(record.name, index)
+        if partition is None or partition.log.offline or partition.leader_id is None:
+            partitions.append({
+                "error_code": ErrorCode.leader_not_available, "partition_index": index,
+                "leader_id": -1, "leader_epoch": record.leader_epochs[index],
+                "replica_nodes": [node], "isr_nodes": [], "offline_replicas": [node],
+            })
+            continue
+        partitions.append({
+            "error_code": ErrorCode.none,
+            "partition_index": index,
+            "leader_id": partition.leader_id,
+            "leader_epoch": partition.leader_epoch,
+            "replica_nodes": list(partition.replicas),
+            "isr_nodes": sorted(partition.isr),
+            "offline_replicas": [],
+        })
+    return {
+        "error_code": ErrorCode.none,
+        "name": record.name,
+        "topic_id": record.topic_id,
+        "is_internal": record.name in INTERNAL_TOPICS,
+        "partitions": partitions,
+        "topic_authorized_operations": -2147483648,
+    }
+
+
+def _topic_error(name: str, error: ErrorCode) -> dict[str, object]:
+    return {"error_code": error, "name": name, "is_internal": False, "partitions": [],
+            "topic_authorized_operations": -2147483648}

@@ -1,0 +1,287 @@
+"""``ReplicaManager``: the partitions this broker hosts, and the produce and fetch data paths.
+
+Kafka's ``ReplicaManager``, single node first (replication adds follower fetchers, ISR changes
+and the delayed produce here). Owns:
+
+* the map ``(topic, partition) -> Partition``: ``make_leader`` creates a partition (and its log,
+  through ``LogManager.get_or_create_log``), ``remove_partition`` drops it;
+* ``append_records``: one produce request's record sets, each appended through its
+  ``Partition`` (leader check, ``min.insync.replicas``, offsets assigned by the log), answered
+  per partition with Kafka error codes; duplicates of an idempotent producer's recent batches
+  come back with the original offsets;
+* ``fetch_messages``: reads bounded by each partition's max bytes and the request's total
+  ``max_bytes`` (at least one batch, KIP-74), and the long poll: with fewer than ``min_bytes``
+  readable, the fetch waits up to ``max_wait_ms`` in the fetch purgatory and is woken by the
+  next append to one of its partitions (``delayed_operation``);
+* ``delete_records``: DeleteRecords on the leader.
+
+Results are per partition, in request order; errors never raise out of these methods except
+programming errors. Event-loop only: appends and reads touch only the page cache (``os.write``,
+``os.pread`` in the storage layer); fsync runs elsewhere (``LogManager.flush_dirty_logs``).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+from strata.broker.delayed_operation import DelayedFetch, Purgatory
+from strata.broker.partition import (
+    NONE,
+    UNKNOWN_SERVER_ERROR,
+    FetchIsolation,
+    Partition,
+    PartitionError,
+    UnknownTopicOrPartitionError,
+)
+from strata.storage.clock import Clock
+from strata.storage.errors import StorageError
+from strata.storage.file_records import FileSlice
+from strata.storage.log_manager import LogManager
+
+logger = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartitionError.error_code
+INVALID_REQUIRED_ACKS = 21
+
+
+class PartitionAppendResult(NamedTuple):
+    """One partition of a produce: Kafka's ``PartitionResponse``."""
+
+    error_code: int
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+
+
+class PartitionFetchInfo(NamedTuple):
+    """One partition of a fetch request."""
+
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+
+
+class FetchPartitionResult(NamedTuple):
+    """One partition of a fetch response. Offsets are -1 with an error (Kafka's rule)."""
+
+    error_code: int
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: tuple[FileSlice, ...] = ()
+    size: int = 0
+
+
+class DeleteRecordsResult(NamedTuple):
+    error_code: int
+    low_watermark: int = -1
+
+
+_UNKNOWN_APPEND = PartitionAppendResult(UNKNOWN_TOPIC_OR_PARTITION,
+                                        error_message="This server does not host this "
+                                                      "topic-partition.")
+_UNKNOWN_FETCH = FetchPartitionResult(UNKNOWN_TOPIC_OR_PARTITION)
+
+
+def _error_code(exc: BaseException) -> int:
+    if isinstance(exc, StorageError | PartitionError):
+        return exc.error_code
+    return UNKNOWN_SERVER_ERROR
+
+
+class ReplicaManager:
+    def __init__(self, log_manager: LogManager, clock: Clock, node_id: int) -> None:
+        self.log_manager = log_manager
+        self.clock = clock
+        self.node_id = node_id
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self.fetch_purgatory: Purgatory[TopicPartition] = Purgatory("Fetch")
+
+    # ------------------------------------------------------------- partitions
+    def make_leader(
+        self,
+        topic: str,
+        partition: int,
+        topic_id: uuid.UUID,
+        leader_epoch: int,
+        *,
+        configs: Mapping[str, str] | None = None,
+    ) -> Partition:
+        """Host ``topic-partition`` as its leader at ``leader_epoch``, creating (or loading) the
+        log; ``configs`` are the topic's overrides, applied to the log if given."""
+        tp = (topic, partition)
+        existing = self._partitions.get(tp)
+        if existing is not None:
+            if configs is not None:
+                self.log_manager.set_topic_config(topic, configs)
+            existing.topic_id = topic_id
+            existing.make_leader(leader_epoch)
+            self.fetch_purgatory.notify(tp)
+            return existing
+        log = self.log_manager.get_or_create_log(topic, partition, configs)
+        hosted = Partition(topic, partition, topic_id, log, leader_epoch, self.node_id)
+        self._partitions[tp] = hosted
+        return hosted
+
+    def remove_partition(
+        self, topic: str, partition: int, *, delete_log: bool = False
+    ) -> Partition | None:
+        """Stop hosting ``topic-partition`` (waiting fetches wake up and see it gone); with
+        ``delete_log`` its log directory is deleted too (DeleteTopics)."""
+        tp = (topic, partition)
+        removed = self._partitions.pop(tp, None)
+        self.fetch_purgatory.notify(tp)
+        if delete_log:
+            self.log_manager.delete_log(topic, partition)
+        return removed
+
+    def get_partition(self, topic: str, partition: int) -> Partition | None:
+        return self._partitions.get((topic, partition))
+
+    def get_partition_or_error(self, topic: str, partition: int) -> Partition:
+        hosted = self._partitions.get((topic, partition))
+        if hosted is None:
+            raise UnknownTopicOrPartitionError(
+                f"this server does not host {topic}-{partition}"
+            )
+        return hosted
+
+    def partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    # ---------------------------------------------------------------- produce
+    async def append_records(
+        self,
+        entries: Sequence[tuple[TopicPartition, bytes]],
+        required_acks: int,
+        timeout_ms: int,
+    ) -> list[PartitionAppendResult]:
+        """Append each ``(topic-partition, record set)``; one result per entry, in order.
+
+        acks=-1 is answered once the HW passed the appended records: with ISR = {leader} that
+        is at once (``timeout_ms`` bounds the wait for followers once replication lands).
+        """
+        if required_acks not in (-1, 0, 1):
+            bad = PartitionAppendResult(INVALID_REQUIRED_ACKS,
+                                        error_message=f"invalid acks {required_acks}")
+            return [bad] * len(entries)
+        results: list[PartitionAppendResult] = []
+        get = self._partitions.get
+        notify = self.fetch_purgatory.notify
+        for tp, records in entries:
+            partition = get(tp)
+            if partition is None:
+                results.append(_UNKNOWN_APPEND)
+                continue
+            try:
+                info = partition.append_records_to_leader(records, required_acks)
+            except (StorageError, PartitionError) as exc:
+                results.append(PartitionAppendResult(exc.error_code, error_message=str(exc)))
+                continue
+            except Exception as exc:  # one partition's bug must not fail the rest
+                logger.exception("append to %s-%d failed", tp[0], tp[1])
+                results.append(PartitionAppendResult(UNKNOWN_SERVER_ERROR,
+                                                     error_message=f"{type(exc).__name__}"))
+                continue
+            results.append(PartitionAppendResult(NONE, info.first_offset, info.log_append_time,
+                                                 info.log_start_offset))
+            if not info.duplicate:
+                notify(tp)
+        return results
+
+    # ------------------------------------------------------------------ fetch
+    async def fetch_messages(
+        self,
+        fetch_infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]],
+        *,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        isolation: FetchIsolation,
+    ) -> list[FetchPartitionResult]:
+        """Read each partition; one result per entry, in order.
+
+        Answers at once when ``min_bytes`` are readable, a partition has an error, or
+        ``max_wait_ms`` <= 0; otherwise waits for appends to the fetched partitions until
+        enough bytes arrived or ``max_wait_ms`` passed, then answers with what is there.
+        """
+        results, total, failed = self._read_from_local_logs(fetch_infos, max_bytes, isolation)
+        if max_wait_ms <= 0 or not fetch_infos or total >= min_bytes or failed:
+            return results
+
+        def try_complete() -> list[FetchPartitionResult] | None:
+            again, size, error = self._read_from_local_logs(fetch_infos, max_bytes, isolation)
+            return again if size >= min_bytes or error else None
+
+        def on_expiration() -> list[FetchPartitionResult]:
+            return self._read_from_local_logs(fetch_infos, max_bytes, isolation)[0]
+
+        keys = [tp for tp, _ in fetch_infos]
+        delayed = DelayedFetch(keys, max_wait_ms, try_complete, on_expiration)
+        return await delayed.run(self.fetch_purgatory)
+
+    def _read_from_local_logs(
+        self,
+        fetch_infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]],
+        max_bytes: int,
+        isolation: FetchIsolation,
+    ) -> tuple[list[FetchPartitionResult], int, bool]:
+        """(results, bytes read, any error). Kafka's ``readFromLog``: each partition gets
+        min(its max bytes, what the request's ``max_bytes`` has left); the first partition with
+        data may exceed that by one batch (KIP-74), later ones may not."""
+        limit = max_bytes
+        min_one_message = True
+        total = 0
+        failed = False
+        results: list[FetchPartitionResult] = []
+        get = self._partitions.get
+        for tp, info in fetch_infos:
+            partition = get(tp)
+            if partition is None:
+                results.append(_UNKNOWN_FETCH)
+                failed = True
+                continue
+            try:
+                read = partition.read_records(info.fetch_offset, min(info.max_bytes, limit),
+                                              isolation, min_one_message,
+                                              info.current_leader_epoch)
+            except (StorageError, PartitionError) as exc:
+                results.append(FetchPartitionResult(exc.error_code))
+                failed = True
+                continue
+            except Exception:  # one partition's bug must not fail the rest
+                logger.exception("read of %s-%d failed", tp[0], tp[1])
+                results.append(FetchPartitionResult(UNKNOWN_SERVER_ERROR))
+                failed = True
+                continue
+            size = read.size
+            if size > 0:
+                min_one_message = False
+                limit = max(0, limit - size)
+                total += size
+            results.append(FetchPartitionResult(NONE, read.high_watermark,
+                                                read.last_stable_offset, read.log_start_offset,
+                                                read.slices, size))
+        return results, total, failed
+
+    # --------------------------------------------------------- delete records
+    def delete_records(
+        self, entries: Sequence[tuple[TopicPartition, int]]
+    ) -> list[DeleteRecordsResult]:
+        """DeleteRecords: move each log start offset up to its offset (-1 = HW)."""
+        results: list[DeleteRecordsResult] = []
+        for (topic, index), offset in entries:
+            try:
+                partition = self.get_partition_or_error(topic, index)
+                low_watermark = partition.delete_records_on_leader(offset)
+            except (StorageError, PartitionError) as exc:
+                results.append(DeleteRecordsResult(exc.error_code))
+                continue
+            results.append(DeleteRecordsResult(NONE, low_watermark))
+        return results

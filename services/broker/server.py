@@ -1,0 +1,333 @@
+"""``KafkaServer``: one broker process — startup order, listeners, periodic work, shutdown.
+
+Owns the shared, explicit server state ``BrokerState`` (uvicorn's pattern: every handler gets it
+through ``RequestContext.state``; nothing is global) and the broker's lifecycle.
+
+Startup, in order (each step needs the one before):
+
+1. resolve the cluster id (``cluster.id``, else the one in a log dir's ``meta.properties``,
+   else a new one) and open the ``TopicStore`` in the first log dir;
+2. start the ``LogManager`` (in a thread: it reads and recovers every partition), with the
+   static and dynamic broker configs as defaults and each topic's overrides registered first;
+3. reconcile the logs found with the registry: a log of an unknown topic (or beyond its
+   partition count) is deleted, except when the registry file did not exist yet, in which case
+   the logs found are adopted as topics (a data dir from before the registry, or a lost file);
+4. ``ReplicaManager``: a ``Partition`` for every partition of every topic, as leader at the
+   persisted leader epoch;
+5. the Kafka listener (``listeners``; port 0 picks a free port, and ``advertised.listeners``
+   with port 0 follows it), then the HTTP health server (``http.port``), then the periodic tasks:
+   ``flush_dirty_logs`` and both checkpoints in worker threads (fsync never runs on the loop),
+   retention on the loop (it changes the segment lists, which the loop owns), and
+   ``log.cleaner.threads`` compaction workers (``clean_one`` in a thread, backing off
+   ``log.cleaner.backoff.ms`` when no log needs cleaning);
+6. ready: ``/readyz`` answers 200 and one line on stdout names the bound addresses
+   (``... serving Kafka on HOST:PORT ... HTTP on HOST:PORT``) for scripts and tests.
+
+Shutdown (SIGTERM or SIGINT): stop accepting; every connection stops reading, finishes the
+request in hand (bounded by ``SHUTDOWN_GRACE_S``) and closes; the periodic tasks stop (a flush
+in progress completes, a cleaning round is aborted); ``LogManager.shutdown()`` flushes, writes
+the checkpoints and the clean-shutdown marker; the process exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+import uvloop
+
+from strata.broker.config import BrokerConfig, ConfigError
+from strata.broker.connection import Handler, KafkaConnection, RequestQueueLimit
+from strata.broker.http import HealthServer
+from strata.broker.producer_id_manager import ProducerIdManager
+from strata.broker.replica_manager import ReplicaManager
+from strata.broker.topic_store import FileTopicStore, TopicRecord, TopicStore, TopicStoreError
+from strata.protocol.registry import HandlerRegistry
+from strata.storage.clock import Clock, SystemClock
+from strata.storage.errors import StorageError
+from strata.storage.log_manager import LogManager
+from strata.storage.meta_properties import generate_directory_id, read_meta_properties
+
+logger = logging.getLogger(__name__)
+
+SHUTDOWN_GRACE_S: Final = 10.0
+"""How long in-flight requests (a long-poll fetch, at most its max wait) may take at shutdown."""
+
+
+@dataclass(eq=False)
+class BrokerState:
+    """Everything a handler may use, built once by ``KafkaServer.start``.
+
+    Mutated only on the event loop: the control-plane handlers change the topic store, the
+    replica manager and the log manager's configs; nothing else here changes after startup.
+    """
+
+    config: BrokerConfig
+    node_id: int
+    cluster_id: str
+    clock: Clock
+    log_manager: LogManager
+    replica_manager: ReplicaManager
+    topic_store: TopicStore
+    producer_id_manager: ProducerIdManager
+    advertised_host: str
+    advertised_port: int
+    registry: HandlerRegistry[Handler] = field(default_factory=HandlerRegistry)
+
+    def broker_defaults(self) -> dict[str, str]:
+        """The broker-level config in force: static (file/env/flags) < dynamic cluster default
+        < dynamic for this node. What the ``LogManager`` resolves topic configs against."""
+        return effective_broker_config(self.config, self.topic_store, self.node_id)
+
+    def apply_broker_defaults(self) -> None:
+        """Push ``broker_defaults()`` and every topic's overrides to the logs (after a change)."""
+        self.log_manager.broker_config = self.broker_defaults()
+        for record in self.topic_store.topics().values():
+            self.log_manager.set_topic_config(record.name, record.configs)
+
+
+def effective_broker_config(
+    config: BrokerConfig, store: TopicStore, node_id: int
+) -> dict[str, str]:
+    return {**config.log_manager_props(), **store.broker_configs(""),
+            **store.broker_configs(str(node_id))}
+
+
+class KafkaServer:
+    """One broker. ``await start()``, then ``await shutdown()``; or ``serve()`` for both."""
+
+    def __init__(self, config: BrokerConfig, *, clock: Clock | None = None) -> None:
+        self.config = config
+        self.clock: Clock = clock or SystemClock()
+        self.state: BrokerState | None = None
+        self.ready = False
+        self.kafka_port = 0
+        self.http_port = 0
+        self._kafka_server: asyncio.Server | None = None
+        self._http = HealthServer(lambda: self.ready)
+        self._connections: set[KafkaConnection] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = asyncio.Event()
+        self._shut_down = False
+        self._log_manager: LogManager | None = None
+
+    # ------------------------------------------------------------------ startup
+    async def start(self) -> None:
+        from strata.broker.handlers import build_registry  # handlers import this module
+
+        config = self.config
+        node_id = config.node_id
+        log_dirs = config.log_dirs
+        cluster_id = config.cluster_id
+        if not cluster_id:
+            cluster_id = await asyncio.to_thread(_cluster_id_from_disk, log_dirs)
+        store = await asyncio.to_thread(FileTopicStore.open, log_dirs[0])
+        log_manager = LogManager(log_dirs, effective_broker_config(config, store, node_id),
+                                 self.clock, cluster_id=cluster_id, node_id=node_id)
+        for record in store.topics().values():
+            log_manager.set_topic_config(record.name, record.configs)
+        await asyncio.to_thread(log_manager.startup)
+        self._log_manager = log_manager  # from here on, shutdown() must close it
+        logger.info("loaded %d partition logs from %s", len(log_manager.all_logs()),
+                    ", ".join(map(str, log_dirs)))
+        await _reconcile_logs(store, log_manager)
+
+        replica_manager = ReplicaManager(log_manager, self.clock, node_id)
+        for record in store.topics().values():
+            for index in range(record.partitions):
+                try:
+                    replica_manager.make_leader(record.name, index, record.topic_id,
+                                                record.leader_epochs[index],
+                                                configs=record.configs)
+                except StorageError as exc:
+                    logger.error("cannot host %s-%d: %s", record.name, index, exc)
+
+        listener = config.listener
+        advertised = config.advertised_listener
+        self.state = state = BrokerState(
+            config=config, node_id=node_id, cluster_id=cluster_id, clock=self.clock,
+            log_manager=log_manager, replica_manager=replica_manager, topic_store=store,
+            producer_id_manager=ProducerIdManager(log_dirs[0]),
+            advertised_host=advertised.host, advertised_port=advertised.port,
+        )
+        state.registry = build_registry()
+
+        loop = asyncio.get_running_loop()
+        limit = RequestQueueLimit(config.queued_max_requests)
+
+        def accept() -> KafkaConnection:
+            connection = KafkaConnection(state, limit, self._connections.discard)
+            self._connections.add(connection)
+            return connection
+
+        self._kafka_server = await loop.create_server(
+            accept, listener.host or None, listener.port, reuse_address=True, backlog=1024,
+        )
+        self.kafka_port = int(self._kafka_server.sockets[0].getsockname()[1])
+        if advertised.port == 0:
+            state.advertised_port = self.kafka_port
+        self.http_port = await self._http.start(listener.host, config.http_port)
+
+        self._schedule("flush", "log.flush.scheduler.interval.ms",
+                       lambda: asyncio.to_thread(log_manager.flush_dirty_logs))
+        self._schedule("recovery-point checkpoint", "log.flush.offset.checkpoint.interval.ms",
+                       lambda: asyncio.to_thread(log_manager.checkpoint_recovery_points))
+        self._schedule("log-start-offset checkpoint",
+                       "log.flush.start.offset.checkpoint.interval.ms",
+                       lambda: asyncio.to_thread(log_manager.checkpoint_log_start_offsets))
+        self._schedule("retention", "log.retention.check.interval.ms",
+                       lambda: _on_loop(log_manager.cleanup_logs))
+        if log_manager.cleaner_config.enable:
+            for worker in range(log_manager.cleaner_config.threads):
+                self._tasks.append(loop.create_task(self._clean(log_manager),
+                                                    name=f"strata-cleaner-{worker}"))
+        self.ready = True
+        host = listener.host or "0.0.0.0"
+        line = (
+            f"Strata broker {node_id} (cluster {cluster_id}) serving Kafka on "
+            f"{host}:{self.kafka_port} (advertised {state.advertised_host}:"
+            f"{state.advertised_port}), HTTP on {host}:{self.http_port}"
+        )
+        logger.info("%s", line)
+        print(line, flush=True)
+
+    def _schedule(self, name: str, interval_key: str,
+                  work: Callable[[], Awaitable[object]]) -> None:
+        interval_s = self.config.get_int(interval_key) / 1000.0
+        self._tasks.append(asyncio.get_running_loop().create_task(
+            self._every(name, interval_s, work), name=f"strata-{name}"))
+
+    async def _every(self, name: str, interval_s: float,
+                     work: Callable[[], Awaitable[object]]) -> None:
+        interval_s = max(interval_s, 0.01)
+        while not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), interval_s)
+            if self._stopping.is_set():
+                return
+            try:
+                await work()
+            except Exception:
+                logger.exception("periodic %s failed", name)
+
+    async def _clean(self, log_manager: LogManager) -> None:
+        """One cleaner worker: compact the filthiest log, again at once while there was work,
+        else after ``log.cleaner.backoff.ms`` (Kafka's ``CleanerThread``)."""
+        backoff_s = log_manager.cleaner_config.backoff_ms / 1000.0
+        while not self._stopping.is_set():
+            try:
+                stats = await asyncio.to_thread(log_manager.clean_one)
+            except Exception:
+                logger.exception("log cleaner failed")
+                stats = None
+            if stats is None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), backoff_s)
+
+    # ------------------------------------------------------------------ running
+    async def serve(self) -> None:
+        """Start, serve until SIGTERM/SIGINT, shut down."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+        try:
+            await self.start()
+            await self._stopping.wait()
+        finally:
+            await self.shutdown()
+
+    def _on_signal(self, sig: int) -> None:
+        logger.info("received %s: shutting down", signal.Signals(sig).name)
+        self._stopping.set()
+
+    def request_stop(self) -> None:
+        self._stopping.set()
+
+    async def shutdown(self) -> None:
+        if self._shut_down:
+            return
+        self._shut_down = True
+        self._stopping.set()
+        self.ready = False
+        if self._kafka_server is not None:
+            self._kafka_server.close()
+        connections = list(self._connections)
+        if connections:
+            _, pending = await asyncio.wait(
+                [asyncio.ensure_future(c.stop()) for c in connections], timeout=SHUTDOWN_GRACE_S)
+            for connection in list(self._connections):
+                connection.abort()
+            for task in pending:
+                task.cancel()
+        if self._log_manager is not None:
+            for tp in self._log_manager.all_logs():  # a cleaning round in progress stops early
+                self._log_manager.cleaner.abort_and_pause_cleaning(tp)
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._log_manager is not None:
+            await asyncio.to_thread(self._log_manager.shutdown)
+        await self._http.close()
+        if self._kafka_server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._kafka_server.wait_closed(), 1.0)
+        logger.info("shut down cleanly")
+
+
+async def _on_loop(work: Callable[[], object]) -> object:
+    return work()
+
+
+def _cluster_id_from_disk(log_dirs: list[Path]) -> str:
+    for directory in log_dirs:
+        meta = read_meta_properties(directory)
+        if meta is not None:
+            return meta.cluster_id
+    return generate_directory_id()
+
+
+async def _reconcile_logs(store: FileTopicStore, log_manager: LogManager) -> None:
+    """Make the logs on disk and the registry agree (step 3 of startup)."""
+    found: dict[str, int] = {}
+    for topic, partition in log_manager.all_logs():
+        found[topic] = max(found.get(topic, 0), partition + 1)
+    if not store.existed:
+        for topic, count in sorted(found.items()):
+            logger.warning("adopting topic %s (%d partitions) found on disk without a registry",
+                           topic, count)
+            await store.create_topic(TopicRecord.new(topic, count, 1))
+        return
+    topics = store.topics()
+    for topic, partition in sorted(log_manager.all_logs()):
+        record = topics.get(topic)
+        if record is None or partition >= record.partitions:
+            logger.warning("deleting stray log %s-%d: not in the topic registry", topic, partition)
+            await asyncio.to_thread(log_manager.delete_log, topic, partition)
+
+
+# ---------------------------------------------------------------------- entry point
+
+
+def run(config: BrokerConfig) -> int:
+    """Run a broker until SIGTERM/SIGINT; the process exit code (0 after a clean shutdown)."""
+    server = KafkaServer(config)
+    try:
+        uvloop.run(server.serve())
+    except (ConfigError, TopicStoreError, StorageError, OSError) as exc:
+        logger.error("broker failed: %s", exc)
+        return 1
+    return 0
+
+
+def configure_logging(level: str = "INFO") -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )

@@ -1,0 +1,202 @@
+"""``strata dev``: a local Strata cluster on this machine (what ``make run`` starts).
+
+Owns the launcher only: it writes one properties file per broker under ``--data-dir``, starts
+each broker as a child process (``python -m strata.broker --config FILE``), and supervises them.
+Contract (ARCHITECTURE.md §1; scripts and tests rely on it):
+
+* one line containing the word ``bootstrap`` followed by the Kafka bootstrap address
+  (``127.0.0.1:9092,127.0.0.1:9093,...``), printed before the brokers start;
+* then one line starting with ``READY`` only when every broker answers ``/readyz``;
+* SIGINT and SIGTERM handlers are installed explicitly (so Ctrl-C works even when the parent
+  shell ignored SIGINT, as for background jobs); either one stops every child within
+  ``STOP_GRACE_S`` (SIGTERM, then SIGKILL) and the launcher exits 0;
+* if a broker dies on its own, the launcher stops the others and exits 1 naming it and the
+  tail of its log.
+
+Broker i listens on ``--kafka-port + i`` (node id i) and logs to ``<data-dir>/broker-<i>.log``.
+``broker_properties`` is pure (no I/O) so tests can check the generated configuration.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+STOP_GRACE_S = 30.0
+READY_TIMEOUT_S = 120.0
+MAX_BROKERS_WITHOUT_REPLICATION = 1
+
+
+@dataclass(frozen=True)
+class DevBroker:
+    node_id: int
+    kafka_port: int
+    http_port: int
+    data_dir: Path
+    config_path: Path
+    log_path: Path
+
+
+def broker_properties(
+    node_id: int, kafka_port: int, http_port: int, log_dir: Path, brokers: int,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The properties of dev broker ``node_id`` (Kafka's names)."""
+    props = {
+        "node.id": str(node_id),
+        "listeners": f"PLAINTEXT://127.0.0.1:{kafka_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{kafka_port}",
+        "log.dirs": str(log_dir),
+        "http.port": str(http_port),
+        "num.partitions": "1",
+        "default.replication.factor": str(min(3, brokers)),
+        "offsets.topic.replication.factor": str(min(3, brokers)),
+        "auto.create.topics.enable": "true",
+    }
+    props.update(extra or {})
+    return props
+
+
+def format_properties(props: Mapping[str, str]) -> str:
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as resp:
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class DevCluster:
+    """Starts, watches and stops the child brokers."""
+
+    def __init__(self, brokers: list[DevBroker]) -> None:
+        self.brokers = brokers
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.stop_requested = threading.Event()
+
+    def start(self) -> None:
+        for b in self.brokers:
+            b.data_dir.mkdir(parents=True, exist_ok=True)
+            log = b.log_path.open("ab")
+            self.procs[b.node_id] = subprocess.Popen(
+                [sys.executable, "-m", "strata.broker", "--config", str(b.config_path)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,  # Ctrl-C reaches the launcher only; it stops them
+            )
+            log.close()
+
+    def dead(self) -> DevBroker | None:
+        for b in self.brokers:
+            if self.procs[b.node_id].poll() is not None:
+                return b
+        return None
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        pending = {b.node_id: b for b in self.brokers}
+        while pending and time.monotonic() < deadline and not self.stop_requested.is_set():
+            if self.dead() is not None:
+                return False
+            for node_id, b in list(pending.items()):
+                if _ready(b.http_port):
+                    del pending[node_id]
+            if pending:
+                self.stop_requested.wait(0.1)
+        return not pending
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def run_dev(brokers: int, data_dir: Path, kafka_port: int) -> int:
+    """Run the local cluster until SIGINT/SIGTERM; the process exit code."""
+    if brokers < 1:
+        print("strata dev: --brokers must be at least 1", file=sys.stderr)
+        return 2
+    if brokers > MAX_BROKERS_WITHOUT_REPLICATION:
+        print(f"strata dev: --brokers {brokers}: multi-broker clusters need replication, which "
+              f"is not built yet; use --brokers 1", file=sys.stderr)
+        return 2
+    data_dir = data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    members = []
+    for i in range(brokers):
+        http_port = free_port()
+        node_dir = data_dir / f"broker-{i}"
+        config_path = data_dir / f"broker-{i}.properties"
+        props = broker_properties(i, kafka_port + i, http_port, node_dir / "logs", brokers)
+        config_path.write_text(format_properties(props))
+        members.append(DevBroker(i, kafka_port + i, http_port, node_dir, config_path,
+                                 data_dir / f"broker-{i}.log"))
+    cluster = DevCluster(members)
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        cluster.stop_requested.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    bootstrap = ",".join(f"127.0.0.1:{b.kafka_port}" for b in members)
+    # The address comes first, right after the word: a path may contain "bootstrap" too.
+    print(f"bootstrap {bootstrap} (Strata dev cluster, {brokers} broker(s), data in {data_dir})",
+          flush=True)
+    cluster.start()
+    try:
+        if not cluster.wait_ready(READY_TIMEOUT_S):
+            if cluster.stop_requested.is_set():
+                return 0
+            failed = cluster.dead()
+            what = f"broker {failed.node_id} exited" if failed else "brokers did not get ready"
+            log = failed.log_path if failed else members[0].log_path
+            print(f"strata dev: {what}; last lines of {log}:\n{_tail(log)}", file=sys.stderr)
+            return 1
+        print(f"READY bootstrap {bootstrap} (Ctrl-C stops the cluster)", flush=True)
+        while not cluster.stop_requested.wait(0.5):
+            failed = cluster.dead()
+            if failed is not None:
+                print(f"strata dev: broker {failed.node_id} exited; last lines of "
+                      f"{failed.log_path}:\n{_tail(failed.log_path)}", file=sys.stderr)
+                return 1
+        return 0
+    finally:
+        cluster.stop()
+        print("Strata dev cluster stopped", flush=True)
+
+
+def default_data_dir() -> Path:
+    return Path(os.environ.get("STRATA_DATA_DIR", ".strata-data"))

@@ -1,0 +1,83 @@
+"""``strata``: the command line entry point (``[project.scripts] strata``).
+
+Only registers commands; each delegates to the package that owns the work (kopf's rule for
+``main.py``). ``strata broker --config FILE [--override key=value ...]`` runs one broker in the
+foreground until SIGTERM/SIGINT (``strata.broker.server.run``); ``python -m strata.broker``
+runs the same command. ``strata dev`` runs a local cluster (``strata.cli.dev``), what
+``make run`` starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    name="strata",
+    help="Strata: a Kafka-compatible commit log.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="Broker properties file (Kafka's server.properties).",
+                 exists=True, dir_okay=False, readable=True),
+]
+OverrideOption = Annotated[
+    list[str] | None,
+    typer.Option("--override", "-o", metavar="KEY=VALUE",
+                 help="Set a config key; wins over the file and STRATA_* variables. Repeatable."),
+]
+LogLevelOption = Annotated[
+    str, typer.Option("--log-level", help="DEBUG, INFO, WARNING or ERROR.")
+]
+
+
+@app.callback()
+def main() -> None:
+    """Strata: a Kafka-compatible commit log."""
+
+
+@app.command()
+def broker(
+    config: ConfigOption = None,
+    override: OverrideOption = None,
+    log_level: LogLevelOption = "INFO",
+) -> None:
+    """Run one broker until SIGTERM or SIGINT (exit 0 after a clean shutdown)."""
+    from strata.broker.config import BrokerConfig, ConfigError
+    from strata.broker.server import configure_logging, run
+
+    configure_logging(log_level)
+    try:
+        broker_config = BrokerConfig.load(config, overrides=override or [])
+    except ConfigError as exc:
+        typer.echo(f"strata broker: {exc}", err=True)
+        raise typer.Exit(2) from None
+    raise typer.Exit(run(broker_config))
+
+
+@app.command()
+def dev(
+    brokers: Annotated[int, typer.Option("--brokers", "-n", help="Number of brokers.")] = 1,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option("--data-dir", help="Where brokers keep data (default ./.strata-data, "
+                     "or STRATA_DATA_DIR)."),
+    ] = None,
+    kafka_port: Annotated[
+        int, typer.Option("--kafka-port", help="First broker's Kafka port; broker i uses +i.")
+    ] = 9092,
+) -> None:
+    """Run a local cluster until Ctrl-C: prints the bootstrap address, then READY."""
+    from strata.cli.dev import default_data_dir, run_dev
+
+    raise typer.Exit(run_dev(brokers, data_dir or default_data_dir(), kafka_port))
+
+
+def broker_main() -> None:
+    """``python -m strata.broker``: the ``broker`` command on its own."""
+    typer.run(broker)

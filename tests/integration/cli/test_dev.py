@@ -1,0 +1,102 @@
+"""``strata dev``: the contract scripts rely on (ARCHITECTURE.md §1) — a ``bootstrap`` line, then
+``READY`` once the broker serves; SIGINT/SIGTERM stop every child, even when the launcher was
+started with SIGINT ignored (as a background job is)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from strata.cli.dev import broker_properties
+
+pytestmark = pytest.mark.integration
+
+STRATA = Path(sys.executable).with_name("strata")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def read_line_with(proc: subprocess.Popen[str], word: str, deadline: float) -> str:
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        if word in line:
+            return line
+    raise AssertionError(f"no line with {word!r} before the deadline (exit {proc.poll()})")
+
+
+def broker_pids(data_dir: Path) -> list[int]:
+    out = subprocess.run(["pgrep", "-f", f"strata.broker --config {data_dir}"],
+                         capture_output=True, text=True, check=False)
+    return [int(p) for p in out.stdout.split()]
+
+
+def api_versions_answers(port: int) -> bool:
+    request = bytes.fromhex("00120000") + (7).to_bytes(4, "big") + b"\x00\x04test"
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(len(request).to_bytes(4, "big") + request)
+        size = int.from_bytes(s.recv(4), "big")
+        body = b""
+        while len(body) < size:
+            body += s.recv(size - len(body))
+    return body[:4] == (7).to_bytes(4, "big") and body[4:6] == b"\x00\x00"
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_dev_prints_bootstrap_then_ready_and_stops_cleanly(tmp_path: Path, stop: int) -> None:
+    port = free_port()
+    data_dir = tmp_path / "data"
+    proc = subprocess.Popen(
+        [str(STRATA), "dev", "--data-dir", str(data_dir), "--kafka-port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        # A background job's SIGINT is ignored; the launcher must install its own handler.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        deadline = time.monotonic() + 90
+        line = read_line_with(proc, "bootstrap", deadline)
+        assert line.split("bootstrap", 1)[1].split()[0] == f"127.0.0.1:{port}"
+        ready = read_line_with(proc, "READY", deadline)
+        assert ready.startswith("READY")
+        assert api_versions_answers(port)
+        assert len(broker_pids(data_dir)) == 1
+        proc.send_signal(stop)
+        assert proc.wait(timeout=40) == 0
+        assert broker_pids(data_dir) == []
+        assert (data_dir / "broker-0" / "logs" / ".kafka_cleanshutdown").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in broker_pids(data_dir):
+            os.kill(pid, signal.SIGKILL)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def test_dev_refuses_more_brokers_than_it_can_replicate(tmp_path: Path) -> None:
+    out = subprocess.run([str(STRATA), "dev", "--brokers", "3", "--data-dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 2
+    assert "--brokers 3" in out.stderr
+
+
+def test_broker_properties_use_kafka_names(tmp_path: Path) -> None:
+    props = broker_properties(2, 9094, 7000, tmp_path, brokers=3)
+    assert props["node.id"] == "2"
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:9094"
+    assert props["default.replication.factor"] == "3"
+    assert props["log.dirs"] == str(tmp_path)

@@ -1,0 +1,258 @@
+"""KafkaConnection over real loopback sockets, in process: ordering, the ApiVersions fallback,
+protocol violations closing only their connection, Response chunks with sendfile, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import struct
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from strata.broker.connection import (
+    Handler,
+    KafkaConnection,
+    RequestContext,
+    RequestQueueLimit,
+    Response,
+)
+from strata.broker.handlers import build_registry
+from strata.broker.server import BrokerState
+from strata.protocol.api_keys import ApiKey
+from strata.protocol.codec import decode_response, encode_request
+from strata.protocol.error_codes import ErrorCode
+from strata.protocol.header import RequestHeader, encode_request_header
+from strata.protocol.messages import build_request
+from strata.protocol.registry import HandlerRegistry
+from strata.storage.file_records import FileSlice
+
+from .helpers import broker_state
+
+TIMEOUT = 10.0
+
+
+class Client:
+    """A raw Kafka client: writes request frames, reads response frames."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def connect(cls, port: int) -> Client:
+        return cls(*await asyncio.open_connection("127.0.0.1", port))
+
+    def send(self, api_key: int, version: int, correlation_id: int, **fields: Any) -> None:
+        header = RequestHeader(api_key, version, correlation_id, "test-client")
+        self.writer.write(encode_request(header, build_request(api_key, version, fields)))
+
+    async def frame(self) -> bytes:
+        size = struct.unpack(">i", await asyncio.wait_for(self.reader.readexactly(4), TIMEOUT))[0]
+        return await asyncio.wait_for(self.reader.readexactly(size), TIMEOUT)
+
+    async def response(self, api_key: int, version: int) -> tuple[int, Any]:
+        return decode_response(await self.frame(), api_key, version)
+
+    async def closed_by_peer(self) -> bool:
+        try:
+            data = await asyncio.wait_for(self.reader.read(), TIMEOUT)
+        except ConnectionError:
+            return True
+        finally:
+            self.close()
+        return data == b""
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def serve(state: BrokerState) -> tuple[asyncio.AbstractServer, int]:
+    loop = asyncio.get_running_loop()
+    limit = RequestQueueLimit(state.config.queued_max_requests)
+    server = await loop.create_server(
+        lambda: KafkaConnection(state, limit, lambda _: None), "127.0.0.1", 0)
+    return server, int(server.sockets[0].getsockname()[1])
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[tuple[BrokerState, int]]:
+    state = broker_state(tmp_path)
+    state.registry = build_registry()
+    server, port = await serve(state)
+    yield state, port
+    server.close()
+
+
+def api_versions(client: Client, version: int, correlation_id: int) -> None:
+    client.send(ApiKey.API_VERSIONS, version, correlation_id,
+                client_software_name="strata-test", client_software_version="1.0")
+
+
+async def test_api_versions_lists_the_registry(broker: tuple[BrokerState, int]) -> None:
+    state, port = broker
+    client = await Client.connect(port)
+    api_versions(client, 3, 1)
+    correlation_id, body = await client.response(ApiKey.API_VERSIONS, 3)
+    assert correlation_id == 1 and body.error_code == ErrorCode.none
+    assert {k.api_key: (k.min_version, k.max_version) for k in body.api_keys} == {
+        k: (v.min_version, v.max_version) for k, v in state.registry.version_ranges().items()}
+    client.close()
+
+
+async def test_unknown_api_versions_version_gets_the_v0_fallback_and_stays_open(
+    broker: tuple[BrokerState, int],
+) -> None:
+    state, port = broker
+    client = await Client.connect(port)
+    header = RequestHeader(ApiKey.API_VERSIONS, 99, 42, "future")
+    payload = encode_request_header(header, 2) + b"\x00\x00\x00"
+    client.writer.write(struct.pack(">i", len(payload)) + payload)
+    frame = await client.frame()
+    correlation_id, error_code, count = struct.unpack_from(">ihi", frame)
+    assert (correlation_id, error_code) == (42, ErrorCode.unsupported_version)
+    assert count == len(state.registry.version_ranges())
+    assert len(frame) == 10 + 6 * count
+    api_versions(client, 0, 43)  # the client retries with a listed version
+    assert (await client.response(ApiKey.API_VERSIONS, 0))[0] == 43
+    client.close()
+
+
+async def test_pipelined_requests_are_answered_in_order(broker: tuple[BrokerState, int]) -> None:
+    _, port = broker
+    client = await Client.connect(port)
+    for correlation_id in range(20):
+        if correlation_id % 2:
+            client.send(ApiKey.METADATA, 8, correlation_id, topics=None,
+                        allow_auto_topic_creation=False,
+                        include_cluster_authorized_operations=False,
+                        include_topic_authorized_operations=False)
+        else:
+            api_versions(client, 3, correlation_id)
+    for correlation_id in range(20):
+        key, version = ((ApiKey.METADATA, 8) if correlation_id % 2
+                        else (ApiKey.API_VERSIONS, 3))
+        assert (await client.response(key, version))[0] == correlation_id
+    client.close()
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"\x01\x02",  # shorter than a request header
+        struct.pack(">hhih", ApiKey.METADATA, 99, 1, -1),  # a version we do not serve
+        struct.pack(">hhih", 999, 0, 1, -1),  # an api key we do not serve
+        struct.pack(">hhih", ApiKey.METADATA, 8, 1, -1) + b"\xff" * 7,  # a garbage body
+    ],
+)
+async def test_protocol_violations_close_only_that_connection(
+    broker: tuple[BrokerState, int], payload: bytes
+) -> None:
+    _, port = broker
+    bystander = await Client.connect(port)
+    offender = await Client.connect(port)
+    offender.writer.write(struct.pack(">i", len(payload)) + payload)
+    assert await offender.closed_by_peer()
+    api_versions(bystander, 3, 5)
+    assert (await bystander.response(ApiKey.API_VERSIONS, 3))[0] == 5
+    bystander.close()
+
+
+async def test_frame_over_socket_request_max_bytes_closes(tmp_path: Path) -> None:
+    state = broker_state(tmp_path, socket_request_max_bytes="1000")
+    state.registry = build_registry()
+    server, port = await serve(state)
+    client = await Client.connect(port)
+    client.writer.write(struct.pack(">i", 1001))
+    assert await client.closed_by_peer()
+    server.close()
+
+
+def registry_with(api_key: ApiKey, handler: Handler) -> HandlerRegistry[Handler]:
+    registry: HandlerRegistry[Handler] = HandlerRegistry()
+    registry.register(ApiKey.API_VERSIONS, 0, 3, build_registry().lookup(ApiKey.API_VERSIONS, 3))
+    if api_key != ApiKey.API_VERSIONS:
+        registry.register(api_key, *_range(api_key), handler)
+    return registry
+
+
+def _range(api_key: ApiKey) -> tuple[int, int]:
+    served = build_registry().version_ranges()[api_key]
+    return served.min_version, served.max_version
+
+
+def handler_returning(make: Callable[[], Any]) -> Handler:
+    async def handle(ctx: RequestContext, request: Any) -> Any:
+        return make()
+
+    return handle
+
+
+@pytest.mark.parametrize("size", [10, 8 * 1024 * 1024])
+async def test_response_chunks_with_file_slices(tmp_path: Path, size: int) -> None:
+    data = os.urandom(size)
+    path = tmp_path / "blob"
+    path.write_bytes(b"0123456789" + data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        state = broker_state(tmp_path)
+        state.registry = registry_with(ApiKey.METADATA, handler_returning(
+            lambda: Response([b"head", FileSlice(fd, 10, size), b"", FileSlice(fd, 0, 0),
+                              b"tail"])))
+        server, port = await serve(state)
+        client = await Client.connect(port)
+        for correlation_id in (1, 2):  # twice: the connection stays usable after a big slice
+            client.send(ApiKey.METADATA, 0, correlation_id, topics=[])
+            frame = await client.frame()
+            assert frame[:4] == struct.pack(">i", correlation_id)
+            assert frame[4:8] == b"head"
+            assert frame[8:-4] == data
+            assert frame[-4:] == b"tail"
+        client.close()
+        server.close()
+    finally:
+        os.close(fd)
+
+
+async def test_no_response_when_the_handler_returns_none(tmp_path: Path) -> None:
+    state = broker_state(tmp_path)
+    state.registry = registry_with(ApiKey.METADATA, handler_returning(lambda: None))
+    server, port = await serve(state)
+    client = await Client.connect(port)
+    client.send(ApiKey.METADATA, 0, 1, topics=[])
+    api_versions(client, 3, 2)
+    assert (await client.response(ApiKey.API_VERSIONS, 3))[0] == 2
+    client.close()
+    server.close()
+
+
+def failing() -> Any:
+    raise RuntimeError("boom")
+
+
+async def test_handler_failure_answers_unknown_server_error_where_there_is_a_field(
+    tmp_path: Path,
+) -> None:
+    state = broker_state(tmp_path)
+    state.registry = registry_with(ApiKey.INIT_PRODUCER_ID, handler_returning(failing))
+    server, port = await serve(state)
+    client = await Client.connect(port)
+    client.send(ApiKey.INIT_PRODUCER_ID, 1, 9, transactional_id=None,
+                transaction_timeout_ms=1000)
+    correlation_id, body = await client.response(ApiKey.INIT_PRODUCER_ID, 1)
+    assert (correlation_id, body.error_code) == (9, ErrorCode.unknown_server_error)
+    client.close()
+    server.close()
+
+
+async def test_handler_failure_closes_when_the_response_has_no_error_field(
+    tmp_path: Path,
+) -> None:
+    state = broker_state(tmp_path)
+    state.registry = registry_with(ApiKey.METADATA, handler_returning(failing))
+    server, port = await serve(state)
+    client = await Client.connect(port)
+    client.send(ApiKey.METADATA, 0, 1, topics=[])
+    assert await client.closed_by_peer()
+    server.close()

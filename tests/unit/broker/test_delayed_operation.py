@@ -1,0 +1,70 @@
+"""Purgatory and DelayedFetch: woken by notify, expire on time, leave nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+
+from strata.broker.delayed_operation import DelayedFetch, Purgatory
+
+
+async def test_notify_wakes_every_watcher_of_the_key_only() -> None:
+    purgatory: Purgatory[str] = Purgatory("test")
+    a = asyncio.create_task(purgatory.wait(["x", "y"], 5))
+    b = asyncio.create_task(purgatory.wait(["x"], 5))
+    c = asyncio.create_task(purgatory.wait(["z"], 0.05))
+    await asyncio.sleep(0)
+    assert purgatory.watched("x") == 2 and len(purgatory) == 3
+    assert purgatory.notify("x") == 2
+    assert await a is True and await b is True
+    assert await c is False  # expired
+    assert len(purgatory) == 0 and purgatory.watched("y") == 0
+    assert purgatory.notify("x") == 0
+
+
+async def test_cancelled_waiter_is_removed() -> None:
+    purgatory: Purgatory[str] = Purgatory("test")
+    task = asyncio.create_task(purgatory.wait(["x"], 5))
+    await asyncio.sleep(0)
+    assert purgatory.watched("x") == 1
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert len(purgatory) == 0
+
+
+async def test_zero_timeout_does_not_register() -> None:
+    purgatory: Purgatory[str] = Purgatory("test")
+    assert await purgatory.wait(["x"], 0) is False
+    assert len(purgatory) == 0
+
+
+async def test_delayed_fetch_completes_when_condition_holds() -> None:
+    purgatory: Purgatory[str] = Purgatory("test")
+    available = [0]
+    calls = [0]
+
+    def try_complete() -> str | None:
+        calls[0] += 1
+        return "done" if available[0] >= 2 else None
+
+    op = DelayedFetch(["p"], 5000, try_complete, lambda: "expired")
+    task = asyncio.create_task(op.run(purgatory))
+    await asyncio.sleep(0)
+    available[0] = 1
+    purgatory.notify("p")  # not enough yet: waits again
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert not task.done() and calls[0] == 1
+    available[0] = 2
+    purgatory.notify("p")
+    assert await asyncio.wait_for(task, 1) == "done"
+    assert calls[0] == 2
+
+
+async def test_delayed_fetch_expires() -> None:
+    purgatory: Purgatory[str] = Purgatory("test")
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    op = DelayedFetch(["p"], 50, lambda: None, lambda: "expired")
+    assert await op.run(purgatory) == "expired"
+    assert 0.04 <= loop.time() - start < 1
+    assert len(purgatory) == 0
