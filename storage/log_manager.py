@@ -70,6 +70,8 @@ class LogManager:
         self.offline_dirs: set[Path] = set()
         self._lock = threading.Lock()  # guards _logs against concurrent create/delete
         self.had_clean_shutdown: dict[Path, bool] = {}
+        self.producer_id_expiration_ms = int(
+            self.broker_config.get("producer.id.expiration.ms", "86400000"))
         self.cleaner_config = CleanerConfig.from_props(self.broker_config)
         self.cleaner = LogCleaner(self.cleaner_config, self.log_dirs, self.all_logs, clock=clock)
 
@@ -118,6 +120,7 @@ class LogManager:
             recovery_point=recovery.get(tp, 0),
             log_start_offset=starts.get(tp, 0),
             had_clean_shutdown=clean and tp in recovery,
+            producer_id_expiration_ms=self.producer_id_expiration_ms,
             on_storage_error=self._on_storage_error,
         )
         return tp, log
@@ -167,6 +170,7 @@ class LogManager:
             data_dir = self._next_log_dir()
             part_dir = data_dir / names.topic_partition_dir_name(topic, partition)
             log = load_log(part_dir, self.config_for(topic), self.clock,
+                           producer_id_expiration_ms=self.producer_id_expiration_ms,
                            on_storage_error=self._on_storage_error)
             self._logs[(topic, partition)] = log
             return log
@@ -238,6 +242,13 @@ class LogManager:
             deleted += log.delete_old_segments()
             log.delete_pending_segments()
         return deleted
+
+    def remove_expired_producers(self) -> int:
+        """Forget idempotent producers idle longer than ``producer.id.expiration.ms`` (Kafka's
+        default 1 day), in every online log; returns how many were removed."""
+        now = self.clock.milliseconds()
+        return sum(log.producer_state.remove_expired_producers(now)
+                   for log in list(self._logs.values()) if not log.offline)
 
     def clean_one(self) -> CleanerStats | None:
         """Compact the filthiest compacted log once (``log.cleaner.enable``); None when no log

@@ -164,3 +164,17 @@ def test_disk_error_takes_only_that_dir_offline(tmp_path: Path,
     lm.shutdown()
     assert not (la.dir.parent / CLEAN_SHUTDOWN_FILE).exists()
     assert (lb.dir.parent / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_idle_producers_expire_after_producer_id_expiration_ms(tmp_path: Path) -> None:
+    clock = ManualClock()
+    lm = manager([tmp_path / "d"], clock, producer_id_expiration_ms="1000")
+    log = lm.get_or_create_log("t", 0)
+    idem = build_batch([RecordSpec(value=b"x", timestamp=clock.milliseconds())],
+                       producer_id=5, producer_epoch=0, base_sequence=0)
+    log.append_as_leader(idem, leader_epoch=0)
+    assert lm.remove_expired_producers() == 0
+    clock.advance(1001)
+    assert lm.remove_expired_producers() == 1
+    assert log.producer_state.last_entry(5) is None
+    lm.shutdown()
