@@ -4,7 +4,10 @@ Only registers commands; each delegates to the package that owns the work (kopf'
 ``main.py``). ``strata broker --config FILE [--override key=value ...]`` runs one broker in the
 foreground until SIGTERM/SIGINT (``strata.broker.server.run``); ``python -m strata.broker``
 runs the same command. ``strata dev`` runs a local cluster (``strata.cli.dev``), what
-``make run`` starts.
+``make run`` starts. The Kafka client commands talk to brokers over the Kafka protocol:
+``strata topic ...`` (``strata.cli.topic``), ``strata produce`` (``strata.cli.produce``) and
+``strata consume`` (``strata.cli.consume``). Exit codes and one-line errors:
+``strata.cli.errors``.
 """
 
 from __future__ import annotations
@@ -14,11 +17,15 @@ from typing import Annotated
 
 import typer
 
+from strata.cli import consume, produce, topic
+from strata.cli.errors import OneLineErrorsGroup
+
 app = typer.Typer(
     name="strata",
     help="Strata: a Kafka-compatible commit log.",
     no_args_is_help=True,
     add_completion=False,
+    cls=OneLineErrorsGroup,
 )
 
 ConfigOption = Annotated[
@@ -76,6 +83,11 @@ def dev(
     from strata.cli.dev import default_data_dir, run_dev
 
     raise typer.Exit(run_dev(brokers, data_dir or default_data_dir(), kafka_port))
+
+
+app.add_typer(topic.app, name="topic")
+app.command("produce")(produce.produce)
+app.command("consume")(consume.consume)
 
 
 def broker_main() -> None:

@@ -1,0 +1,376 @@
+"""``strata topic create|list|describe|alter|delete``: topic administration over the Kafka protocol.
+
+Each command is one or two admin requests through confluent-kafka's ``AdminClient``:
+
+* ``create``: CreateTopics. ``--partitions`` / ``--replication-factor`` of -1 (the default)
+  take the broker's ``num.partitions`` / ``default.replication.factor`` (KIP-464);
+  ``--config key=value`` (repeatable) sets topic configs. ``--if-not-exists`` makes
+  TOPIC_ALREADY_EXISTS a success (Kafka's ``kafka-topics.sh`` flag).
+* ``list``: Metadata for every topic: name, partition count, replication factor.
+* ``describe``: Metadata (leader, replicas, isr per partition), ListOffsets (``log_start_offset``
+  and ``high_watermark`` per partition) and DescribeConfigs. Like ``kafka-topics.sh
+  --describe`` only configs that are not Kafka's defaults are shown unless ``--all-configs``.
+* ``alter``: IncrementalAlterConfigs (``--set key=value``, ``--delete key``: back to the
+  default), then CreatePartitions (``--partitions N``: the new total).
+* ``delete``: DeleteTopics; ``--if-exists`` makes UNKNOWN_TOPIC_OR_PARTITION a success.
+
+Commands naming several topics do each, print one error line per failure and exit 1 if any
+failed. ``--format json`` prints one JSON object per topic, shaped like the admin REST API's
+(ARCHITECTURE.md §8): ``{name, partitions: [{partition, leader, replicas, isr,
+log_start_offset, high_watermark}], configs}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
+
+import typer
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+    TopicMetadata,
+)
+
+from strata.cli.errors import EXIT_KAFKA, CliError, one_line, reported_errors, usage_error
+from strata.cli.kafka_client import (
+    DEFAULT_BOOTSTRAP,
+    DEFAULT_TIMEOUT_S,
+    BootstrapOption,
+    Connection,
+    ConnectionErrors,
+    TimeoutOption,
+    admin_result,
+    cluster_metadata,
+    new_admin,
+    topic_metadata,
+)
+from strata.cli.output import OutputFormat, print_json_line, print_table
+
+app = typer.Typer(
+    name="topic",
+    help="Create, list, describe, alter and delete topics.",
+    no_args_is_help=True,
+)
+
+INTERNAL_TOPIC_PREFIX = "__"  # Kafka's internal topics: __consumer_offsets, __transaction_state
+
+TopicsArgument = Annotated[list[str], typer.Argument(help="Topic names.", show_default=False)]
+FormatOption = Annotated[
+    OutputFormat, typer.Option("--format", help="text (a table) or json (one object a line).")
+]
+
+
+def parse_pairs(values: Sequence[str], option: str) -> dict[str, str]:
+    """``["k=v", ...]`` as a dict; a value may contain ``=``, a key may not be empty or repeated.
+
+    Raises ``typer.BadParameter`` (exit 2, one line) naming ``option``.
+    """
+    pairs: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=option)
+        if key in pairs:
+            raise typer.BadParameter(f"{key!r} given twice", param_hint=option)
+        pairs[key] = value
+    return pairs
+
+
+def _admin(bootstrap: str, timeout: float) -> tuple[AdminClient, Connection, ConnectionErrors]:
+    conn = Connection(bootstrap, timeout)
+    errors = ConnectionErrors()
+    return new_admin(conn, errors), conn, errors
+
+
+def _report(ctx: typer.Context, failures: Sequence[CliError]) -> None:
+    """One line per failed topic, then exit 1 if there was any."""
+    for failure in failures:
+        typer.echo(f"{ctx.command_path}: {one_line(failure.message)}", err=True)
+    if failures:
+        raise typer.Exit(EXIT_KAFKA)
+
+
+# ------------------------------------------------------------------------------------ create
+@app.command()
+def create(
+    ctx: typer.Context,
+    topics: TopicsArgument,
+    partitions: Annotated[
+        int, typer.Option("--partitions", "-p", help="Partition count; -1 = num.partitions.")
+    ] = -1,
+    replication_factor: Annotated[
+        int, typer.Option("--replication-factor", "-r",
+                          help="Replicas per partition; -1 = default.replication.factor.")
+    ] = -1,
+    config: Annotated[
+        list[str] | None, typer.Option("--config", "-c", metavar="KEY=VALUE",
+                                       help="A topic config, e.g. retention.ms=60000. "
+                                            "Repeatable.")
+    ] = None,
+    if_not_exists: Annotated[
+        bool, typer.Option("--if-not-exists", help="An existing topic is not an error.")
+    ] = False,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Create topics (CreateTopics)."""
+    configs = parse_pairs(config or [], "--config")
+    if partitions == 0 or partitions < -1:
+        raise typer.BadParameter("must be -1 (the broker's default) or at least 1",
+                                 param_hint="--partitions")
+    if replication_factor == 0 or replication_factor < -1:
+        raise typer.BadParameter("must be -1 (the broker's default) or at least 1",
+                                 param_hint="--replication-factor")
+    with reported_errors(ctx):
+        admin, conn, errors = _admin(bootstrap, timeout)
+        cluster_metadata(admin, conn, errors)
+        futures = admin.create_topics(
+            [NewTopic(t, num_partitions=partitions, replication_factor=replication_factor,
+                      config=configs) for t in dict.fromkeys(topics)]
+        )
+        failures: list[CliError] = []
+        for name, future in futures.items():
+            try:
+                admin_result(conn, future, f"topic {name!r}")
+            except CliError as exc:
+                if not (if_not_exists and exc.message.startswith("TOPIC_ALREADY_EXISTS")):
+                    failures.append(exc)
+                continue
+            typer.echo(f"created topic {name}")
+    _report(ctx, failures)
+
+
+# -------------------------------------------------------------------------------------- list
+@app.command("list")
+def list_topics(
+    ctx: typer.Context,
+    exclude_internal: Annotated[
+        bool, typer.Option("--exclude-internal", help="Leave out internal topics (__*).")
+    ] = False,
+    output: FormatOption = OutputFormat.TEXT,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """List topics with their partition count and replication factor (Metadata)."""
+    with reported_errors(ctx):
+        admin, conn, errors = _admin(bootstrap, timeout)
+        metadata = cluster_metadata(admin, conn, errors)
+    rows = []
+    for name in sorted(metadata.topics):
+        if exclude_internal and name.startswith(INTERNAL_TOPIC_PREFIX):
+            continue
+        topic = metadata.topics[name]
+        rows.append((name, len(topic.partitions), _replication_factor(topic)))
+    if output is OutputFormat.JSON:
+        for name, count, factor in rows:
+            print_json_line({"name": name, "partitions": count, "replication_factor": factor})
+    else:
+        print_table(("NAME", "PARTITIONS", "REPLICATION_FACTOR"), rows)
+
+
+def _replication_factor(topic: TopicMetadata) -> int:
+    return max((len(p.replicas) for p in topic.partitions.values()), default=0)
+
+
+# ---------------------------------------------------------------------------------- describe
+@app.command()
+def describe(
+    ctx: typer.Context,
+    topics: TopicsArgument,
+    all_configs: Annotated[
+        bool, typer.Option("--all-configs", help="Show every config, defaults too.")
+    ] = False,
+    output: FormatOption = OutputFormat.TEXT,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Partitions (leader, replicas, isr, offsets) and configs of topics."""
+    failures: list[CliError] = []
+    with reported_errors(ctx):
+        admin, conn, errors = _admin(bootstrap, timeout)
+        metadata = cluster_metadata(admin, conn, errors)
+        for index, name in enumerate(dict.fromkeys(topics)):
+            try:
+                described = _describe_one(admin, conn, topic_metadata(metadata, name))
+            except CliError as exc:
+                failures.append(exc)
+                continue
+            if not all_configs:
+                described["configs"] = {
+                    k: v for k, v in described["configs"].items()
+                    if v["source"] != ConfigSource.DEFAULT_CONFIG.name
+                }
+            if output is OutputFormat.JSON:
+                print_json_line({**described, "configs": {
+                    k: v["value"] for k, v in described["configs"].items()
+                }})
+            else:
+                if index:
+                    typer.echo("")
+                _print_description(described)
+    _report(ctx, failures)
+
+
+def _describe_one(admin: AdminClient, conn: Connection, topic: TopicMetadata) -> dict[str, Any]:
+    """The describe document of one topic, configs as ``{name: {value, source}}``."""
+    name = str(topic.topic)
+    subject = f"topic {name!r}"
+    resource = ConfigResource("topic", name)
+    config_future = admin.describe_configs([resource])[resource]
+    ids = sorted(topic.partitions)
+    # OffsetSpec's factories are untyped in confluent-kafka's stubs.
+    earliest_spec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+    latest_spec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    earliest = admin.list_offsets({TopicPartition(name, p): earliest_spec for p in ids})
+    latest = admin.list_offsets({TopicPartition(name, p): latest_spec for p in ids})
+    starts = {tp.partition: admin_result(conn, f, subject).offset for tp, f in earliest.items()}
+    ends = {tp.partition: admin_result(conn, f, subject).offset for tp, f in latest.items()}
+    entries: Mapping[str, ConfigEntry] = admin_result(conn, config_future, subject)
+    return {
+        "name": name,
+        "partitions": [
+            {
+                "partition": p,
+                "leader": topic.partitions[p].leader,
+                "replicas": list(topic.partitions[p].replicas),
+                "isr": list(topic.partitions[p].isrs),
+                "log_start_offset": starts.get(p),
+                "high_watermark": ends.get(p),
+            }
+            for p in ids
+        ],
+        "configs": {
+            key: {"value": entry.value, "source": _source_name(entry.source)}
+            for key, entry in sorted(entries.items())
+        },
+    }
+
+
+def _source_name(source: Any) -> str:
+    if isinstance(source, ConfigSource):
+        return source.name
+    try:
+        return ConfigSource(source).name
+    except ValueError:
+        return "UNKNOWN_CONFIG"
+
+
+def _print_description(described: Mapping[str, Any]) -> None:
+    partitions = described["partitions"]
+    factor = max((len(p["replicas"]) for p in partitions), default=0)
+    typer.echo(f"topic: {described['name']}  partitions: {len(partitions)}  "
+               f"replication factor: {factor}")
+    configs = described["configs"]
+    typer.echo("configs:" if configs else "configs: (all defaults)")
+    for key, entry in configs.items():
+        value = "(sensitive)" if entry["value"] is None else entry["value"]
+        typer.echo(f"  {key}={value}  ({entry['source']})")
+    print_table(
+        ("PARTITION", "LEADER", "REPLICAS", "ISR", "LOG_START_OFFSET", "HIGH_WATERMARK"),
+        [
+            (p["partition"], p["leader"], ",".join(map(str, p["replicas"])),
+             ",".join(map(str, p["isr"])), p["log_start_offset"], p["high_watermark"])
+            for p in partitions
+        ],
+    )
+
+
+# ------------------------------------------------------------------------------------- alter
+@app.command()
+def alter(
+    ctx: typer.Context,
+    topic: Annotated[str, typer.Argument(help="Topic name.", show_default=False)],
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", "-s", metavar="KEY=VALUE",
+                                       help="Set a topic config. Repeatable.")
+    ] = None,
+    delete_: Annotated[
+        list[str] | None, typer.Option("--delete", "-d", metavar="KEY",
+                                       help="Remove a config override (back to the default). "
+                                            "Repeatable.")
+    ] = None,
+    partitions: Annotated[
+        int | None, typer.Option("--partitions", "-p", min=1,
+                                 help="New total partition count (only ever grows).")
+    ] = None,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Change configs (IncrementalAlterConfigs) or add partitions (CreatePartitions)."""
+    to_set = parse_pairs(set_ or [], "--set")
+    to_delete = list(dict.fromkeys(k.strip() for k in delete_ or []))
+    if any(not key for key in to_delete):
+        raise typer.BadParameter("a config name cannot be empty", param_hint="--delete")
+    both = sorted(set(to_set) & set(to_delete))
+    if both:
+        raise typer.BadParameter(f"{both[0]!r} is also given to --set", param_hint="--delete")
+    with reported_errors(ctx):
+        if not (to_set or to_delete or partitions is not None):
+            raise usage_error("nothing to change: give --set, --delete or --partitions")
+        admin, conn, errors = _admin(bootstrap, timeout)
+        topic_metadata(cluster_metadata(admin, conn, errors), topic)
+        subject = f"topic {topic!r}"
+        changes = []
+        if to_set or to_delete:
+            entries = [
+                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+                for k, v in to_set.items()
+            ] + [
+                ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
+                for k in to_delete
+            ]
+            resource = ConfigResource("topic", topic, incremental_configs=entries)
+            future = admin.incremental_alter_configs([resource])
+            admin_result(conn, future[resource], subject)
+            changes += [f"set {k}={v}" for k, v in to_set.items()]
+            changes += [f"deleted {k}" for k in to_delete]
+        if partitions is not None:
+            futures = admin.create_partitions([NewPartitions(topic, partitions)])
+            admin_result(conn, futures[topic], subject)
+            changes.append(f"partitions {partitions}")
+        typer.echo(f"altered topic {topic}: {', '.join(changes)}")
+
+
+# ------------------------------------------------------------------------------------ delete
+@app.command()
+def delete(
+    ctx: typer.Context,
+    topics: TopicsArgument,
+    if_exists: Annotated[
+        bool, typer.Option("--if-exists", help="A missing topic is not an error.")
+    ] = False,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Delete topics (DeleteTopics)."""
+    failures: list[CliError] = []
+    with reported_errors(ctx):
+        admin, conn, errors = _admin(bootstrap, timeout)
+        metadata = cluster_metadata(admin, conn, errors)
+        names = list(dict.fromkeys(topics))
+        present = [n for n in names if n in metadata.topics]
+        for name in names:
+            if name not in metadata.topics and not if_exists:
+                failures.append(CliError(
+                    f"UNKNOWN_TOPIC_OR_PARTITION: topic {name!r} does not exist"))
+        futures = admin.delete_topics(present) if present else {}
+        for name, future in futures.items():
+            try:
+                admin_result(conn, future, f"topic {name!r}")
+            except CliError as exc:
+                missing = exc.message.startswith("UNKNOWN_TOPIC_OR_PARTITION")
+                if not (if_exists and missing):
+                    failures.append(exc)
+                continue
+            typer.echo(f"deleted topic {name}")
+    _report(ctx, failures)
+
