@@ -116,6 +116,27 @@ BROKER_SETTINGS: Final[tuple[BrokerSetting, ...]] = (
                   "How often the log-start-offset checkpoint is written."),
     BrokerSetting("log.retention.check.interval.ms", "300000", ConfigType.LONG,
                   "How often retention deletes old segments."),
+    # The group coordinator (group_coordinator.py) and its topic __consumer_offsets.
+    BrokerSetting("group.min.session.timeout.ms", "6000", ConfigType.INT,
+                  "The smallest session.timeout.ms a consumer may join a group with."),
+    BrokerSetting("group.max.session.timeout.ms", "1800000", ConfigType.INT,
+                  "The largest session.timeout.ms a consumer may join a group with."),
+    BrokerSetting("group.initial.rebalance.delay.ms", "3000", ConfigType.INT,
+                  "How long the first rebalance of an empty group waits for more members."),
+    BrokerSetting("group.max.size", "2147483647", ConfigType.INT,
+                  "The most members a group may have."),
+    BrokerSetting("offsets.topic.num.partitions", "50", ConfigType.INT,
+                  "Partitions of __consumer_offsets (fixed once the topic exists)."),
+    BrokerSetting("offsets.topic.replication.factor", "3", ConfigType.INT,
+                  "Replication factor of __consumer_offsets, capped at the live brokers."),
+    BrokerSetting("offsets.topic.segment.bytes", "104857600", ConfigType.INT,
+                  "segment.bytes of __consumer_offsets."),
+    BrokerSetting("offsets.retention.minutes", "10080", ConfigType.INT,
+                  "How long committed offsets of a group without members are kept."),
+    BrokerSetting("offsets.retention.check.interval.ms", "600000", ConfigType.LONG,
+                  "How often expired offsets are removed."),
+    BrokerSetting("offset.metadata.max.bytes", "4096", ConfigType.INT,
+                  "The largest metadata string an offset commit may carry."),
 )
 
 SETTINGS_BY_NAME: Final[Mapping[str, BrokerSetting]] = {s.name: s for s in BROKER_SETTINGS}

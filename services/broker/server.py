@@ -13,20 +13,25 @@ Startup, in order (each step needs the one before):
    partition count) is deleted, except when the registry file did not exist yet, in which case
    the logs found are adopted as topics (a data dir from before the registry, or a lost file);
 4. ``ReplicaManager``: a ``Partition`` for every partition of every topic, as leader at the
-   persisted leader epoch;
+   persisted leader epoch; then the ``GroupCoordinator`` starts replaying the
+   ``__consumer_offsets`` partitions it leads (groups of a partition still loading answer
+   COORDINATOR_LOAD_IN_PROGRESS);
 5. the Kafka listener (``listeners``; port 0 picks a free port, and ``advertised.listeners``
    with port 0 follows it), then the HTTP health server (``http.port``), then the periodic tasks:
    ``flush_dirty_logs`` and both checkpoints in worker threads (fsync never runs on the loop),
    retention on the loop (it changes the segment lists, which the loop owns), and
    ``log.cleaner.threads`` compaction workers (``clean_one`` in a thread, backing off
-   ``log.cleaner.backoff.ms`` when no log needs cleaning);
+   ``log.cleaner.backoff.ms`` when no log needs cleaning), and committed-offset expiry every
+   ``offsets.retention.check.interval.ms``;
 6. ready: ``/readyz`` answers 200 and one line on stdout names the bound addresses
    (``... serving Kafka on HOST:PORT ... HTTP on HOST:PORT``) for scripts and tests.
 
-Shutdown (SIGTERM or SIGINT): stop accepting; every connection stops reading, finishes the
-request in hand (bounded by ``SHUTDOWN_GRACE_S``) and closes; the periodic tasks stop (a flush
-in progress completes, a cleaning round is aborted); ``LogManager.shutdown()`` flushes, writes
-the checkpoints and the clean-shutdown marker; the process exits 0.
+Shutdown (SIGTERM or SIGINT): stop accepting; the group coordinator unloads its groups
+(parked JoinGroup/SyncGroup requests are answered NOT_COORDINATOR, so clients move on at once);
+every connection stops reading, finishes the request in hand (bounded by ``SHUTDOWN_GRACE_S``)
+and closes; the periodic tasks stop (a flush in progress completes, a cleaning round is
+aborted); ``LogManager.shutdown()`` flushes, writes the checkpoints and the clean-shutdown
+marker; the process exits 0.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -45,6 +50,7 @@ import uvloop
 
 from strata.broker.config import BrokerConfig, ConfigError
 from strata.broker.connection import Handler, KafkaConnection, RequestQueueLimit
+from strata.broker.group_coordinator import GroupCoordinator, group_config, offsets_topic_config
 from strata.broker.http import HealthServer
 from strata.broker.producer_id_manager import ProducerIdManager
 from strata.broker.replica_manager import ReplicaManager
@@ -80,6 +86,26 @@ class BrokerState:
     advertised_host: str
     advertised_port: int
     registry: HandlerRegistry[Handler] = field(default_factory=HandlerRegistry)
+    group_coordinator: GroupCoordinator = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.group_coordinator = GroupCoordinator(
+            group=group_config(self.config), offsets=offsets_topic_config(self.config),
+            clock=self.clock, replica_manager=self.replica_manager,
+            topic_store=self.topic_store, create_topic=self.create_internal_topic)
+
+    async def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
+                                    configs: Mapping[str, str]) -> None:
+        """Register and host an internal topic (``__consumer_offsets``), its replication factor
+        capped at the live brokers."""
+        from strata.broker.handlers.create_topics import (  # handlers import this module
+            LIVE_BROKERS,
+            TopicSpec,
+            create_topic,
+        )
+
+        spec = TopicSpec(name, partitions, min(replication_factor, LIVE_BROKERS), configs)
+        await create_topic(self, spec)
 
     def broker_defaults(self) -> dict[str, str]:
         """The broker-level config in force: static (file/env/flags) < dynamic cluster default
@@ -158,6 +184,7 @@ class KafkaServer:
             advertised_host=advertised.host, advertised_port=advertised.port,
         )
         state.registry = build_registry()
+        await state.group_coordinator.startup()
 
         loop = asyncio.get_running_loop()
         limit = RequestQueueLimit(config.queued_max_requests)
@@ -184,6 +211,8 @@ class KafkaServer:
                        lambda: asyncio.to_thread(log_manager.checkpoint_log_start_offsets))
         self._schedule("retention", "log.retention.check.interval.ms",
                        lambda: _on_loop(log_manager.cleanup_logs))
+        self._schedule("group metadata expiration", "offsets.retention.check.interval.ms",
+                       lambda: _on_loop(state.group_coordinator.cleanup_group_metadata))
         if log_manager.cleaner_config.enable:
             for worker in range(log_manager.cleaner_config.threads):
                 self._tasks.append(loop.create_task(self._clean(log_manager),
@@ -258,6 +287,8 @@ class KafkaServer:
         self.ready = False
         if self._kafka_server is not None:
             self._kafka_server.close()
+        if self.state is not None:  # parked JoinGroup/SyncGroup answered NOT_COORDINATOR
+            await self.state.group_coordinator.shutdown()
         connections = list(self._connections)
         if connections:
             _, pending = await asyncio.wait(

@@ -32,16 +32,26 @@ def build_registry() -> HandlerRegistry[Handler]:
         api_versions,
         create_partitions,
         create_topics,
+        delete_groups,
         delete_records,
         delete_topics,
         describe_configs,
+        describe_groups,
         fetch,
         find_coordinator,
+        heartbeat,
         incremental_alter_configs,
         init_producer_id,
+        join_group,
+        leave_group,
+        list_groups,
         list_offsets,
         metadata,
+        offset_commit,
+        offset_delete,
+        offset_fetch,
         produce,
+        sync_group,
     )
     from strata.protocol.api_keys import ApiKey
 
@@ -60,6 +70,16 @@ def build_registry() -> HandlerRegistry[Handler]:
         (ApiKey.CREATE_PARTITIONS, 0, 1, create_partitions.handle),
         (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, incremental_alter_configs.handle),
         (ApiKey.FIND_COORDINATOR, 0, 2, find_coordinator.handle),
+        (ApiKey.JOIN_GROUP, 0, 5, join_group.handle),
+        (ApiKey.SYNC_GROUP, 0, 3, sync_group.handle),
+        (ApiKey.HEARTBEAT, 0, 3, heartbeat.handle),
+        (ApiKey.LEAVE_GROUP, 0, 3, leave_group.handle),
+        (ApiKey.OFFSET_COMMIT, 2, 7, offset_commit.handle),
+        (ApiKey.OFFSET_FETCH, 1, 5, offset_fetch.handle),
+        (ApiKey.DESCRIBE_GROUPS, 0, 4, describe_groups.handle),
+        (ApiKey.LIST_GROUPS, 0, 2, list_groups.handle),
+        (ApiKey.DELETE_GROUPS, 0, 1, delete_groups.handle),
+        (ApiKey.OFFSET_DELETE, 0, 0, offset_delete.handle),
     ]
     registry: HandlerRegistry[Handler] = HandlerRegistry()
     for api_key, min_version, max_version, handler in routes:

@@ -1,10 +1,12 @@
 """FindCoordinator v0-v2: which broker coordinates a consumer group (or a transactional id).
 
 Kafka's rule: the coordinator of a group is the leader of partition
-``abs(java_string_hashcode(group)) % offsets.topic.num.partitions`` of ``__consumer_offsets``.
-On a single broker every such leader is this broker, so the answer is this node (advertised
-host and port). The group protocol itself (JoinGroup, OffsetCommit, ...) arrives with the
-consumer-groups work; until then those APIs are not advertised and clients say so.
+``abs(java_string_hashcode(group)) % partitions`` of ``__consumer_offsets``
+(``GroupCoordinator.coordinator_node``). The topic is created on the first FindCoordinator, as
+Kafka does; Kafka then answers COORDINATOR_NOT_AVAILABLE and lets the client retry, this
+broker answers with the coordinator at once (the topic is hosted when creation returns). A
+partition without a leader, or led by a broker whose address this broker does not know, is
+COORDINATOR_NOT_AVAILABLE (retriable: clients ask again).
 
 Key type 1 (TRANSACTION) answers COORDINATOR_NOT_AVAILABLE: transactions are not built, and the
 error is retriable-then-fatal in every client, naming the coordinator. An empty group id is
@@ -43,6 +45,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                       f"unknown coordinator key type {key_type}")
     if not key:
         return _error(version, ErrorCode.invalid_group_id, "the group id must not be empty")
+    coordinator = state.group_coordinator
+    error = await coordinator.ensure_offsets_topic()
+    if error != ErrorCode.none:
+        return _error(version, error, "the group coordinator topic cannot be created")
+    if coordinator.coordinator_node(key) != state.node_id:
+        return _error(version, ErrorCode.coordinator_not_available,
+                      f"the partition of group {key!r} has no leader this broker knows")
     return build_response(ApiKey.FIND_COORDINATOR, version, throttle_time_ms=0,
                           error_code=ErrorCode.none, error_message=None,
                           node_id=state.node_id, host=state.advertised_host,

@@ -3,6 +3,7 @@ log dir, and request objects (kio's request classes, as the connection hands the
 
 from __future__ import annotations
 
+import struct
 import time
 import uuid
 from pathlib import Path
@@ -76,3 +77,53 @@ def broker_state(tmp_path: Path, *topics: tuple[str, int], **config: str) -> Bro
 
 def context(state: BrokerState, api_key: int, version: int) -> RequestContext:
     return RequestContext(RequestHeader(api_key, version, 7, "test"), "127.0.0.1", 50000, state)
+
+
+# ------------------------------------------------------------------------ consumer groups
+
+
+def group_broker_state(tmp_path: Path, clock: Clock | None = None, **config: str) -> BrokerState:
+    """A BrokerState like ``broker_state`` with an injected ``clock`` (a ``ManualClock`` for the
+    group timers) and ``group.initial.rebalance.delay.ms`` 0 unless given. Its coordinator is
+    not started: ``await state.group_coordinator.startup(run_timers=False)``, then drive the
+    timers with ``tick()`` after moving the clock. Topics: ``await add_topics(state, ...)``."""
+    data = tmp_path / "data"
+    config.setdefault("group_initial_rebalance_delay_ms", "0")
+    settings = {"node.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data),
+                **{k.replace("_", "."): v for k, v in config.items()}}
+    clock = clock or SystemClock()
+    rm = replica_manager(tmp_path, clock=clock)
+    return BrokerState(
+        config=BrokerConfig(settings), node_id=1, cluster_id="c-1", clock=clock,
+        log_manager=rm.log_manager, replica_manager=rm, topic_store=FileTopicStore.open(data),
+        producer_id_manager=ProducerIdManager(data), advertised_host="127.0.0.1",
+        advertised_port=9092,
+    )
+
+
+async def add_topics(state: BrokerState, *topics: tuple[str, int]) -> None:
+    """Register and host ``(name, partition count)`` topics, as CreateTopics does."""
+    for name, count in topics:
+        await state.create_internal_topic(name, count, 1, {})
+
+
+def consumer_subscription(*topics: str, version: int = 0) -> bytes:
+    """A ConsumerProtocolSubscription (the consumer's JoinGroup metadata) naming ``topics``."""
+    out = struct.pack(">hi", version, len(topics))
+    for topic in topics:
+        out += struct.pack(">h", len(topic)) + topic.encode()
+    return out + struct.pack(">i", -1)  # user_data: null
+
+
+def restarted_group_broker_state(state: BrokerState, tmp_path: Path,
+                                 **config: str) -> BrokerState:
+    """The broker of ``state`` after a restart on the same data dir: its logs closed and
+    reopened, every registered topic hosted again (``KafkaServer.start``'s steps 2-4)."""
+    state.log_manager.shutdown()
+    restarted = group_broker_state(tmp_path, state.clock, **config)
+    for record in restarted.topic_store.topics().values():
+        for index in range(record.partitions):
+            restarted.replica_manager.make_leader(record.name, index, record.topic_id,
+                                                  record.leader_epochs[index],
+                                                  configs=record.configs)
+    return restarted

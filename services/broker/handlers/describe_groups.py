@@ -1,0 +1,45 @@
+"""DescribeGroups v0-v4: state, protocol and members of groups.
+
+Per group (``GroupCoordinator.describe_group``): an unknown group is described as Dead with no
+members and no error (Kafka before v6); member metadata and assignments are filled only while
+the group is Stable. v3+ may ask for the authorized operations: with no authorizer every group
+operation is allowed (READ, DELETE, DESCRIBE as Kafka's bit field), else Kafka's "not asked"
+value, ``Integer.MIN_VALUE``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from strata.broker.connection import RequestContext
+from strata.protocol.api_keys import ApiKey
+from strata.protocol.messages import build_response
+
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+NOT_REQUESTED: Final = -2147483648
+_READ, _DELETE, _DESCRIBE = 3, 6, 8  # Kafka's AclOperation codes
+GROUP_OPERATIONS: Final = (1 << _READ) | (1 << _DELETE) | (1 << _DESCRIBE)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.header.api_version
+    coordinator = ctx.state.group_coordinator
+    with_operations = version >= 3 and bool(request.include_authorized_operations)
+    groups = []
+    for group_id in request.groups:
+        error, summary = coordinator.describe_group(group_id)
+        groups.append({
+            "error_code": error,
+            "group_id": group_id,
+            "group_state": summary.state,
+            "protocol_type": summary.protocol_type,
+            "protocol_data": summary.protocol_name,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "member_metadata": m.metadata, "member_assignment": m.assignment}
+                        for m in summary.members],
+            "authorized_operations": GROUP_OPERATIONS if with_operations else NOT_REQUESTED,
+        })
+    return build_response(ApiKey.DESCRIBE_GROUPS, version, throttle_time_ms=0, groups=groups)

@@ -1,0 +1,25 @@
+"""ListGroups v0-v2: every group this broker coordinates, with its protocol type.
+
+COORDINATOR_LOAD_IN_PROGRESS (with the groups loaded so far) while a ``__consumer_offsets``
+partition is still being replayed; COORDINATOR_NOT_AVAILABLE before the coordinator started.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strata.broker.connection import RequestContext
+from strata.protocol.api_keys import ApiKey
+from strata.protocol.messages import build_response
+
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    error, groups = ctx.state.group_coordinator.list_groups()
+    return build_response(ApiKey.LIST_GROUPS, ctx.header.api_version, {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "groups": [{"group_id": g, "protocol_type": t} for g, t in groups],
+    })

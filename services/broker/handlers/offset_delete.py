@@ -1,0 +1,50 @@
+"""OffsetDelete v0: delete some committed offsets of a group (KIP-496).
+
+A partition of a topic that does not exist is UNKNOWN_TOPIC_OR_PARTITION; the others go to
+``GroupCoordinator.delete_offsets``: an Empty group loses them; a consumer group with members
+keeps those of topics its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC) and loses the rest;
+any other group with members is NON_EMPTY_GROUP. A group-wide error (GROUP_ID_NOT_FOUND,
+NOT_COORDINATOR, ...) is the top-level error with no topics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strata.broker.connection import RequestContext
+from strata.broker.group import TopicPartition
+from strata.protocol.api_keys import ApiKey
+from strata.protocol.error_codes import ErrorCode
+from strata.protocol.messages import build_response
+
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.header.api_version
+    store = ctx.state.topic_store
+    errors: dict[TopicPartition, ErrorCode] = {}
+    known: list[TopicPartition] = []
+    for topic in request.topics:
+        record = store.get(topic.name)
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if record is None or not 0 <= p.partition_index < record.partitions:
+                errors[tp] = ErrorCode.unknown_topic_or_partition
+            else:
+                known.append(tp)
+    error, deleted = ctx.state.group_coordinator.delete_offsets(request.group_id, known)
+    if error != ErrorCode.none:
+        return build_response(ApiKey.OFFSET_DELETE, version, error_code=error,
+                              throttle_time_ms=0, topics=[])
+    errors.update(deleted)
+    topics: dict[str, list[dict[str, object]]] = {}
+    for (topic, index), partition_error in errors.items():
+        topics.setdefault(topic, []).append({"partition_index": index,
+                                             "error_code": partition_error})
+    return build_response(ApiKey.OFFSET_DELETE, version, {
+        "error_code": ErrorCode.none,
+        "throttle_time_ms": 0,
+        "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+    })
