@@ -116,6 +116,10 @@ BROKER_SETTINGS: Final[tuple[BrokerSetting, ...]] = (
                   "How often the log-start-offset checkpoint is written."),
     BrokerSetting("log.retention.check.interval.ms", "300000", ConfigType.LONG,
                   "How often retention deletes old segments."),
+    BrokerSetting("producer.id.expiration.ms", "86400000", ConfigType.INT,
+                  "How long an idle idempotent producer's state is kept."),
+    BrokerSetting("producer.id.expiration.check.interval.ms", "600000", ConfigType.INT,
+                  "How often expired producer ids are removed."),
     # The group coordinator (group_coordinator.py) and its topic __consumer_offsets.
     BrokerSetting("group.min.session.timeout.ms", "6000", ConfigType.INT,
                   "The smallest session.timeout.ms a consumer may join a group with."),

@@ -211,6 +211,8 @@ class KafkaServer:
                        lambda: asyncio.to_thread(log_manager.checkpoint_log_start_offsets))
         self._schedule("retention", "log.retention.check.interval.ms",
                        lambda: _on_loop(log_manager.cleanup_logs))
+        self._schedule("producer-id expiration", "producer.id.expiration.check.interval.ms",
+                       lambda: _on_loop(log_manager.remove_expired_producers))
         self._schedule("group metadata expiration", "offsets.retention.check.interval.ms",
                        lambda: _on_loop(state.group_coordinator.cleanup_group_metadata))
         if log_manager.cleaner_config.enable:
