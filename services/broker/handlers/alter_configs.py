@@ -19,7 +19,7 @@ Rules (Kafka's, KRaft flavour):
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from strata.broker.connection import RequestContext
@@ -111,8 +111,11 @@ def result(resource: Any, error: ErrorCode, message: str | None) -> dict[str, ob
             "resource_type": resource.resource_type, "resource_name": resource.resource_name}
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    state = ctx.state
+async def alter_each(
+    state: BrokerState, request: Any, new_configs: Callable[[Any], dict[str, str]]
+) -> list[dict[str, object]]:
+    """Apply ``new_configs(resource)`` to each resource of an AlterConfigs or
+    IncrementalAlterConfigs request; one result per resource, errors per resource."""
     repeated = duplicates(request.resources)
     responses = []
     for resource in request.resources:
@@ -121,16 +124,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if (int(resource.resource_type), resource.resource_name) in repeated:
                 raise ApiError(ErrorCode.invalid_request,
                                f"Duplicate resource {resource.resource_name} in the request")
-            configs = {c.name: non_null(c.name, c.value) for c in resource.configs}
             await alter_resource(state, int(resource.resource_type), resource.resource_name,
-                                 configs, bool(request.validate_only))
+                                 new_configs(resource), bool(request.validate_only))
         except ApiError as exc:
             error, message = exc.error_code, exc.message
         except StorageError as exc:
             error, message = ErrorCode(exc.error_code), str(exc)
         responses.append(result(resource, error, message))
+    return responses
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    responses = await alter_each(
+        ctx.state, request,
+        lambda resource: {c.name: non_null(c.name, c.value) for c in resource.configs})
     return build_response(ApiKey.ALTER_CONFIGS, ctx.header.api_version,
                           {"throttle_time_ms": 0, "responses": responses})
-
-
-

@@ -19,11 +19,9 @@ from strata.broker.config import ConfigType
 from strata.broker.connection import RequestContext
 from strata.broker.handlers import ApiError
 from strata.broker.handlers.alter_configs import (
-    alter_resource,
+    alter_each,
     current_configs,
-    duplicates,
     non_null,
-    result,
 )
 from strata.broker.handlers.describe_configs import (
     ConfigResourceType,
@@ -34,7 +32,6 @@ from strata.broker.server import BrokerState
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
-from strata.storage.errors import StorageError
 from strata.storage.log_config import CONFIGS_BY_NAME, TOPIC_CONFIGS, LogConfig
 
 
@@ -104,21 +101,7 @@ def apply_operations(state: BrokerState, resource: Any) -> dict[str, str]:
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     state = ctx.state
-    repeated = duplicates(request.resources)
-    responses = []
-    for resource in request.resources:
-        error, message = ErrorCode.none, None
-        try:
-            if (int(resource.resource_type), resource.resource_name) in repeated:
-                raise ApiError(ErrorCode.invalid_request,
-                               f"Duplicate resource {resource.resource_name} in the request")
-            configs = apply_operations(state, resource)
-            await alter_resource(state, int(resource.resource_type), resource.resource_name,
-                                 configs, bool(request.validate_only))
-        except ApiError as exc:
-            error, message = exc.error_code, exc.message
-        except StorageError as exc:
-            error, message = ErrorCode(exc.error_code), str(exc)
-        responses.append(result(resource, error, message))
+    responses = await alter_each(state, request,
+                                 lambda resource: apply_operations(state, resource))
     return build_response(ApiKey.INCREMENTAL_ALTER_CONFIGS, ctx.header.api_version,
                           {"throttle_time_ms": 0, "responses": responses})
