@@ -8,7 +8,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 # Folder -> import-name symlinks so mypy sees strata.* (see [tool.mypy] in pyproject.toml).
 TYPECHECK := build/typecheck/strata
-PKG_LINKS := storage:storage protocol:services/protocol broker:services/broker cli:services/cli
+PKG_LINKS := storage:storage protocol:services/protocol broker:services/broker cli:services/cli \
+	metadata:services/metadata
 
 .PHONY: install test lint typecheck unit run bench clean
 
@@ -31,7 +32,7 @@ typecheck: $(STAMP)
 	done
 	$(BIN)/mypy
 
-test: lint typecheck node-deps
+test: lint typecheck node-deps etcd
 	$(BIN)/pytest -q
 
 unit: $(STAMP)
@@ -60,3 +61,13 @@ $(NODE_STAMP): $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
 	touch $(NODE_STAMP)
 
 node-deps: $(NODE_STAMP)
+
+# Debian's etcd-server for the metadata-store contract suite (tests/integration/metadata); installed
+# only where `etcd` is not already on PATH.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+.PHONY: etcd
+
+etcd:
+	@command -v etcd >/dev/null 2>&1 || { \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null; }
