@@ -31,6 +31,7 @@ import uuid
 from enum import IntEnum
 from typing import NamedTuple
 
+from strata.protocol.error_codes import ErrorCode
 from strata.storage.errors import OffsetOutOfRangeError, StorageError
 from strata.storage.file_records import FileSlice
 from strata.storage.log import (
@@ -56,32 +57,32 @@ class PartitionError(Exception):
 
 
 class UnknownTopicOrPartitionError(PartitionError):
-    error_code = 3
+    error_code = int(ErrorCode.unknown_topic_or_partition)
     error_name = "UNKNOWN_TOPIC_OR_PARTITION"
 
 
 class NotLeaderOrFollowerError(PartitionError):
-    error_code = 6
+    error_code = int(ErrorCode.not_leader_or_follower)
     error_name = "NOT_LEADER_OR_FOLLOWER"
 
 
 class NotEnoughReplicasError(PartitionError):
-    error_code = 19
+    error_code = int(ErrorCode.not_enough_replicas)
     error_name = "NOT_ENOUGH_REPLICAS"
 
 
 class PolicyViolationError(PartitionError):
-    error_code = 44
+    error_code = int(ErrorCode.policy_violation)
     error_name = "POLICY_VIOLATION"
 
 
 class FencedLeaderEpochError(PartitionError):
-    error_code = 74
+    error_code = int(ErrorCode.fenced_leader_epoch)
     error_name = "FENCED_LEADER_EPOCH"
 
 
 class UnknownLeaderEpochError(PartitionError):
-    error_code = 76
+    error_code = int(ErrorCode.unknown_leader_epoch)
     error_name = "UNKNOWN_LEADER_EPOCH"
 
 
@@ -219,6 +220,21 @@ class Partition:
             f"{self.topic}-{self.partition}: the request's leader epoch {current_leader_epoch} "
             f"is newer than the current {self.leader_epoch}"
         )
+
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int,
+                                     *, fetch_only_from_leader: bool) -> tuple[int, int]:
+        """OffsetForLeaderEpoch (KIP-101, KIP-279): ``(largest epoch <= leader_epoch, the
+        offset where it ended)`` in this replica's log, ``(-1, -1)`` when unknown.
+
+        Kafka's ``Partition.lastOffsetForLeaderEpoch``: the request's ``current_leader_epoch``
+        is checked first (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH), and only the leader
+        answers unless the request comes from a debugging tool (``fetch_only_from_leader``
+        False): a follower's log may still diverge from the leader's.
+        """
+        self.check_leader_epoch(current_leader_epoch)
+        if fetch_only_from_leader:
+            self._check_leader()
+        return self.log.end_offset_for_epoch(leader_epoch)
 
     def _check_leader(self) -> None:
         if not self.is_leader:

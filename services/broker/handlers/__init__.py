@@ -50,6 +50,7 @@ def build_registry() -> HandlerRegistry[Handler]:
         offset_commit,
         offset_delete,
         offset_fetch,
+        offset_for_leader_epoch,
         produce,
         sync_group,
     )
@@ -80,6 +81,7 @@ def build_registry() -> HandlerRegistry[Handler]:
         (ApiKey.LIST_GROUPS, 0, 2, list_groups.handle),
         (ApiKey.DELETE_GROUPS, 0, 1, delete_groups.handle),
         (ApiKey.OFFSET_DELETE, 0, 0, offset_delete.handle),
+        (ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 3, offset_for_leader_epoch.handle),
     ]
     registry: HandlerRegistry[Handler] = HandlerRegistry()
     for api_key, min_version, max_version, handler in routes:

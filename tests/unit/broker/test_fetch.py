@@ -139,7 +139,7 @@ async def test_leader_epoch_checked_from_v9(state: BrokerState) -> None:
     unchecked = await fetch(state, 9, [("t", 0, 0)], leader_epoch=-1)
     assert unchecked.responses[0].partitions[0].error_code == 0
     newer = await fetch(state, 9, [("t", 0, 0)], leader_epoch=3)
-    assert newer.responses[0].partitions[0].error_code == 76  # UNKNOWN_LEADER_EPOCH
+    assert newer.responses[0].partitions[0].error_code == 75  # UNKNOWN_LEADER_EPOCH
     part = state.replica_manager.get_partition("t", 0)
     assert part is not None
     state.replica_manager.make_leader("t", 0, part.topic_id, 5)

@@ -83,6 +83,6 @@ async def test_leader_epoch_and_errors(state: BrokerState) -> None:
     (fenced,) = await list_offsets(state, 4, [("t", 0, -1)], leader_epoch=3)
     (unknown_epoch,) = await list_offsets(state, 4, [("t", 0, -1)], leader_epoch=5)
     (current,) = await list_offsets(state, 4, [("t", 0, -1)], leader_epoch=4)
-    assert (fenced.error_code, unknown_epoch.error_code, current.error_code) == (74, 76, 0)
+    assert (fenced.error_code, unknown_epoch.error_code, current.error_code) == (74, 75, 0)
     dup1, dup2, other = await list_offsets(state, 5, [("t", 0, -1), ("t", 0, -2), ("x", 1, -1)])
     assert (dup1.error_code, dup2.error_code, other.error_code) == (42, 42, 3)
