@@ -120,6 +120,9 @@ BROKER_SETTINGS: Final[tuple[BrokerSetting, ...]] = (
                   "How long an idle idempotent producer's state is kept."),
     BrokerSetting("producer.id.expiration.check.interval.ms", "600000", ConfigType.INT,
                   "How often expired producer ids are removed."),
+    # Replication (partition.py, replica_manager.py).
+    BrokerSetting("replica.lag.time.max.ms", "30000", ConfigType.LONG,
+                  "A follower not caught up with the leader for this long leaves the ISR."),
     # The group coordinator (group_coordinator.py) and its topic __consumer_offsets.
     BrokerSetting("group.min.session.timeout.ms", "6000", ConfigType.INT,
                   "The smallest session.timeout.ms a consumer may join a group with."),

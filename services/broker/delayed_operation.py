@@ -13,7 +13,8 @@ sleeps in a loop:
 ``DelayedFetch`` is the long poll of a Fetch request (``fetch.min.bytes`` / ``max.wait.ms``):
 ``try_complete`` re-reads the partitions and returns a result once enough bytes are there (or
 an error must be answered); on expiry the caller answers with whatever is there. A delayed
-produce (acks=all waiting for followers) will use the same purgatory when replication lands.
+produce (acks=all waiting for the ISR) waits in its own purgatory with ``Purgatory.wait`` and
+re-checks its partitions' high watermarks after each wake-up (``ReplicaManager``).
 
 Invariants: a future is registered under its keys only while its operation awaits it, and is
 removed from every key when the await ends (woken, expired or cancelled because the client went

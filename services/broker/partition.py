@@ -1,9 +1,19 @@
 """``Partition``: one partition this broker hosts — its log, leadership, ISR and high watermark.
 
-Kafka's ``cluster.Partition``, single node first. A partition is created by the
-``ReplicaManager`` when this broker becomes its leader (``make_leader``); for now every hosted
-partition is a leader and its ISR is ``{node_id}``. Replication (issue 5) adds followers'
-fetch state and ISR changes here, behind the same methods.
+Kafka's ``cluster.Partition``. A partition is created by the ``ReplicaManager`` when this
+broker becomes its leader (``make_leader``, with the replicas and ISR of the partition's
+registration; a single broker's partitions have replicas = ISR = ``{node_id}``) or a follower
+(``make_follower``). As leader it tracks each follower's fetch state (``FollowerState``),
+proposes ISR changes and moves the high watermark:
+
+* a follower's fetch (``update_follower_fetch_state``) records its log end offset; a follower
+  outside the ISR whose log end offset reached the HW and the current leader epoch's start
+  offset is proposed for the ISR (expansion, Kafka's ``maybeExpandIsr``);
+* ``maybe_shrink_isr`` proposes removing followers not caught up for ``replica.lag.time.max.ms``;
+* a proposal is *pending* until the controller's store accepted it (``apply_isr_change``) or
+  refused it (``abort_isr_change``): at most one is in flight. While an expansion is pending
+  the added replica already counts for the HW (the *maximal ISR*, KIP-497), so the HW never
+  runs ahead of a replica the ISR is about to include; a shrink only counts once applied.
 
 Offsets (GLOSSARY.md):
 
@@ -31,6 +41,7 @@ import uuid
 from enum import IntEnum
 from typing import NamedTuple
 
+from strata.broker.follower_state import FollowerState
 from strata.protocol.error_codes import ErrorCode
 from strata.storage.errors import OffsetOutOfRangeError, StorageError
 from strata.storage.file_records import FileSlice
@@ -46,6 +57,7 @@ from strata.storage.log import (
 UNKNOWN_SERVER_ERROR = -1
 NONE = 0
 NO_LEADER_EPOCH = -1
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = int(ErrorCode.not_enough_replicas_after_append)
 
 
 # ---------------------------------------------------------------------------------- errors
@@ -118,12 +130,15 @@ class Partition:
     """One hosted partition. Built by ``ReplicaManager.make_leader``."""
 
     __slots__ = (
+        "followers",
         "isr",
         "leader_epoch",
         "leader_id",
         "log",
         "node_id",
         "partition",
+        "partition_epoch",
+        "pending_isr",
         "replicas",
         "topic",
         "topic_id",
@@ -147,6 +162,9 @@ class Partition:
         self.leader_id: int | None = node_id
         self.replicas: tuple[int, ...] = (node_id,)
         self.isr: frozenset[int] = frozenset((node_id,))
+        self.partition_epoch = 0
+        self.pending_isr: frozenset[int] | None = None
+        self.followers: dict[int, FollowerState] = {}
         self.maybe_increment_high_watermark()
 
     def __repr__(self) -> str:
@@ -179,8 +197,18 @@ class Partition:
     def min_insync_replicas(self) -> int:
         return self.log.config.min_insync_replicas
 
-    def make_leader(self, leader_epoch: int) -> None:
-        """Become (again) the leader at ``leader_epoch`` (never lower than the current one)."""
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        """The ISR plus a pending expansion's replica: whom the HW waits for (KIP-497)."""
+        pending = self.pending_isr
+        return self.isr if pending is None else self.isr | pending
+
+    def make_leader(self, leader_epoch: int, *, replicas: tuple[int, ...] | None = None,
+                    isr: frozenset[int] | None = None, partition_epoch: int = 0,
+                    now_ms: int = 0) -> None:
+        """Become (again) the leader at ``leader_epoch`` (never lower than the current one),
+        with the registration's replicas and ISR (default: this broker alone). Every
+        follower's fetch state starts afresh, caught up as of ``now_ms``."""
         if leader_epoch < self.leader_epoch:
             raise FencedLeaderEpochError(
                 f"{self.topic}-{self.partition}: leader epoch {leader_epoch} is older than the "
@@ -188,23 +216,125 @@ class Partition:
             )
         self.leader_epoch = leader_epoch
         self.leader_id = self.node_id
-        self.isr = frozenset((self.node_id,))
+        self.replicas = replicas if replicas is not None else (self.node_id,)
+        self.isr = isr if isr is not None else frozenset((self.node_id,))
+        self.partition_epoch = partition_epoch
+        self.pending_isr = None
+        self.followers = {r: FollowerState.reset(r, now_ms)
+                          for r in self.replicas if r != self.node_id}
         self.maybe_increment_high_watermark()
+
+    def make_follower(self, leader_id: int | None, leader_epoch: int, *,
+                      replicas: tuple[int, ...], isr: frozenset[int],
+                      partition_epoch: int) -> None:
+        """Follow ``leader_id`` (None: no leader now) at ``leader_epoch``: stop leading, forget
+        followers' state. The log is truncated by the fetcher (KIP-101), not here."""
+        if leader_epoch < self.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"{self.topic}-{self.partition}: leader epoch {leader_epoch} is older than the "
+                f"current {self.leader_epoch}"
+            )
+        self.leader_epoch = leader_epoch
+        self.leader_id = leader_id
+        self.replicas = replicas
+        self.isr = isr
+        self.partition_epoch = partition_epoch
+        self.pending_isr = None
+        self.followers = {}
+
+    # ------------------------------------------------------------- followers
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,
+                                    now_ms: int) -> frozenset[int] | None:
+        """Record a fetch of follower ``replica_id`` from ``fetch_offset``; returns the ISR to
+        propose when the follower has just caught up into it (else None). The caller
+        re-checks the HW (``maybe_increment_high_watermark``) afterwards."""
+        self._check_leader()
+        state = self.followers.get(replica_id)
+        if state is None:
+            raise NotLeaderOrFollowerError(
+                f"broker {replica_id} is not a replica of {self.topic}-{self.partition} "
+                f"(replicas {list(self.replicas)})"
+            )
+        state = state.on_fetch(fetch_offset, self.log.log_end_offset, now_ms)
+        self.followers[replica_id] = state
+        return self._maybe_expand_isr(state)
+
+    def _maybe_expand_isr(self, state: FollowerState) -> frozenset[int] | None:
+        """Kafka's ``isFollowerInSync``: at or past the HW and within the current epoch."""
+        if self.pending_isr is not None or state.replica_id in self.isr:
+            return None
+        epoch_start = self.log.leader_epoch_cache.epoch_entry(self.leader_epoch)
+        if state.log_end_offset < self.log.high_watermark or (
+                epoch_start is not None and state.log_end_offset < epoch_start.start_offset):
+            return None
+        self.pending_isr = self.isr | {state.replica_id}
+        return self.pending_isr
+
+    def maybe_shrink_isr(self, now_ms: int, max_lag_ms: int) -> frozenset[int] | None:
+        """The ISR without the followers that have not caught up for ``max_lag_ms`` (Kafka's
+        ``getOutOfSyncReplicas``), proposed (pending) — or None when all are in sync, a change
+        is already pending, or this broker does not lead."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        leader_end = self.log.log_end_offset
+        lagging = {r for r in self.isr if r != self.node_id and r in self.followers
+                   and not self.followers[r].is_caught_up(leader_end, now_ms, max_lag_ms)}
+        if not lagging:
+            return None
+        self.pending_isr = self.isr - lagging
+        return self.pending_isr
+
+    def apply_isr_change(self, isr: frozenset[int], partition_epoch: int) -> bool:
+        """The store accepted an ISR (ours or the controller's): adopt it, end any pending
+        change; returns True when the HW moved."""
+        self.isr = isr
+        self.partition_epoch = partition_epoch
+        self.pending_isr = None
+        return self.maybe_increment_high_watermark()
+
+    def abort_isr_change(self) -> None:
+        """The store refused the pending ISR change (a newer partition epoch won)."""
+        self.pending_isr = None
+
+    def required_offset_reached(self, required_offset: int) -> tuple[bool, int]:
+        """For an acks=-1 produce waiting for ``required_offset`` (one past its last record):
+        (done, error code). Kafka's ``checkEnoughReplicasReachOffset``: done once the HW passed
+        it — with NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
+        ``min.insync.replicas`` meanwhile — or at once with NOT_LEADER_OR_FOLLOWER when this
+        broker lost the leadership."""
+        if not self.is_leader:
+            return True, NotLeaderOrFollowerError.error_code
+        if self.log.high_watermark < required_offset:
+            return False, NONE
+        if len(self.isr) < self.min_insync_replicas:
+            return True, NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return True, NONE
 
     def maybe_increment_high_watermark(self) -> bool:
         """Advance the HW to the smallest log end offset among the in-sync replicas.
 
         Kafka's rule (``Partition.maybeIncrementLeaderHW``): the high watermark is the minimum
-        LEO of the ISR — every record below it is on every in-sync replica, so it survives the
-        loss of any of them, and it never moves backwards on the leader. With ISR = {leader}
-        (one broker, or followers all out of sync) that is the leader's own LEO, so the HW
-        follows every append at once. Followers' LEOs join the minimum when replication lands.
+        LEO of the (maximal) ISR — every record below it is on every in-sync replica, so it
+        survives the loss of any of them, and it never moves backwards on the leader. With
+        ISR = {leader} (one broker, or followers all shrunk out) that is the leader's own LEO,
+        so the HW follows every append at once. Kafka also skips ISR members that are already
+        lagging past ``replica.lag.time.max.ms``; Strata waits for them until the shrink is
+        applied, so an acknowledged acks=all record is on every replica of the ISR it was
+        acknowledged under.
         Returns True when the HW moved (delayed fetches and produces may then complete).
         """
         if not self.is_leader:
             return False
-        # Only the leader's replica is in the ISR for now; followers' LEOs add to this min().
         new_hw = self.log.log_end_offset
+        followers = self.followers
+        for replica in self.maximal_isr:
+            if replica != self.node_id:
+                state = followers.get(replica)
+                end = state.log_end_offset if state is not None else -1
+                if end < new_hw:
+                    new_hw = end
+        if new_hw < 0:
+            return False
         return self.log.maybe_increment_high_watermark(new_hw)
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:

@@ -215,6 +215,12 @@ class KafkaServer:
                        lambda: _on_loop(log_manager.remove_expired_producers))
         self._schedule("group metadata expiration", "offsets.retention.check.interval.ms",
                        lambda: _on_loop(state.group_coordinator.cleanup_group_metadata))
+        # Kafka's isr-expiration task: every replica.lag.time.max.ms / 2.
+        max_lag_ms = config.get_int("replica.lag.time.max.ms")
+        self._tasks.append(loop.create_task(self._every(
+            "isr expiration", max_lag_ms / 2000.0,
+            lambda: _on_loop(lambda: state.replica_manager.maybe_shrink_isr(max_lag_ms))),
+            name="strata-isr-expiration"))
         if log_manager.cleaner_config.enable:
             for worker in range(log_manager.cleaner_config.threads):
                 self._tasks.append(loop.create_task(self._clean(log_manager),

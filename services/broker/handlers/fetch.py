@@ -58,6 +58,7 @@ async def handle(ctx: RequestContext, request: Any) -> Response:
         min_bytes=request.min_bytes,
         max_bytes=request.max_bytes,
         isolation=isolation,
+        replica_id=request.replica_id,
     )
     topics = []
     i = 0

@@ -85,10 +85,12 @@ def batch_at(state: BrokerState, topic: str, partition: int) -> bytes:
 
 
 async def test_read_committed_reads_to_the_lso(state: BrokerState) -> None:
-    await produce(state, "t", 0, b"a", b"b")
     part = state.replica_manager.get_partition("t", 0)
     assert part is not None
-    part.log.update_high_watermark(1)  # as if a follower lagged
+    part.make_leader(1, replicas=(1, 2), isr=frozenset((1, 2)))
+    await produce(state, "t", 0, b"a", b"b")
+    lagging = await fetch(state, 11, [("t", 0, 1)], replica_id=2)  # follower 2 has offset 0
+    assert lagging.responses[0].partitions[0].high_watermark == 1
     resp = await fetch(state, 11, [("t", 0, 0)], isolation_level=1)
     p = resp.responses[0].partitions[0]
     assert p.aborted_transactions == ()  # empty, not null

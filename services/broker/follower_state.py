@@ -1,0 +1,63 @@
+"""What a partition leader knows of one follower: its log end offset and when it was caught up.
+
+Kafka's ``cluster.Replica`` (the leader-side state of a remote replica), as a pure value updated
+by each of the follower's fetches. Times are milliseconds passed in by the caller (the broker's
+injected clock); nothing here reads a clock.
+
+The caught-up rule (Kafka's ``Replica.updateFetchStateOrThrow`` and its ``lastCaughtUpTimeMs``):
+a fetch from offset ``o`` when the leader's log end offset is ``leo``
+
+* with ``o >= leo``: the follower has everything, so it is caught up *now*;
+* else with ``o >=`` the leader's log end offset at the follower's *previous* fetch: it had
+  everything the leader had back then, so it was caught up at the time of that previous fetch.
+
+A follower is out of sync when it has not been caught up for longer than
+``replica.lag.time.max.ms`` (and is not at the leader's end right now). ``last_caught_up_ms``
+never moves backwards. A follower's log end offset is the offset it fetches from: everything
+below it is in its log.
+
+Invariants: ``log_end_offset`` is -1 until the first fetch (unknown); a fresh state (a new
+leadership, or a follower that just joined the replicas) counts as caught up at its creation
+time, as Kafka resets it when a leader is elected, so followers are not shrunk out of the ISR
+before they had a chance to fetch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Final
+
+UNKNOWN_OFFSET: Final = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerState:
+    """The leader's view of one follower replica."""
+
+    replica_id: int
+    log_end_offset: int = UNKNOWN_OFFSET
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
+
+    @classmethod
+    def reset(cls, replica_id: int, now_ms: int) -> FollowerState:
+        """The state when this broker becomes the leader: nothing known, caught up as of now."""
+        return cls(replica_id, last_caught_up_ms=now_ms, last_fetch_ms=now_ms)
+
+    def on_fetch(self, fetch_offset: int, leader_log_end_offset: int, now_ms: int) -> FollowerState:
+        """The state after a fetch from ``fetch_offset`` while the leader's LEO was
+        ``leader_log_end_offset`` (module docstring)."""
+        caught_up = self.last_caught_up_ms
+        if fetch_offset >= leader_log_end_offset:
+            caught_up = max(caught_up, now_ms)
+        elif fetch_offset >= self.last_fetch_leader_log_end_offset >= 0:
+            caught_up = max(caught_up, self.last_fetch_ms)
+        return replace(self, log_end_offset=fetch_offset, last_caught_up_ms=caught_up,
+                       last_fetch_ms=now_ms,
+                       last_fetch_leader_log_end_offset=leader_log_end_offset)
+
+    def is_caught_up(self, leader_log_end_offset: int, now_ms: int, max_lag_ms: int) -> bool:
+        """In sync: at the leader's end now, or caught up within the last ``max_lag_ms``."""
+        return (self.log_end_offset >= leader_log_end_offset
+                or now_ms - self.last_caught_up_ms <= max_lag_ms)
