@@ -27,6 +27,11 @@ by ``expire_due`` in deadline order:
   are removed and the group rebalances (Kafka 3.x's ``DelayedSync``).
 
 Pure: no I/O, no asyncio. Called only on the event loop, by the coordinator.
+
+Why one module of ~650 lines: join, sync, leave and the three expiries are the transitions of
+one state machine over the same group; they call each other (an expiry removes a member and
+prepares a rebalance, which may complete the join) and share its invariants. Split apart, each
+half would need the other's private steps.
 """
 
 from __future__ import annotations
