@@ -120,6 +120,8 @@ BROKER_SETTINGS: Final[tuple[BrokerSetting, ...]] = (
                   "How long an idle idempotent producer's state is kept."),
     BrokerSetting("producer.id.expiration.check.interval.ms", "600000", ConfigType.INT,
                   "How often expired producer ids are removed."),
+    BrokerSetting("broker.rack", "", ConfigType.STRING,
+                  "The rack of this broker, for rack-aware replica placement (empty: none)."),
     # Replication (partition.py, replica_manager.py).
     BrokerSetting("replica.lag.time.max.ms", "30000", ConfigType.LONG,
                   "A follower not caught up with the leader for this long leaves the ISR."),

@@ -67,6 +67,16 @@ SHUTDOWN_GRACE_S: Final = 10.0
 """How long in-flight requests (a long-poll fetch, at most its max wait) may take at shutdown."""
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    """A live broker as clients see it."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
 @dataclass(eq=False)
 class BrokerState:
     """Everything a handler may use, built once by ``KafkaServer.start``.
@@ -93,6 +103,17 @@ class BrokerState:
             group=group_config(self.config), offsets=offsets_topic_config(self.config),
             clock=self.clock, replica_manager=self.replica_manager,
             topic_store=self.topic_store, create_topic=self.create_internal_topic)
+
+    def live_brokers(self) -> list[BrokerEndpoint]:
+        """The brokers clients are told about (Metadata, DescribeCluster), by node id. One
+        broker until the cluster store is wired in: this one."""
+        return [BrokerEndpoint(self.node_id, self.advertised_host, self.advertised_port,
+                               self.config.get("broker.rack") or None)]
+
+    @property
+    def controller_id(self) -> int:
+        """The active controller's node id (this broker while it is alone)."""
+        return self.node_id
 
     async def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
                                     configs: Mapping[str, str]) -> None:

@@ -35,6 +35,7 @@ def build_registry() -> HandlerRegistry[Handler]:
         delete_groups,
         delete_records,
         delete_topics,
+        describe_cluster,
         describe_configs,
         describe_groups,
         fetch,
@@ -82,6 +83,7 @@ def build_registry() -> HandlerRegistry[Handler]:
         (ApiKey.DELETE_GROUPS, 0, 1, delete_groups.handle),
         (ApiKey.OFFSET_DELETE, 0, 0, offset_delete.handle),
         (ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 3, offset_for_leader_epoch.handle),
+        (ApiKey.DESCRIBE_CLUSTER, 0, 1, describe_cluster.handle),
     ]
     registry: HandlerRegistry[Handler] = HandlerRegistry()
     for api_key, min_version, max_version, handler in routes:

@@ -64,10 +64,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             topics.append(_topic_error(name, ErrorCode.unknown_topic_or_partition))
     return build_response(ApiKey.METADATA, version, {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": state.node_id, "host": state.advertised_host,
-                     "port": state.advertised_port, "rack": None}],
+        "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                    for b in state.live_brokers()],
         "cluster_id": state.cluster_id,
-        "controller_id": state.node_id,
+        "controller_id": state.controller_id,
         "topics": topics,
         "cluster_authorized_operations": -2147483648,
     })

@@ -222,6 +222,14 @@ def test_confluent_broker_configs(confluent: AdminClient) -> None:
     confluent.incremental_alter_configs([undo])[undo].result(timeout=CLIENT_TIMEOUT_S)
 
 
+def test_confluent_describe_cluster(confluent: AdminClient, broker: BrokerProcess) -> None:
+    """librdkafka's describe_cluster sends DescribeCluster (flexible v0/v1), not Metadata."""
+    cluster = confluent.describe_cluster(request_timeout=CLIENT_TIMEOUT_S).result(
+        timeout=CLIENT_TIMEOUT_S)
+    assert cluster.cluster_id and cluster.controller.id == 1
+    assert [(n.id, n.host, n.port) for n in cluster.nodes] == [(1, "127.0.0.1", broker.port)]
+
+
 def test_confluent_errors(confluent: AdminClient) -> None:
     futures = confluent.create_topics([NewTopic("ck-bad", 1, 1, config={"retention.ms": "x"})])
     with pytest.raises(KafkaException) as caught:

@@ -76,6 +76,8 @@ def kafka_python_plain(message: Any) -> Any:
         plain["cluster_authorized_operations"] = plain.pop("authorized_operations")
         for topic in plain["topics"]:
             topic["topic_authorized_operations"] = topic.pop("authorized_operations")
+    if message.API_KEY == 60 and message.type == "response":  # DescribeCluster: same rename
+        plain["cluster_authorized_operations"] = plain.pop("authorized_operations")
     return plain
 
 

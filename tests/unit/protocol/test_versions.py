@@ -38,6 +38,7 @@ EXPECTED = {
     "DELETE_GROUPS": (0, 1),
     "OFFSET_DELETE": (0, 0),
     "OFFSET_FOR_LEADER_EPOCH": (2, 3),
+    "DESCRIBE_CLUSTER": (0, 1),
     "SASL_HANDSHAKE": (0, 1),
     "SASL_AUTHENTICATE": (0, 1),
 }
@@ -64,8 +65,9 @@ def test_every_served_version_has_kio_classes_and_few_are_flexible() -> None:
             if request.__flexible__:
                 flexible.append((key.name, version))
     # ApiVersions v3 and IncrementalAlterConfigs v1 are flexible (KIP-482 "flexibleVersions":
-    # "3+" and "1+"); every other served version is not.
-    assert sorted(flexible) == [("API_VERSIONS", 3), ("INCREMENTAL_ALTER_CONFIGS", 1)]
+    # "3+" and "1+"), and DescribeCluster has only flexible versions; no other served version is.
+    assert sorted(flexible) == [("API_VERSIONS", 3), ("DESCRIBE_CLUSTER", 0),
+                                ("DESCRIBE_CLUSTER", 1), ("INCREMENTAL_ALTER_CONFIGS", 1)]
 
 
 def test_api_keys_are_kafkas_names_for_every_key_kio_knows() -> None:
