@@ -423,12 +423,13 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         return ErrorCode.none, group.summary() if group is not None else DEAD_GROUP_SUMMARY
 
-    def list_groups(self) -> tuple[ErrorCode, list[tuple[str, str]]]:
-        """(error, [(group id, protocol type)]) of every group coordinated here."""
+    def list_groups(self) -> tuple[ErrorCode, list[tuple[str, str, str]]]:
+        """(error, [(group id, protocol type, state)]) of every group coordinated here."""
         if not self._active:
             return ErrorCode.coordinator_not_available, []
         error = ErrorCode.coordinator_load_in_progress if self._loading else ErrorCode.none
-        return error, [(g.group_id, g.protocol_type or "") for g in self._groups.values()]
+        return error, [(g.group_id, g.protocol_type or "", str(g.state))
+                       for g in self._groups.values()]
 
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
         results: dict[str, ErrorCode] = {}

@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from strata.cli import consume, produce, topic
+from strata.cli import consume, groups, produce, topic
 from strata.cli.errors import OneLineErrorsGroup
 
 app = typer.Typer(
@@ -86,6 +86,7 @@ def dev(
 
 
 app.add_typer(topic.app, name="topic")
+app.add_typer(groups.app, name="groups")
 app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)
 

@@ -12,7 +12,8 @@ Invariants (each checked by a unit test):
 - every (api key, version) in the table has a request and a response class in kio;
 - every version is non-flexible except where Kafka has no other: ApiVersions v3 (flexible body,
   but its response still uses response header v0, KIP-511), IncrementalAlterConfigs v1 (Kafka's
-  first flexible version of that API) and DescribeCluster (flexible-only). Other APIs are raised
+  first flexible version of that API), ListGroups v3-4 (group states, KIP-518) and DescribeCluster
+  (flexible-only). Other APIs are raised
   to flexible versions once tagged fields are handled end to end;
 - ranges are inclusive and ``0 <= min_version <= max_version``.
 
@@ -67,7 +68,7 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, VersionRange]] = MappingProxyType(
         ApiKey.LEAVE_GROUP: VersionRange(0, 3),
         ApiKey.SYNC_GROUP: VersionRange(0, 3),
         ApiKey.DESCRIBE_GROUPS: VersionRange(0, 4),
-        ApiKey.LIST_GROUPS: VersionRange(0, 2),
+        ApiKey.LIST_GROUPS: VersionRange(0, 4),
         ApiKey.SASL_HANDSHAKE: VersionRange(0, 1),
         ApiKey.API_VERSIONS: VersionRange(0, 3),
         ApiKey.CREATE_TOPICS: VersionRange(2, 4),

@@ -79,7 +79,7 @@ def build_registry() -> HandlerRegistry[Handler]:
         (ApiKey.OFFSET_COMMIT, 2, 7, offset_commit.handle),
         (ApiKey.OFFSET_FETCH, 1, 5, offset_fetch.handle),
         (ApiKey.DESCRIBE_GROUPS, 0, 4, describe_groups.handle),
-        (ApiKey.LIST_GROUPS, 0, 2, list_groups.handle),
+        (ApiKey.LIST_GROUPS, 0, 4, list_groups.handle),
         (ApiKey.DELETE_GROUPS, 0, 1, delete_groups.handle),
         (ApiKey.OFFSET_DELETE, 0, 0, offset_delete.handle),
         (ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 3, offset_for_leader_epoch.handle),

@@ -388,7 +388,7 @@ async def test_groups_answer_load_in_progress_while_their_partition_loads(
     assert coordinator.list_groups()[0] == ErrorCode.coordinator_load_in_progress
     await coordinator.wait_loaded()
     assert coordinator.heartbeat("g", member, None, generation) == ErrorCode.none
-    assert coordinator.list_groups() == (ErrorCode.none, [("g", "consumer")])
+    assert coordinator.list_groups() == (ErrorCode.none, [("g", "consumer", "Stable")])
 
 
 async def test_resignation_answers_parked_requests_not_coordinator(cluster: Cluster) -> None:
@@ -452,4 +452,4 @@ async def test_describe_and_list(cluster: Cluster) -> None:
     assert error == ErrorCode.none and summary.state == "Stable"
     assert summary.protocol_name == "range" and summary.members[0].assignment == b"all"
     assert cluster.coordinator.describe_group("nope")[1].state == "Dead"
-    assert cluster.coordinator.list_groups() == (ErrorCode.none, [("g", "consumer")])
+    assert cluster.coordinator.list_groups() == (ErrorCode.none, [("g", "consumer", "Stable")])

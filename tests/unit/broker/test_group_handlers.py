@@ -38,7 +38,7 @@ SUBSCRIPTION = consumer_subscription("t")
 GROUP_APIS = {ApiKey.JOIN_GROUP: (0, 5), ApiKey.SYNC_GROUP: (0, 3), ApiKey.HEARTBEAT: (0, 3),
               ApiKey.LEAVE_GROUP: (0, 3), ApiKey.OFFSET_COMMIT: (2, 7),
               ApiKey.OFFSET_FETCH: (1, 5), ApiKey.DESCRIBE_GROUPS: (0, 4),
-              ApiKey.LIST_GROUPS: (0, 2), ApiKey.DELETE_GROUPS: (0, 1),
+              ApiKey.LIST_GROUPS: (0, 4), ApiKey.DELETE_GROUPS: (0, 1),
               ApiKey.OFFSET_DELETE: (0, 0), ApiKey.FIND_COORDINATOR: (0, 2)}
 HANDLERS: dict[int, Any] = {
     ApiKey.JOIN_GROUP: join_group, ApiKey.SYNC_GROUP: sync_group, ApiKey.HEARTBEAT: heartbeat,
@@ -231,15 +231,20 @@ async def test_describe_groups_at_every_version(state: BrokerState, version: int
         assert g.authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
 
 
-@pytest.mark.parametrize("version", range(3))
+@pytest.mark.parametrize("version", range(5))
 async def test_list_groups(state: BrokerState, version: int) -> None:
     await join(state, 3)
     await call(state, ApiKey.OFFSET_COMMIT, 7,
                **commit_fields(7, ("t", 0, 1), group_id="simple"))
-    response = await call(state, ApiKey.LIST_GROUPS, version)
+    response = await call(state, ApiKey.LIST_GROUPS, version, states_filter=[])
     assert response.error_code == ErrorCode.none
     assert sorted((g.group_id, g.protocol_type) for g in response.groups) == [
         ("g", "consumer"), ("simple", "")]
+    if version >= 4:  # KIP-518: states, and a filter on them
+        assert sorted((g.group_id, g.group_state) for g in response.groups) == [
+            ("g", "CompletingRebalance"), ("simple", "Empty")]
+        only = await call(state, ApiKey.LIST_GROUPS, version, states_filter=["empty"])
+        assert [g.group_id for g in only.groups] == ["simple"]
 
 
 @pytest.mark.parametrize("version", range(2))

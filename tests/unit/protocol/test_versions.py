@@ -29,7 +29,7 @@ EXPECTED = {
     "OFFSET_COMMIT": (2, 7),
     "OFFSET_FETCH": (1, 5),
     "DESCRIBE_GROUPS": (0, 4),
-    "LIST_GROUPS": (0, 2),
+    "LIST_GROUPS": (0, 4),
     "DESCRIBE_CONFIGS": (1, 3),
     "ALTER_CONFIGS": (0, 1),
     "INCREMENTAL_ALTER_CONFIGS": (0, 1),
@@ -65,9 +65,11 @@ def test_every_served_version_has_kio_classes_and_few_are_flexible() -> None:
             if request.__flexible__:
                 flexible.append((key.name, version))
     # ApiVersions v3 and IncrementalAlterConfigs v1 are flexible (KIP-482 "flexibleVersions":
-    # "3+" and "1+"), and DescribeCluster has only flexible versions; no other served version is.
+    # "3+" and "1+"), ListGroups v3-4 (for the group states of KIP-518) and DescribeCluster
+    # (only flexible versions exist); no other served version is.
     assert sorted(flexible) == [("API_VERSIONS", 3), ("DESCRIBE_CLUSTER", 0),
-                                ("DESCRIBE_CLUSTER", 1), ("INCREMENTAL_ALTER_CONFIGS", 1)]
+                                ("DESCRIBE_CLUSTER", 1), ("INCREMENTAL_ALTER_CONFIGS", 1),
+                                ("LIST_GROUPS", 3), ("LIST_GROUPS", 4)]
 
 
 def test_api_keys_are_kafkas_names_for_every_key_kio_knows() -> None:
