@@ -399,6 +399,19 @@ class GroupCoordinator:
             logger.info("removed %d expired offsets", removed)
         return removed
 
+    def on_partitions_deleted(self, partitions: Sequence[TopicPartition]) -> int:
+        """DeleteTopics removed ``partitions``: every group forgets its offsets of them
+        (tombstones written; Kafka's ``onPartitionsDeleted``), so a topic created later under
+        the same name starts without stale commits. Returns the offsets removed."""
+        if not self._active or not partitions:
+            return 0
+        removed = 0
+        for group in list(self._groups.values()):
+            removed += self._cleanup(group, group.remove_offsets(partitions))
+        if removed:
+            logger.info("removed %d offsets of deleted partitions", removed)
+        return removed
+
     def _cleanup(self, group: ClassicGroup, removed: list[TopicPartition]) -> int:
         """Kafka's ``cleanupGroupMetadata`` for one group: tombstones for ``removed`` and, if the
         group is Empty with no offsets left, for the group, which becomes Dead."""

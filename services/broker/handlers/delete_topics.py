@@ -4,8 +4,10 @@ Per topic: an unknown name (legal or not) is UNKNOWN_TOPIC_OR_PARTITION; with
 ``delete.topic.enable=false`` every topic gets TOPIC_DELETION_DISABLED. Otherwise the topic is
 removed from the ``TopicStore`` first (from then on it does not exist for any client), then each
 partition stops being hosted (waiting fetches wake and see it gone) and its log directory is
-deleted in a worker thread (a large ``rmtree`` must not stall the loop). A crash between the two
-leaves stray logs, which the next startup deletes (``server._reconcile_logs``).
+deleted in a worker thread (a large ``rmtree`` must not stall the loop), and every consumer
+group forgets its committed offsets of those partitions (tombstones in ``__consumer_offsets``,
+Kafka's ``onPartitionsDeleted``). A crash between these steps leaves stray logs, which the next
+startup deletes (``server._reconcile_logs``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ async def delete_topic(state: BrokerState, name: str) -> None:
         state.replica_manager.remove_partition(name, index)
     for index in range(record.partitions):
         await asyncio.to_thread(state.log_manager.delete_log, name, index)
+    state.group_coordinator.on_partitions_deleted([(name, i) for i in range(record.partitions)])
     logger.info("deleted topic %s (%d partitions)", name, record.partitions)
 
 
