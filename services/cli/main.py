@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from strata.cli import consume, groups, produce, topic
+from strata.cli import cluster, consume, groups, produce, topic
 from strata.cli.errors import OneLineErrorsGroup
 
 app = typer.Typer(
@@ -87,6 +87,7 @@ def dev(
 
 app.add_typer(topic.app, name="topic")
 app.add_typer(groups.app, name="groups")
+app.add_typer(cluster.app, name="cluster")
 app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)
 

@@ -1,0 +1,101 @@
+"""``strata cluster status``: brokers, the controller, and every partition's replication state.
+
+Three admin requests through confluent-kafka's ``AdminClient``: DescribeCluster (cluster id,
+controller, brokers with racks), Metadata (per partition: leader, replicas, ISR) and ListOffsets
+(per partition: high watermark). A partition is *under-replicated* when its ISR is smaller than
+its replica set and *offline* without a leader (-1), Kafka's definitions; both are counted in
+the summary line and marked in the table. ``--topic`` (repeatable) narrows the partitions;
+internal topics (``__*``) are left out unless ``--include-internal``.
+
+Exit 0 when the status could be read (whatever it shows), 1 when no broker answered.
+``--format json`` prints one object: ``{cluster_id, controller, brokers: [...],
+partitions: [{topic, partition, leader, replicas, isr, high_watermark}]}``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import OffsetSpec
+
+from strata.cli.errors import reported_errors
+from strata.cli.kafka_client import (
+    DEFAULT_BOOTSTRAP,
+    DEFAULT_TIMEOUT_S,
+    BootstrapOption,
+    Connection,
+    ConnectionErrors,
+    TimeoutOption,
+    admin_result,
+    cluster_metadata,
+    new_admin,
+    topic_metadata,
+)
+from strata.cli.output import OutputFormat, print_json_line, print_table
+
+app = typer.Typer(name="cluster", help="The state of a cluster.", no_args_is_help=True)
+
+INTERNAL_TOPIC_PREFIX = "__"
+
+
+@app.command()
+def status(
+    ctx: typer.Context,
+    topic: Annotated[list[str] | None, typer.Option(
+        "--topic", "-t", help="Only this topic's partitions. Repeatable.")] = None,
+    include_internal: Annotated[bool, typer.Option(
+        "--include-internal", help="Show internal topics (__consumer_offsets) too.")] = False,
+    output: Annotated[OutputFormat, typer.Option(
+        "--format", help="text (tables) or json (one object).")] = OutputFormat.TEXT,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Brokers, controller, and per partition leader, replicas, ISR and high watermark."""
+    with reported_errors(ctx):
+        conn = Connection(bootstrap, timeout)
+        errors = ConnectionErrors()
+        admin = new_admin(conn, errors)
+        metadata = cluster_metadata(admin, conn, errors)
+        cluster = admin_result(conn, admin.describe_cluster(request_timeout=conn.timeout_s),
+                               "the cluster")
+        names = (list(dict.fromkeys(topic)) if topic else sorted(
+            n for n in metadata.topics
+            if include_internal or not n.startswith(INTERNAL_TOPIC_PREFIX)))
+        topics = [topic_metadata(metadata, n) for n in names]
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        requested = {TopicPartition(str(t.topic), p): latest
+                     for t in topics for p in t.partitions}
+        futures = admin.list_offsets(requested, request_timeout=conn.timeout_s) if requested \
+            else {}
+        watermarks = {(tp.topic, tp.partition): admin_result(conn, f, tp.topic).offset
+                      for tp, f in futures.items()}
+    partitions: list[dict[str, Any]] = [
+        {"topic": t.topic, "partition": p, "leader": t.partitions[p].leader,
+         "replicas": list(t.partitions[p].replicas), "isr": list(t.partitions[p].isrs),
+         "high_watermark": watermarks.get((str(t.topic), p))}
+        for t in topics for p in sorted(t.partitions)
+    ]
+    controller = cluster.controller.id if cluster.controller is not None else None
+    brokers = [{"id": n.id, "host": n.host, "port": n.port, "rack": n.rack}
+               for n in sorted(cluster.nodes, key=lambda n: n.id)]
+    if output is OutputFormat.JSON:
+        print_json_line({"cluster_id": cluster.cluster_id, "controller": controller,
+                         "brokers": brokers, "partitions": partitions})
+        return
+    under = sum(1 for p in partitions if len(p["isr"]) < len(p["replicas"]))
+    offline = sum(1 for p in partitions if p["leader"] < 0)
+    typer.echo(f"cluster {cluster.cluster_id}: {len(brokers)} brokers, controller "
+               f"{controller if controller is not None else '-'}, {len(partitions)} partitions "
+               f"({under} under-replicated, {offline} offline)")
+    print_table(("BROKER", "HOST", "PORT", "RACK", "CONTROLLER"),
+                [(b["id"], b["host"], b["port"], b["rack"] or "-",
+                  "yes" if b["id"] == controller else "") for b in brokers])
+    typer.echo("")
+    print_table(("TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "HIGH_WATERMARK", "STATUS"),
+                [(p["topic"], p["partition"], p["leader"], ",".join(map(str, p["replicas"])),
+                  ",".join(map(str, p["isr"])), p["high_watermark"],
+                  "offline" if p["leader"] < 0 else
+                  "under-replicated" if len(p["isr"]) < len(p["replicas"]) else "ok")
+                 for p in partitions])
