@@ -28,6 +28,7 @@ stall WAL checkpoints). Same host only: WAL's shared memory does not work over N
 from __future__ import annotations
 
 import sqlite3
+import time
 
 from .errors import MetadataStoreError
 
@@ -64,7 +65,7 @@ def connect(path: str, *, busy_timeout_s: float) -> sqlite3.Connection:
     """Open (creating if needed) the store file and check its schema version."""
     conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None)
     try:
-        conn.execute("PRAGMA journal_mode=WAL")  # persistent in the file; idempotent
+        _enable_wal(conn, busy_timeout_s)
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("BEGIN IMMEDIATE")
         # One statement at a time: executescript() would COMMIT the BEGIN IMMEDIATE.
@@ -87,3 +88,21 @@ def connect(path: str, *, busy_timeout_s: float) -> sqlite3.Connection:
             f"{path}: metadata schema version {version}, this Strata reads {SCHEMA_VERSION}"
         )
     return conn
+
+
+def _enable_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> None:
+    """Switch the file to WAL (persistent in the file) unless it already is. Changing the
+    journal mode needs the database to itself, and SQLite answers "database is locked" at once
+    rather than through the busy timeout while another process is in a transaction, so
+    several processes opening a new store together retry here until ``busy_timeout_s``."""
+    deadline = time.monotonic() + busy_timeout_s
+    while True:
+        try:
+            (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+            if str(mode).lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)  # another process holds the lock for one short transaction

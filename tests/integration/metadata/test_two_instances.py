@@ -64,8 +64,8 @@ async def test_compare_and_set_race_across_processes_has_one_winner(
             assert await peer.read() == "ready"
             await peer.send("go")
             await pump.next()  # the peer has begun
-            # Both sides try every key, each in its own random order, so the keys are won by
-            # both, in an order neither controls.
+            # Both sides try every key, each in its own random order, so keys are contested
+            # in an order neither controls.
             ours = [
                 i
                 for i in random.sample(range(count), count)
@@ -76,7 +76,9 @@ async def test_compare_and_set_race_across_processes_has_one_winner(
             await pump.close()
             await peer.stop()
         assert sorted(ours + theirs) == list(range(count))  # every key won exactly once
-        assert ours and theirs
+        # How the keys split is not asserted: SQLite's lock is not fair between processes (a
+        # writer that re-takes it at once can starve a busy-waiting one for the whole race), and
+        # etcd orders by arrival; exclusivity is the contract, not a share.
         entries, _ = await store.list(prefix)
         winner = {int(e.key.removeprefix(prefix)): e.value for e in entries}
         assert all(winner[i] == b"main" for i in ours)
