@@ -42,6 +42,7 @@ import errno
 import logging
 import os
 import struct
+import time
 import types
 import typing
 from collections.abc import Awaitable, Callable
@@ -142,6 +143,7 @@ class KafkaConnection(asyncio.Protocol):
     def __init__(self, state: BrokerState, limit: RequestQueueLimit,
                  on_close: Callable[[KafkaConnection], None]) -> None:
         self._state = state
+        self._closing_counted = False
         self._limit = limit
         self._on_close = on_close
         self._reader = FrameReader(state.config.socket_request_max_bytes)
@@ -161,6 +163,8 @@ class KafkaConnection(asyncio.Protocol):
     # ------------------------------------------------------------ asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = typing.cast(asyncio.Transport, transport)
+        if self._state.metrics is not None:
+            self._state.metrics.requests.connections.inc()
         # 0/0: pause_writing as soon as any byte is left unsent, resume when all are sent.
         self._transport.set_write_buffer_limits(high=0, low=0)
         peer = transport.get_extra_info("peername")
@@ -186,6 +190,9 @@ class KafkaConnection(asyncio.Protocol):
         return False  # close our side too; requests already read are still answered
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._state.metrics is not None and not self._closing_counted:
+            self._closing_counted = True
+            self._state.metrics.requests.connections.dec()
         self._closing = True
         self._limit.forget(self)
         if self._frames:
@@ -318,13 +325,15 @@ class KafkaConnection(asyncio.Protocol):
             self._close_for(str(exc))
             return
         header = request.header
+        started = time.perf_counter()
         handler = state.registry.lookup(header.api_key, header.api_version)
         if handler is None:  # pragma: no cover - decode_request checked the same ranges
             self._close_for(f"no handler for {header.describe()}")
             return
         context = RequestContext(header, self._peer[0], self._peer[1], state)
+        body: Any = None
         try:
-            result = await handler(context, request.body)
+            result = body = await handler(context, request.body)
             if result is not None and not isinstance(result, Response):
                 result = encode_response(header, result)
         except asyncio.CancelledError:
@@ -335,11 +344,20 @@ class KafkaConnection(asyncio.Protocol):
             if result is None:
                 self._close_for(f"{header.describe()} failed and has no error field")
                 return
+        metrics = state.metrics
+        if metrics is not None:
+            requests = metrics.requests
+            requests.received_bytes.inc(len(frame) + 4)
+            requests.observe(header.api_key, time.perf_counter() - started, body)
         if result is None:
             return  # e.g. Produce with acks=0
         if isinstance(result, bytes):
+            if metrics is not None:
+                metrics.requests.sent_bytes.inc(len(result))
             self._write(result)
             return
+        if metrics is not None:
+            metrics.requests.sent_bytes.inc(result.size + 4)
         try:
             await self._write_response(header, result)
         except (ConnectionClosed, asyncio.CancelledError):

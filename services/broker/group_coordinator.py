@@ -246,6 +246,10 @@ class GroupCoordinator:
         self._groups[group_id] = group
         return group
 
+    def groups(self) -> list[ClassicGroup]:
+        """Every group coordinated here (a snapshot of the map, for metrics)."""
+        return list(self._groups.values())
+
     def group(self, group_id: str) -> ClassicGroup | None:
         return self._groups.get(group_id)
 

@@ -1,4 +1,4 @@
-"""The broker's HTTP side door: ``/healthz``, ``/readyz`` (and ``/metrics`` once it exists).
+"""The broker's HTTP side door: ``/healthz``, ``/readyz`` and ``/metrics``.
 
 Owns a deliberately tiny HTTP/1.1 server on asyncio streams (no web framework): one request per
 connection, ``GET`` or ``HEAD``, answered and closed. Routes (ARCHITECTURE.md §8):
@@ -8,7 +8,8 @@ path       answer
 =========  =====================================================================================
 /healthz   200 ``ok`` while the process serves its event loop (liveness)
 /readyz    200 ``ready`` once the logs are loaded and the Kafka listener serves; else 503
-/metrics   404 until the metrics registry lands
+/metrics   200 the broker's metrics in Prometheus' text format (``metrics.BrokerMetrics``),
+          404 before the broker created its registry
 =========  =====================================================================================
 
 Requests are bounded: the head must arrive within ``READ_TIMEOUT_S`` and fit in
@@ -21,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Protocol
 
 logger = logging.getLogger(__name__)
 
@@ -32,11 +33,16 @@ _REASONS: Final = {200: "OK", 400: "Bad Request", 404: "Not Found",
                    405: "Method Not Allowed", 503: "Service Unavailable"}
 
 
+class MetricsSource(Protocol):
+    def exposition(self) -> bytes: ...
+
+
 class HealthServer:
     """Serves health and readiness on ``host:port`` (port 0: a free one, see ``port``)."""
 
     def __init__(self, is_ready: Callable[[], bool]) -> None:
         self._is_ready = is_ready
+        self.metrics: MetricsSource | None = None
         self._server: asyncio.Server | None = None
         self.port = 0
 
@@ -62,6 +68,8 @@ class HealthServer:
             return 200, "ok\n"
         if path == "/readyz":
             return (200, "ready\n") if self._is_ready() else (503, "not ready\n")
+        if path == "/metrics" and self.metrics is not None:
+            return 200, self.metrics.exposition().decode()
         return 404, "not found\n"
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

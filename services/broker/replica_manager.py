@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from strata.broker.delayed_operation import DelayedFetch, Purgatory
+from strata.broker.log_metrics import LogMetrics
 from strata.broker.partition import (
     NONE,
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
@@ -45,6 +46,7 @@ from strata.broker.partition import (
     PartitionError,
     UnknownTopicOrPartitionError,
 )
+from strata.broker.replication_metrics import ReplicationMetrics
 from strata.storage.clock import Clock
 from strata.storage.errors import StorageError
 from strata.storage.file_records import FileSlice
@@ -122,6 +124,9 @@ class ReplicaManager:
         self.produce_purgatory: Purgatory[TopicPartition] = Purgatory("Produce")
         # Without a cluster store (one broker), an ISR change is adopted at once.
         self.isr_change_handler: IsrChangeHandler = isr_change_handler or self._apply_locally
+        # Set by the server once its metrics registry exists (None in bare unit tests).
+        self.log_metrics: LogMetrics | None = None
+        self.replication_metrics: ReplicationMetrics | None = None
 
     # ------------------------------------------------------------- partitions
     def make_leader(
@@ -249,6 +254,8 @@ class ReplicaManager:
                                                  info.log_start_offset))
             if not info.duplicate:
                 notify(tp)
+                if self.log_metrics is not None:
+                    self.log_metrics.appended(tp[0], tp[1], info.valid_bytes, info.record_count)
             if required_acks == -1:
                 waiting[len(results) - 1] = (partition, info.last_offset + 1)
         if waiting:
@@ -295,7 +302,7 @@ class ReplicaManager:
         proposed = partition.update_follower_fetch_state(replica_id, fetch_offset,
                                                          self.clock.milliseconds())
         if proposed is not None:
-            self.isr_change_handler(partition, proposed)
+            self._propose_isr(partition, proposed)
         if partition.maybe_increment_high_watermark():
             self._high_watermark_moved((partition.topic, partition.partition))
 
@@ -304,6 +311,11 @@ class ReplicaManager:
         """The store accepted ``isr`` for ``partition``: adopt it and wake HW waiters."""
         if partition.apply_isr_change(isr, partition_epoch):
             self._high_watermark_moved((partition.topic, partition.partition))
+
+    def _propose_isr(self, partition: Partition, isr: frozenset[int]) -> None:
+        if self.replication_metrics is not None:
+            self.replication_metrics.isr_change(partition, isr)
+        self.isr_change_handler(partition, isr)
 
     def _apply_locally(self, partition: Partition, isr: frozenset[int]) -> None:
         self.apply_isr_change(partition, isr, partition.partition_epoch + 1)
@@ -317,7 +329,7 @@ class ReplicaManager:
             proposed = partition.maybe_shrink_isr(now, max_lag_ms)
             if proposed is not None:
                 proposals += 1
-                self.isr_change_handler(partition, proposed)
+                self._propose_isr(partition, proposed)
                 if partition.maybe_increment_high_watermark():
                     self._high_watermark_moved((partition.topic, partition.partition))
         return proposals
@@ -399,6 +411,8 @@ class ReplicaManager:
                 continue
             size = read.size
             if size > 0:
+                if self.log_metrics is not None:
+                    self.log_metrics.read(tp[0], tp[1], size)
                 min_one_message = False
                 limit = max(0, limit - size)
                 total += size

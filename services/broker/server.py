@@ -52,6 +52,7 @@ from strata.broker.config import BrokerConfig, ConfigError
 from strata.broker.connection import Handler, KafkaConnection, RequestQueueLimit
 from strata.broker.group_coordinator import GroupCoordinator, group_config, offsets_topic_config
 from strata.broker.http import HealthServer
+from strata.broker.metrics import BrokerMetrics
 from strata.broker.producer_id_manager import ProducerIdManager
 from strata.broker.replica_manager import ReplicaManager
 from strata.broker.topic_store import FileTopicStore, TopicRecord, TopicStore, TopicStoreError
@@ -96,6 +97,7 @@ class BrokerState:
     advertised_host: str
     advertised_port: int
     registry: HandlerRegistry[Handler] = field(default_factory=HandlerRegistry)
+    metrics: BrokerMetrics | None = None
     group_coordinator: GroupCoordinator = field(init=False)
 
     def __post_init__(self) -> None:
@@ -205,6 +207,12 @@ class KafkaServer:
             advertised_host=advertised.host, advertised_port=advertised.port,
         )
         state.registry = build_registry()
+        state.metrics = metrics = BrokerMetrics(
+            [r.api_key for r in state.registry], replica_manager.partitions,
+            replica_manager.get_partition, state.group_coordinator.groups)
+        replica_manager.log_metrics = metrics.log
+        replica_manager.replication_metrics = metrics.replication
+        self._http.metrics = metrics
         await state.group_coordinator.startup()
 
         loop = asyncio.get_running_loop()

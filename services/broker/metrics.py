@@ -1,0 +1,38 @@
+"""A broker's metrics registry: one ``CollectorRegistry`` per ``KafkaServer`` and the layers'
+metrics on it (``request_metrics``, ``log_metrics``, ``replication_metrics``,
+``group_metrics``), served at ``http.port`` ``/metrics`` in Prometheus' text format.
+
+Owns nothing but the wiring: each layer defines its own series. A registry per broker (not
+prometheus-client's global one) keeps brokers started in one process apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from strata.broker.group import ClassicGroup
+from strata.broker.group_metrics import GroupMetrics
+from strata.broker.log_metrics import LogMetrics
+from strata.broker.partition import Partition
+from strata.broker.replication_metrics import ReplicationMetrics
+from strata.broker.request_metrics import RequestMetrics
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class BrokerMetrics:
+    def __init__(self, served_api_keys: Iterable[int],
+                 partitions: Callable[[], Sequence[Partition]],
+                 partition: Callable[[str, int], Partition | None],
+                 groups: Callable[[], list[ClassicGroup]]) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.requests = RequestMetrics(self.registry, served_api_keys)
+        self.log = LogMetrics(self.registry, partitions)
+        self.replication = ReplicationMetrics(self.registry, partitions)
+        self.groups = GroupMetrics(self.registry, groups, partition)
+
+    def exposition(self) -> bytes:
+        """The registry in Prometheus' text exposition format."""
+        return generate_latest(self.registry)

@@ -1,0 +1,108 @@
+"""The request layer's metrics: every Kafka API call's latency, count and errors, and the wire.
+
+Defined once here (ARCHITECTURE.md §8), named ``strata_request_*`` / ``strata_network_*``, on a
+registry of the broker's own (one per ``KafkaServer``, so brokers in one test process never
+share series):
+
+* ``strata_request_latency_seconds{api}``: a histogram of the time from a request's decoding
+  to its response being handed to the socket (Kafka's ``TotalTimeMs``, minus queueing);
+* ``strata_request_total{api}`` and ``strata_request_errors_total{api, error}``: requests, and
+  each non-zero error code found in their responses (top level and per topic/partition/group,
+  Kafka's ``ErrorsPerSec`` counts every one), by Kafka's error name;
+* ``strata_network_received_bytes_total`` / ``strata_network_sent_bytes_total``: request and
+  response frames (response bytes sent by ``sendfile`` included);
+* ``strata_network_connections``: open client connections.
+
+Every (api) series starts at zero for each API the broker serves, so dashboards see a value
+before the first request. Cost on the hot path: one ``time.perf_counter`` pair and a few
+label lookups per request, plus a walk over the response's error fields for the (small)
+control-plane responses; Produce responses are walked too (a few partitions), Fetch responses
+are pre-encoded bytes and count only their top-level error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any, Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from strata.protocol.api_keys import ApiKey
+from strata.protocol.error_codes import ErrorCode
+
+LATENCY_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                          2.5, 5.0, 10.0, 30.0)
+
+
+def api_label(api_key: int) -> str:
+    """Kafka's name of an API (``Produce``, ``FindCoordinator``...)."""
+    try:
+        return "".join(part.capitalize() for part in ApiKey(api_key).name.split("_"))
+    except ValueError:
+        return str(api_key)
+
+
+class RequestMetrics:
+    def __init__(self, registry: CollectorRegistry, served: Iterable[int]) -> None:
+        self.latency = Histogram("strata_request_latency_seconds",
+                                 "Time to handle a request, by API.", ["api"],
+                                 buckets=LATENCY_BUCKETS, registry=registry)
+        self.requests = Counter("strata_request", "Requests handled, by API.", ["api"],
+                                registry=registry)
+        self.errors = Counter("strata_request_errors",
+                              "Error codes in responses, by API and Kafka error name.",
+                              ["api", "error"], registry=registry)
+        self.received_bytes = Counter("strata_network_received_bytes",
+                                      "Bytes of request frames received.", registry=registry)
+        self.sent_bytes = Counter("strata_network_sent_bytes",
+                                  "Bytes of response frames sent.", registry=registry)
+        self.connections = Gauge("strata_network_connections", "Open client connections.",
+                                 registry=registry)
+        self._labels = {key: api_label(key) for key in served}
+        for label in self._labels.values():
+            self.latency.labels(label)
+            self.requests.labels(label)
+
+    def observe(self, api_key: int, seconds: float, response: Any) -> None:
+        """One handled request: its latency, and the error codes its response carries."""
+        label = self._labels.get(api_key) or api_label(api_key)
+        self.latency.labels(label).observe(seconds)
+        self.requests.labels(label).inc()
+        if response is None:
+            return
+        for code in error_codes(response):
+            self.errors.labels(label, _error_name(code)).inc()
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return str(code)
+
+
+def error_codes(response: Any) -> list[int]:
+    """Every non-zero ``error_code`` in a kio response (nested entities included); for a
+    pre-encoded response (Fetch), its ``error_code`` attribute if it has one."""
+    found: list[int] = []
+    _collect(response, found)
+    return found
+
+
+def _collect(entity: Any, found: list[int]) -> None:
+    if not dataclasses.is_dataclass(entity):
+        code = getattr(entity, "error_code", 0)
+        if isinstance(code, int) and code:
+            found.append(int(code))
+        return
+    for field in dataclasses.fields(entity):
+        value = getattr(entity, field.name)
+        if field.name == "error_code":
+            if value:
+                found.append(int(value))
+        elif isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
+            for item in value:
+                _collect(item, found)
+        elif dataclasses.is_dataclass(value):
+            _collect(value, found)
