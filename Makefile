@@ -32,7 +32,7 @@ typecheck: $(STAMP)
 	done
 	$(BIN)/mypy
 
-test: lint typecheck node-deps etcd
+test: lint typecheck node-deps etcd prometheus
 	$(BIN)/pytest -q
 
 unit: $(STAMP)
@@ -71,3 +71,12 @@ etcd:
 	@command -v etcd >/dev/null 2>&1 || { \
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null; }
+
+# Debian's prometheus for promtool (alert-rule tests) and, later, the dashboard tests; installed
+# only where promtool is not already on PATH.
+.PHONY: prometheus
+
+prometheus:
+	@command -v promtool >/dev/null 2>&1 || { \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
