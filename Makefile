@@ -16,7 +16,7 @@ PKG_LINKS := storage:storage protocol:services/protocol broker:services/broker c
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[all]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -80,3 +80,7 @@ prometheus:
 	@command -v promtool >/dev/null 2>&1 || { \
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
+
+# Each part that needs more set-up (Spark, the operator, the admin service, ...) keeps its own
+# targets in mk/<part>.mk; a part adds itself to `make test` with `test: <its-target>`.
+-include mk/*.mk
