@@ -98,6 +98,9 @@ class GroupCoordinator:
         self._create_topic = create_topic
         self.manager = GroupMetadataManager(replica_manager, clock)
         self.membership = GroupMembership(group, self)
+        # In a cluster: the leader of a partition as the metadata has it (this broker may not
+        # host every __consumer_offsets partition).
+        self.leader_lookup: Callable[[str, int], int | None] | None = None
         self._groups: dict[str, ClassicGroup] = {}
         self._owned: set[int] = set()
         self._loading: dict[int, asyncio.Task[None]] = {}
@@ -154,6 +157,8 @@ class GroupCoordinator:
 
     def coordinator_node(self, group_id: str) -> int | None:
         """The leader of the group's ``__consumer_offsets`` partition (None: no leader)."""
+        if self.leader_lookup is not None:
+            return self.leader_lookup(OFFSETS_TOPIC, self.partition_for(group_id))
         hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, self.partition_for(group_id))
         if hosted is None or hosted.log.offline:
             return None

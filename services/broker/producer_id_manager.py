@@ -3,8 +3,8 @@
 Kafka hands out producer ids in blocks (``ProducerIdManager`` + the controller's
 ``AllocateProducerIds``); the broker keeps one block in memory and persists only the end of the
 last block it took, so a restart never reuses an id and costs one write per block, not per id.
-Single-node Strata persists that end in the first log dir (the cluster step moves the block
-source to the metadata store behind the same ``generate_producer_id``):
+A single broker persists that end in the first log dir; in a cluster the blocks come from the
+metadata store (``ClusterProducerIdManager``), behind the same ``generate_producer_id``:
 
 File ``<first log dir>/__strata_producer_ids.json``, written atomically (temp file, fsync,
 rename, fsync of the directory)::
@@ -26,6 +26,8 @@ import asyncio
 import json
 import os
 from pathlib import Path
+
+from strata.metadata.store import MetadataStore
 
 FILE_NAME = "__strata_producer_ids.json"
 FORMAT_VERSION = 1
@@ -56,7 +58,7 @@ class ProducerIdManager:
                 loop = asyncio.get_running_loop()
                 self._allocating = loop.create_future()
                 try:
-                    await asyncio.to_thread(self._allocate_block)
+                    await self._allocate()
                     self._allocating.set_result(None)
                 except BaseException as exc:
                     self._allocating.set_exception(exc)
@@ -77,6 +79,9 @@ class ProducerIdManager:
         producer_id = self._next_id
         self._next_id += 1
         return producer_id
+
+    async def _allocate(self) -> None:
+        await asyncio.to_thread(self._allocate_block)
 
     # -------------------------------------------------------------- on disk
     def _allocate_block(self) -> None:
@@ -116,3 +121,36 @@ class ProducerIdManager:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+class ClusterProducerIdManager(ProducerIdManager):
+    """Producer ids unique across a cluster: blocks taken from the metadata store.
+
+    The store key ``/strata/producer_id_block`` holds ``{"next_block_start": N}``; a broker
+    takes ``[N, N + block_size)`` by a compare-and-set to ``N + block_size`` (retrying when
+    another broker won the race), so two brokers never hand out one id (Kafka's controller-side
+    ``AllocateProducerIds``).
+    """
+
+    KEY = "/strata/producer_id_block"
+
+    def __init__(self, store: MetadataStore, block_size: int = DEFAULT_BLOCK_SIZE) -> None:
+        super().__init__(Path("."), block_size)
+        self.store = store
+
+    async def _allocate(self) -> None:
+        while True:
+            entry = await self.store.get(self.KEY)
+            start = json.loads(entry.value)["next_block_start"] if entry is not None else 0
+            end = start + self.block_size
+            if end > MAX_PRODUCER_ID:
+                raise ProducerIdsExhaustedError(f"no producer id block left after {start}")
+            written = await self.store.compare_and_set(
+                self.KEY, json.dumps({"next_block_start": end}).encode(),
+                version=entry.version if entry is not None else 0)
+            if written is not None:
+                self._next_id, self._block_end = start, end
+                return
+
+    def generate_producer_id_blocking(self) -> int:
+        raise NotImplementedError("a cluster allocates producer ids asynchronously")

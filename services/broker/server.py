@@ -40,6 +40,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -48,14 +49,17 @@ from typing import Final
 
 import uvloop
 
+from strata.broker.cluster import Cluster
+from strata.broker.cluster_image import ClusterImage
 from strata.broker.config import BrokerConfig, ConfigError
 from strata.broker.connection import Handler, KafkaConnection, RequestQueueLimit
 from strata.broker.group_coordinator import GroupCoordinator, group_config, offsets_topic_config
 from strata.broker.http import HealthServer
 from strata.broker.metrics import BrokerMetrics
-from strata.broker.producer_id_manager import ProducerIdManager
+from strata.broker.producer_id_manager import ClusterProducerIdManager, ProducerIdManager
 from strata.broker.replica_manager import ReplicaManager
 from strata.broker.topic_store import FileTopicStore, TopicRecord, TopicStore, TopicStoreError
+from strata.metadata.errors import MetadataStoreError
 from strata.protocol.registry import HandlerRegistry
 from strata.storage.clock import Clock, SystemClock
 from strata.storage.errors import StorageError
@@ -98,6 +102,7 @@ class BrokerState:
     advertised_port: int
     registry: HandlerRegistry[Handler] = field(default_factory=HandlerRegistry)
     metrics: BrokerMetrics | None = None
+    cluster: Cluster | None = None  # set when metadata.store is (a multi-broker cluster)
     group_coordinator: GroupCoordinator = field(init=False)
 
     def __post_init__(self) -> None:
@@ -107,14 +112,25 @@ class BrokerState:
             topic_store=self.topic_store, create_topic=self.create_internal_topic)
 
     def live_brokers(self) -> list[BrokerEndpoint]:
-        """The brokers clients are told about (Metadata, DescribeCluster), by node id. One
-        broker until the cluster store is wired in: this one."""
+        """The brokers clients are told about (Metadata, DescribeCluster), by node id: the
+        registered ones in a cluster, else this one."""
+        if self.cluster is not None:
+            return [BrokerEndpoint(b.node_id, b.host, b.port, b.rack)
+                    for _, b in sorted(self.cluster.image.brokers.items())]
         return [BrokerEndpoint(self.node_id, self.advertised_host, self.advertised_port,
                                self.config.get("broker.rack") or None)]
 
+    def live_broker_ids(self) -> set[int]:
+        if self.cluster is not None:
+            return set(self.cluster.image.brokers)
+        return {self.node_id}
+
     @property
     def controller_id(self) -> int:
-        """The active controller's node id (this broker while it is alone)."""
+        """The active controller's node id (-1: none now; this broker while it is alone)."""
+        if self.cluster is not None:
+            controller = self.cluster.image.controller
+            return controller.node_id if controller is not None else -1
         return self.node_id
 
     async def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
@@ -122,12 +138,12 @@ class BrokerState:
         """Register and host an internal topic (``__consumer_offsets``), its replication factor
         capped at the live brokers."""
         from strata.broker.handlers.create_topics import (  # handlers import this module
-            LIVE_BROKERS,
             TopicSpec,
             create_topic,
         )
 
-        spec = TopicSpec(name, partitions, min(replication_factor, LIVE_BROKERS), configs)
+        live = max(len(self.live_broker_ids()), 1)
+        spec = TopicSpec(name, partitions, min(replication_factor, live), configs)
         await create_topic(self, spec)
 
     def broker_defaults(self) -> dict[str, str]:
@@ -166,6 +182,7 @@ class KafkaServer:
         self._stopping = asyncio.Event()
         self._shut_down = False
         self._log_manager: LogManager | None = None
+        self._cluster: Cluster | None = None
 
     # ------------------------------------------------------------------ startup
     async def start(self) -> None:
@@ -175,9 +192,16 @@ class KafkaServer:
         node_id = config.node_id
         log_dirs = config.log_dirs
         cluster_id = config.cluster_id
-        if not cluster_id:
-            cluster_id = await asyncio.to_thread(_cluster_id_from_disk, log_dirs)
-        store = await asyncio.to_thread(FileTopicStore.open, log_dirs[0])
+        cluster: Cluster | None = None
+        store: TopicStore
+        if config.get("metadata.store"):
+            self._cluster = cluster = await Cluster.open(
+                config, lambda: _cluster_id_from_disk(log_dirs))
+            cluster_id, store = cluster.cluster_id, cluster.topic_store
+        else:
+            if not cluster_id:
+                cluster_id = await asyncio.to_thread(_cluster_id_from_disk, log_dirs)
+            store = await asyncio.to_thread(FileTopicStore.open, log_dirs[0])
         log_manager = LogManager(log_dirs, effective_broker_config(config, store, node_id),
                                  self.clock, cluster_id=cluster_id, node_id=node_id)
         for record in store.topics().values():
@@ -186,25 +210,31 @@ class KafkaServer:
         self._log_manager = log_manager  # from here on, shutdown() must close it
         logger.info("loaded %d partition logs from %s", len(log_manager.all_logs()),
                     ", ".join(map(str, log_dirs)))
-        await _reconcile_logs(store, log_manager)
 
         replica_manager = ReplicaManager(log_manager, self.clock, node_id)
-        for record in store.topics().values():
-            for index in range(record.partitions):
-                try:
-                    replica_manager.make_leader(record.name, index, record.topic_id,
-                                                record.leader_epochs[index],
-                                                configs=record.configs)
-                except StorageError as exc:
-                    logger.error("cannot host %s-%d: %s", record.name, index, exc)
+        if isinstance(store, FileTopicStore):
+            await _reconcile_logs(store, log_manager)
+            for record in store.topics().values():
+                for index in range(record.partitions):
+                    try:
+                        replica_manager.make_leader(record.name, index, record.topic_id,
+                                                    record.leader_epochs[index],
+                                                    configs=record.configs)
+                    except StorageError as exc:
+                        logger.error("cannot host %s-%d: %s", record.name, index, exc)
 
         listener = config.listener
         advertised = config.advertised_listener
+        # The socket is bound first: a cluster registers the port clients will be told.
+        sock = _bind(listener.host, listener.port)
+        bound_port = int(sock.getsockname()[1])
         self.state = state = BrokerState(
             config=config, node_id=node_id, cluster_id=cluster_id, clock=self.clock,
             log_manager=log_manager, replica_manager=replica_manager, topic_store=store,
-            producer_id_manager=ProducerIdManager(log_dirs[0]),
-            advertised_host=advertised.host, advertised_port=advertised.port,
+            producer_id_manager=(ClusterProducerIdManager(cluster.store) if cluster is not None
+                                 else ProducerIdManager(log_dirs[0])),
+            advertised_host=advertised.host,
+            advertised_port=advertised.port or bound_port, cluster=cluster,
         )
         state.registry = build_registry()
         state.metrics = metrics = BrokerMetrics(
@@ -213,6 +243,14 @@ class KafkaServer:
         replica_manager.log_metrics = metrics.log
         replica_manager.replication_metrics = metrics.replication
         self._http.metrics = metrics
+        if cluster is not None:
+            def on_configs(image: ClusterImage) -> None:
+                state.apply_broker_defaults()
+
+            await cluster.attach(host=state.advertised_host, port=state.advertised_port,
+                                 replica_manager=replica_manager, log_manager=log_manager,
+                                 group_coordinator=state.group_coordinator,
+                                 on_configs=on_configs, on_fenced=self.request_stop)
         await state.group_coordinator.startup()
 
         loop = asyncio.get_running_loop()
@@ -223,12 +261,8 @@ class KafkaServer:
             self._connections.add(connection)
             return connection
 
-        self._kafka_server = await loop.create_server(
-            accept, listener.host or None, listener.port, reuse_address=True, backlog=1024,
-        )
-        self.kafka_port = int(self._kafka_server.sockets[0].getsockname()[1])
-        if advertised.port == 0:
-            state.advertised_port = self.kafka_port
+        self._kafka_server = await loop.create_server(accept, sock=sock, backlog=1024)
+        self.kafka_port = bound_port
         self.http_port = await self._http.start(listener.host, config.http_port)
 
         self._schedule("flush", "log.flush.scheduler.interval.ms",
@@ -322,6 +356,8 @@ class KafkaServer:
         self._shut_down = True
         self._stopping.set()
         self.ready = False
+        if self._cluster is not None and self.state is not None:
+            await self._cluster.leave()  # leadership moves while this broker still serves
         if self._kafka_server is not None:
             self._kafka_server.close()
         if self.state is not None:  # parked JoinGroup/SyncGroup answered NOT_COORDINATOR
@@ -339,6 +375,8 @@ class KafkaServer:
                 self._log_manager.cleaner.abort_and_pause_cleaning(tp)
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._cluster is not None:
+            await self._cluster.close()
         if self._log_manager is not None:
             await asyncio.to_thread(self._log_manager.shutdown)
         await self._http.close()
@@ -346,6 +384,22 @@ class KafkaServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._kafka_server.wait_closed(), 1.0)
         logger.info("shut down cleanly")
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The Kafka listener's socket, bound (port 0: a free one) but not yet listening."""
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                               flags=socket.AI_PASSIVE)
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
 
 
 async def _on_loop(work: Callable[[], object]) -> object:
@@ -387,7 +441,8 @@ def run(config: BrokerConfig) -> int:
     server = KafkaServer(config)
     try:
         uvloop.run(server.serve())
-    except (ConfigError, TopicStoreError, StorageError, OSError) as exc:
+    except (ConfigError, TopicStoreError, StorageError, OSError, ValueError,
+            MetadataStoreError) as exc:
         logger.error("broker failed: %s", exc)
         return 1
     return 0

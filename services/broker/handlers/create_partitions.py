@@ -49,12 +49,18 @@ async def _create_partitions(state: BrokerState, topic: Any, validate_only: bool
         replica_lists = [[int(b) for b in a.broker_ids] for a in topic.assignments]
         check_assignments(state, replica_lists)
         for replicas in replica_lists:
-            check_replication_factor(len(replicas))
+            check_replication_factor(state, len(replicas))
     if validate_only:
         return
     old_count = record.partitions
     try:
-        record = await state.topic_store.set_partition_count(topic.name, count)
+        if state.cluster is not None:
+            lists = None if topic.assignments is None else [
+                [int(b) for b in a.broker_ids] for a in topic.assignments]
+            record = await state.cluster.topic_store.set_partition_count(topic.name, count,
+                                                                         lists)
+        else:
+            record = await state.topic_store.set_partition_count(topic.name, count)
     except UnknownTopicError:  # deleted while we were validating
         raise ApiError(ErrorCode.unknown_topic_or_partition,
                          f"The topic '{topic.name}' does not exist.") from None

@@ -8,7 +8,7 @@ Kafka's rules, per topic, in the order Kafka checks them (each failure answers t
 * a taken name: TOPIC_ALREADY_EXISTS;
 * ``num_partitions`` / ``replication_factor`` of -1 take ``num.partitions`` /
   ``default.replication.factor`` (KIP-464); other values below 1: INVALID_PARTITIONS /
-  INVALID_REPLICATION_FACTOR; a factor above the number of brokers (one):
+  INVALID_REPLICATION_FACTOR; a factor above the number of live brokers:
   INVALID_REPLICATION_FACTOR;
 * manual ``assignments`` exclude both counts (INVALID_REQUEST), must cover partitions 0..n-1 once
   each and name only live brokers (INVALID_REPLICA_ASSIGNMENT);
@@ -17,7 +17,9 @@ Kafka's rules, per topic, in the order Kafka checks them (each failure answers t
 
 ``validate_only`` runs every check and creates nothing. A created topic gets a new topic id, is
 written to the ``TopicStore`` first (the registry is the truth), then every partition is hosted
-as leader at epoch 0 by the ``ReplicaManager`` (creating its log).
+as leader at epoch 0 by the ``ReplicaManager`` (creating its log). In a cluster the topic and
+its partitions' replicas (placed rack-aware over the live brokers, or as assigned) are written
+to the metadata store in one transaction, and each broker hosts its replicas when it sees them.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 
 from strata.broker.connection import RequestContext
 from strata.broker.handlers import ApiError
+from strata.broker.replica_placement import PlacementError
 from strata.broker.server import BrokerState
 from strata.broker.topic_store import (
     TopicExistsError,
@@ -42,17 +45,16 @@ from strata.protocol.messages import build_response
 from strata.storage.errors import InvalidConfigError, StorageError
 from strata.storage.log_config import LogConfig
 
-LIVE_BROKERS = 1  # single node until the cluster step (issue 5)
-
 
 @dataclass(frozen=True, slots=True)
 class TopicSpec:
-    """A validated topic to create."""
+    """A validated topic to create (``assignment``: the request's replica lists, if any)."""
 
     name: str
     partitions: int
     replication_factor: int
     configs: Mapping[str, str]
+    assignment: tuple[tuple[int, ...], ...] | None = None
 
 
 def check_new_topic_name(state: BrokerState, name: str) -> None:
@@ -69,16 +71,17 @@ def check_new_topic_name(state: BrokerState, name: str) -> None:
                          f"Topic '{name}' collides with existing topic: {other}")
 
 
-def check_replication_factor(replication_factor: int) -> None:
+def check_replication_factor(state: BrokerState, replication_factor: int) -> None:
     if replication_factor < 1:
         raise ApiError(ErrorCode.invalid_replication_factor,
                          "Replication factor must be larger than 0, or -1 to use the default "
                          "value.")
-    if replication_factor > LIVE_BROKERS:
+    live = len(state.live_broker_ids())
+    if replication_factor > live:
         raise ApiError(ErrorCode.invalid_replication_factor,
                          f"Unable to replicate the partition {replication_factor} time(s): The "
                          f"target replication factor of {replication_factor} cannot be reached "
-                         f"because only {LIVE_BROKERS} broker(s) are registered.")
+                         f"because only {live} broker(s) are registered.")
 
 
 def check_assignments(state: BrokerState, assignments: Sequence[Sequence[int]]) -> None:
@@ -92,8 +95,9 @@ def check_assignments(state: BrokerState, assignments: Sequence[Sequence[int]]) 
             raise ApiError(ErrorCode.invalid_replica_assignment,
                              f"The manual partition assignment includes the partition {index} "
                              "with duplicate replicas.")
+        live = state.live_broker_ids()
         for broker in brokers:
-            if broker != state.node_id:
+            if broker not in live:
                 raise ApiError(ErrorCode.invalid_replica_assignment,
                                  f"The manual partition assignment includes broker {broker}, "
                                  "but no such broker is registered.")
@@ -146,25 +150,34 @@ def resolve(state: BrokerState, topic: Any) -> TopicSpec:
         if partitions < 1:
             raise ApiError(ErrorCode.invalid_partitions,
                              "Number of partitions was set to an invalid non-positive value.")
-    check_replication_factor(replication_factor)
+    check_replication_factor(state, replication_factor)
     configs = check_topic_configs(state, {c.name: c.value for c in topic.configs})
-    return TopicSpec(name, partitions, replication_factor, configs)
+    assignment = tuple(tuple(r) for r in replica_lists) if assignments else None
+    return TopicSpec(name, partitions, replication_factor, configs, assignment)
 
 
 async def create_topic(state: BrokerState, spec: TopicSpec) -> TopicRecord:
     """Register the topic, then host its partitions. ``ApiError`` if the name got taken."""
     record = TopicRecord.new(spec.name, spec.partitions, spec.replication_factor, spec.configs)
     try:
+        if state.cluster is not None:  # every replica's broker hosts it from the metadata
+            await state.cluster.topic_store.create_topic(record, spec.assignment)
+            return record
         await state.topic_store.create_topic(record)
     except TopicExistsError:
         raise ApiError(ErrorCode.topic_already_exists,
                          f"Topic '{spec.name}' already exists.") from None
+    except PlacementError as exc:
+        raise ApiError(ErrorCode.invalid_replication_factor, str(exc)) from None
     host_partitions(state, record, range(record.partitions))
     return record
 
 
 def host_partitions(state: BrokerState, record: TopicRecord, indexes: range) -> None:
-    """Lead each partition of ``indexes`` at its recorded epoch (creating its log)."""
+    """Lead each partition of ``indexes`` at its recorded epoch (creating its log). A single
+    broker only: in a cluster the ``MetadataPublisher`` hosts what the metadata assigns."""
+    if state.cluster is not None:
+        return
     for index in indexes:
         state.replica_manager.make_leader(record.name, index, record.topic_id,
                                           record.leader_epochs[index], configs=record.configs)

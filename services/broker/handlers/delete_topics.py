@@ -29,6 +29,9 @@ logger = logging.getLogger(__name__)
 async def delete_topic(state: BrokerState, name: str) -> None:
     """Unregister ``name`` and delete its partitions' logs; ``UnknownTopicError`` if absent."""
     record = await state.topic_store.delete_topic(name)
+    if state.cluster is not None:  # each broker drops its replicas when it sees the deletion
+        logger.info("deleted topic %s (%d partitions)", name, record.partitions)
+        return
     for index in range(record.partitions):
         state.replica_manager.remove_partition(name, index)
     for index in range(record.partitions):

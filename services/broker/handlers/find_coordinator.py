@@ -49,13 +49,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     error = await coordinator.ensure_offsets_topic()
     if error != ErrorCode.none:
         return _error(version, error, "the group coordinator topic cannot be created")
-    if coordinator.coordinator_node(key) != state.node_id:
+    node = coordinator.coordinator_node(key)
+    endpoint = next((b for b in state.live_brokers() if b.node_id == node), None)
+    if endpoint is None:
         return _error(version, ErrorCode.coordinator_not_available,
                       f"the partition of group {key!r} has no leader this broker knows")
     return build_response(ApiKey.FIND_COORDINATOR, version, throttle_time_ms=0,
                           error_code=ErrorCode.none, error_message=None,
-                          node_id=state.node_id, host=state.advertised_host,
-                          port=state.advertised_port)
+                          node_id=endpoint.node_id, host=endpoint.host, port=endpoint.port)
 
 
 def _error(version: int, code: ErrorCode, message: str) -> Any:

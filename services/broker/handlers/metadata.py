@@ -91,6 +91,8 @@ async def _auto_create(state: BrokerState, name: str) -> ErrorCode:
 
 
 def _topic(state: BrokerState, record: TopicRecord) -> dict[str, object]:
+    if state.cluster is not None:
+        return _cluster_topic(state, record)
     node = state.node_id
     partitions = []
     for index in range(record.partitions):
@@ -110,6 +112,34 @@ def _topic(state: BrokerState, record: TopicRecord) -> dict[str, object]:
             "replica_nodes": list(partition.replicas),
             "isr_nodes": sorted(partition.isr),
             "offline_replicas": [],
+        })
+    return {
+        "error_code": ErrorCode.none,
+        "name": record.name,
+        "topic_id": record.topic_id,
+        "is_internal": record.name in INTERNAL_TOPICS,
+        "partitions": partitions,
+        "topic_authorized_operations": -2147483648,
+    }
+
+
+def _cluster_topic(state: BrokerState, record: TopicRecord) -> dict[str, object]:
+    """A topic as the cluster metadata has it: leaders, replicas and ISRs from the image."""
+    assert state.cluster is not None
+    image = state.cluster.image
+    live = image.brokers
+    partitions = []
+    for index, p in image.topic_partitions(record.name):
+        offline = [r for r in p.replicas if r not in live]
+        leader = p.leader if p.has_leader and p.leader in live else -1
+        partitions.append({
+            "error_code": ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
+            "partition_index": index,
+            "leader_id": leader,
+            "leader_epoch": p.leader_epoch,
+            "replica_nodes": list(p.replicas),
+            "isr_nodes": list(p.isr),
+            "offline_replicas": offline,
         })
     return {
         "error_code": ErrorCode.none,
