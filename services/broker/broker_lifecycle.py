@@ -14,10 +14,12 @@ Kafka's ``BrokerLifecycleManager`` plus the leader's ``AlterPartition`` path. Ow
   ``isr_change_handler``): a compare-and-set of the partition's registration at the version
   this leader's state came from, adding only live brokers; accepted changes are adopted at
   once, refused ones aborted (the next image carries whatever won);
-* **controlled shutdown**: before the broker exits, leadership of every partition it leads
-  moves to another live ISR member (each a compare-and-set), until nothing is left to move or
-  ``timeout_s`` passes; then the registration is revoked, which also ends a controllership held
-  under the same lease, and the controller takes the broker out of the ISRs it was in.
+* **controlled shutdown**: before the broker exits, it marks itself shutting down (a leased
+  key: no leadership is handed to it, nor to any other broker shutting down at the same time),
+  then leadership of every partition it leads moves to another live ISR member (each a
+  compare-and-set), until nothing is left to move or ``timeout_s`` passes; then the
+  registration is revoked, which also ends a controllership held under the same lease, and
+  the controller takes the broker out of the ISRs it was in.
 """
 
 from __future__ import annotations
@@ -151,11 +153,21 @@ class BrokerLifecycle:
     async def controlled_shutdown(self, timeout_s: float) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
+        lease = self.lease_id()
+        if lease is None:
+            return
+        try:  # from now on nobody hands leadership to this broker
+            revision = await self.store.put(ci.shutting_down_key(self.node_id), b"{}",
+                                            lease=lease)
+        except (MetadataStoreError, OSError) as exc:
+            logger.warning("controlled shutdown: %s", exc)
+            return
+        await self.cache.wait_for_revision(revision, timeout_s)
         while loop.time() < deadline:
             image = self.cache.image
             changes = []
             for tp, registration in image.partitions.items():
-                new = controlled_shutdown(registration, self.node_id, image.brokers)
+                new = controlled_shutdown(registration, self.node_id, image.electable())
                 if new is not None:
                     changes.append((tp, image.partition_versions[tp], new))
             if not changes:

@@ -13,6 +13,8 @@ later Strata can upgrade them in a rolling restart; a reader refuses a newer ver
     /strata/topics/<name>               -                     TopicRegistration
     /strata/partitions/<name>/<index>   -                     PartitionRegistration
     /strata/configs/brokers/<scope>     -                     {"configs": {...}}  ("" = default)
+    /strata/shutting_down/<node.id>     leased by the broker  {} (in controlled shutdown: no
+                                                              leadership is handed to it)
 
 Invariants:
 
@@ -45,6 +47,7 @@ CONTROLLER_EPOCH: Final = ROOT + "controller_epoch"
 TOPICS: Final = ROOT + "topics/"
 PARTITIONS: Final = ROOT + "partitions/"
 BROKER_CONFIGS: Final = ROOT + "configs/brokers/"
+SHUTTING_DOWN: Final = ROOT + "shutting_down/"
 
 FORMAT_VERSION: Final = 1
 NO_LEADER: Final = -1
@@ -68,6 +71,10 @@ def partition_key(topic: str, index: int) -> str:
 
 def partitions_prefix(topic: str) -> str:
     return f"{PARTITIONS}{topic}/"
+
+
+def shutting_down_key(node_id: int) -> str:
+    return f"{SHUTTING_DOWN}{node_id}"
 
 
 def broker_configs_key(scope: str) -> str:
@@ -224,6 +231,13 @@ class ClusterImage:
     partition_versions: Mapping[TopicPartition, int] = field(default_factory=dict)
     topic_versions: Mapping[str, int] = field(default_factory=dict)
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    shutting_down: frozenset[int] = frozenset()
+
+    def electable(self) -> Mapping[int, BrokerRegistration]:
+        """The live brokers that may take leadership (not in controlled shutdown)."""
+        if not self.shutting_down:
+            return self.brokers
+        return {i: b for i, b in self.brokers.items() if i not in self.shutting_down}
 
     def partition_count(self, topic: str) -> int:
         count = 0
@@ -244,6 +258,7 @@ def build_image(entries: Mapping[str, tuple[bytes, int]], revision: int) -> Clus
     partitions: dict[TopicPartition, PartitionRegistration] = {}
     versions: dict[TopicPartition, int] = {}
     configs: dict[str, Mapping[str, str]] = {}
+    shutting_down: set[int] = set()
     controller = None
     controller_epoch = 0
     controller_epoch_version = 0
@@ -265,6 +280,8 @@ def build_image(entries: Mapping[str, tuple[bytes, int]], revision: int) -> Clus
                 tp = (topic, int(index))
                 partitions[tp] = PartitionRegistration.decode(value)
                 versions[tp] = version
+            elif key.startswith(SHUTTING_DOWN):
+                shutting_down.add(int(key[len(SHUTTING_DOWN):]))
             elif key.startswith(BROKER_CONFIGS):
                 configs[key[len(BROKER_CONFIGS):]] = MappingProxyType(decode_configs(value))
         except (ImageFormatError, ValueError, KeyError, TypeError):
@@ -276,7 +293,8 @@ def build_image(entries: Mapping[str, tuple[bytes, int]], revision: int) -> Clus
                         controller_epoch_version, MappingProxyType(topics),
                         MappingProxyType(partitions),
                         MappingProxyType({tp: versions[tp] for tp in partitions}),
-                        MappingProxyType(topic_versions), MappingProxyType(configs))
+                        MappingProxyType(topic_versions), MappingProxyType(configs),
+                        frozenset(shutting_down))
 
 
 def _dump(doc: dict[str, Any]) -> bytes:

@@ -138,7 +138,8 @@ class Controller:
         changes: list[tuple[str, int, PartitionRegistration]] = []
         for (topic, index), registration in image.partitions.items():
             new = reconcile_partition(registration, image.brokers,
-                                      unclean=self._unclean(topic), preferred=preferred)
+                                      unclean=self._unclean(topic), preferred=preferred,
+                                      shutting_down=image.shutting_down)
             if new is not None:
                 changes.append((ci.partition_key(topic, index),
                                 image.partition_versions[(topic, index)], new))

@@ -59,15 +59,20 @@ def leader_is_gone(p: PartitionRegistration, live: Mapping[int, BrokerRegistrati
     return broker is None or broker.epoch != p.leader_broker_epoch
 
 
-def reconcile_partition(p: PartitionRegistration, live: Mapping[int, BrokerRegistration], *,
-                        unclean: bool = False, preferred: bool = False
+def reconcile_partition(p: PartitionRegistration, registered: Mapping[int, BrokerRegistration],
+                        *, unclean: bool = False, preferred: bool = False,
+                        shutting_down: frozenset[int] = frozenset()
                         ) -> PartitionRegistration | None:
-    """The registration ``p`` should change to, or None when it is right as it is."""
+    """The registration ``p`` should change to, or None when it is right as it is. Brokers in
+    ``shutting_down`` count as live but are never elected."""
+    live = registered
+    if shutting_down:
+        live = {i: b for i, b in registered.items() if i not in shutting_down}
     current = p
     # 1. Dead replicas leave the ISR (never emptying it).
-    isr = tuple(r for r in p.isr if r in live) or p.isr
+    isr = tuple(r for r in p.isr if r in registered) or p.isr
     # 2./3. Leadership.
-    if leader_is_gone(p, live) or not p.has_leader:
+    if leader_is_gone(p, registered) or not p.has_leader:
         # A restarted leader (live, new epoch) may lead again when nobody else can.
         candidates = set(isr)
         leader = _first_live(p.target_replicas, candidates - {p.leader}, live)

@@ -6,7 +6,9 @@ Contract (ARCHITECTURE.md §1; scripts and tests rely on it):
 
 * one line containing the word ``bootstrap`` followed by the Kafka bootstrap address
   (``127.0.0.1:9092,127.0.0.1:9093,...``), printed before the brokers start;
-* then one line starting with ``READY`` only when every broker answers ``/readyz``;
+* then one line starting with ``READY`` only when every broker answers ``/readyz``, every
+  broker is registered, there is a controller and every partition of the internal topics has
+  a leader;
 * SIGINT and SIGTERM handlers are installed explicitly (so Ctrl-C works even when the parent
   shell ignored SIGINT, as for background jobs); either one stops every child within
   ``STOP_GRACE_S`` (SIGTERM, then SIGKILL) and the launcher exits 0;
@@ -14,12 +16,18 @@ Contract (ARCHITECTURE.md §1; scripts and tests rely on it):
   tail of its log.
 
 Broker i listens on ``--kafka-port + i`` (node id i) and logs to ``<data-dir>/broker-<i>.log``.
+The brokers form one cluster on a metadata store: ``--metadata sqlite`` (the default:
+``<data-dir>/meta.db``, no server) or ``--metadata etcd`` (a local single-member etcd the
+launcher starts on free ports, data in ``<data-dir>/etcd``, stopped after the brokers).
+``--brokers N`` (default 3) caps ``default.replication.factor`` and
+``offsets.topic.replication.factor`` at N.
 ``broker_properties`` is pure (no I/O) so tests can check the generated configuration.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,14 +36,15 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
 STOP_GRACE_S = 30.0
 READY_TIMEOUT_S = 120.0
-MAX_BROKERS_WITHOUT_REPLICATION = 1
+DEFAULT_BROKERS = 3
+INTERNAL_TOPICS = ("__consumer_offsets",)
 
 
 @dataclass(frozen=True)
@@ -50,9 +59,10 @@ class DevBroker:
 
 def broker_properties(
     node_id: int, kafka_port: int, http_port: int, log_dir: Path, brokers: int,
-    extra: Mapping[str, str] | None = None,
+    extra: Mapping[str, str] | None = None, *, metadata_store: str | None = None,
 ) -> dict[str, str]:
-    """The properties of dev broker ``node_id`` (Kafka's names)."""
+    """The properties of dev broker ``node_id`` (Kafka's names); ``metadata_store`` is the
+    cluster's ``metadata.store`` URL."""
     props = {
         "node.id": str(node_id),
         "listeners": f"PLAINTEXT://127.0.0.1:{kafka_port}",
@@ -64,6 +74,8 @@ def broker_properties(
         "offsets.topic.replication.factor": str(min(3, brokers)),
         "auto.create.topics.enable": "true",
     }
+    if metadata_store:
+        props["metadata.store"] = metadata_store
     props.update(extra or {})
     return props
 
@@ -118,18 +130,20 @@ class DevCluster:
                 return b
         return None
 
-    def wait_ready(self, timeout_s: float) -> bool:
+    def wait_ready(self, timeout_s: float, cluster_ready: Callable[[], bool]) -> bool:
+        """Until every broker answers ``/readyz`` and then ``cluster_ready()`` holds."""
         deadline = time.monotonic() + timeout_s
         pending = {b.node_id: b for b in self.brokers}
-        while pending and time.monotonic() < deadline and not self.stop_requested.is_set():
+        while time.monotonic() < deadline and not self.stop_requested.is_set():
             if self.dead() is not None:
                 return False
             for node_id, b in list(pending.items()):
                 if _ready(b.http_port):
                     del pending[node_id]
-            if pending:
-                self.stop_requested.wait(0.1)
-        return not pending
+            if not pending and cluster_ready():
+                return True
+            self.stop_requested.wait(0.1)
+        return False
 
     def stop(self) -> None:
         for proc in self.procs.values():
@@ -144,23 +158,84 @@ class DevCluster:
                 proc.wait()
 
 
-def run_dev(brokers: int, data_dir: Path, kafka_port: int) -> int:
+def etcd_command(data_dir: Path, client_port: int, peer_port: int) -> list[str]:
+    """A single-member local etcd (Debian's ``etcd``) on loopback; transactions may hold as many
+    ops as a topic has partitions."""
+    client = f"http://127.0.0.1:{client_port}"
+    peer = f"http://127.0.0.1:{peer_port}"
+    return ["etcd", "--name=strata-dev", f"--data-dir={data_dir}",
+            f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=strata-dev={peer}", "--max-txn-ops=100000",
+            "--logger=zap", "--log-level=warn"]
+
+
+def _etcd_healthy(client_port: int) -> bool:
+    try:
+        url = f"http://127.0.0.1:{client_port}/health"
+        with urllib.request.urlopen(url, timeout=1) as resp:
+            return b'"health":"true"' in resp.read()
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def cluster_ready(bootstrap: str, brokers: int) -> bool:
+    """Every broker registered, a controller, every internal topic partition led."""
+    from confluent_kafka.admin import AdminClient
+
+    try:
+        metadata = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0}).list_topics(
+            timeout=2)
+    except Exception:  # noqa: BLE001 - KafkaException and friends: not ready yet
+        return False
+    if len(metadata.brokers) < brokers or (brokers > 1 and metadata.controller_id < 0):
+        return False
+    for name in INTERNAL_TOPICS:
+        topic = metadata.topics.get(name)
+        if topic is not None and any(p.leader < 0 for p in topic.partitions.values()):
+            return False
+    return True
+
+
+def run_dev(brokers: int, data_dir: Path, kafka_port: int, metadata: str = "sqlite") -> int:
     """Run the local cluster until SIGINT/SIGTERM; the process exit code."""
     if brokers < 1:
         print("strata dev: --brokers must be at least 1", file=sys.stderr)
         return 2
-    if brokers > MAX_BROKERS_WITHOUT_REPLICATION:
-        print(f"strata dev: --brokers {brokers}: multi-broker clusters need replication, which "
-              f"is not built yet; use --brokers 1", file=sys.stderr)
+    if metadata not in ("sqlite", "etcd"):
+        print(f"strata dev: --metadata {metadata}: expected sqlite or etcd", file=sys.stderr)
+        return 2
+    if metadata == "etcd" and shutil.which("etcd") is None:
+        print("strata dev: --metadata etcd needs the etcd binary (Debian: apt-get install "
+              "etcd-server)", file=sys.stderr)
         return 2
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
+    etcd: subprocess.Popen[bytes] | None = None
+    if metadata == "etcd":
+        client_port, peer_port = free_port(), free_port()
+        store_url = f"etcd://127.0.0.1:{client_port}"
+        with (data_dir / "etcd.log").open("ab") as etcd_log:
+            etcd = subprocess.Popen(etcd_command(data_dir / "etcd", client_port, peer_port),
+                                    stdout=etcd_log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while not _etcd_healthy(client_port):
+            if etcd.poll() is not None or time.monotonic() > deadline:
+                print(f"strata dev: etcd did not start; see {data_dir / 'etcd.log'}",
+                      file=sys.stderr)
+                etcd.kill()
+                return 1
+            time.sleep(0.05)
+    else:
+        store_url = f"sqlite:///{data_dir / 'meta.db'}"
     members = []
     for i in range(brokers):
         http_port = free_port()
         node_dir = data_dir / f"broker-{i}"
         config_path = data_dir / f"broker-{i}.properties"
-        props = broker_properties(i, kafka_port + i, http_port, node_dir / "logs", brokers)
+        props = broker_properties(i, kafka_port + i, http_port, node_dir / "logs", brokers,
+                                  metadata_store=store_url)
         config_path.write_text(format_properties(props))
         members.append(DevBroker(i, kafka_port + i, http_port, node_dir, config_path,
                                  data_dir / f"broker-{i}.log"))
@@ -173,11 +248,11 @@ def run_dev(brokers: int, data_dir: Path, kafka_port: int) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     bootstrap = ",".join(f"127.0.0.1:{b.kafka_port}" for b in members)
     # The address comes first, right after the word: a path may contain "bootstrap" too.
-    print(f"bootstrap {bootstrap} (Strata dev cluster, {brokers} broker(s), data in {data_dir})",
-          flush=True)
+    print(f"bootstrap {bootstrap} (Strata dev cluster, {brokers} broker(s), metadata on "
+          f"{store_url}, data in {data_dir})", flush=True)
     cluster.start()
     try:
-        if not cluster.wait_ready(READY_TIMEOUT_S):
+        if not cluster.wait_ready(READY_TIMEOUT_S, lambda: cluster_ready(bootstrap, brokers)):
             if cluster.stop_requested.is_set():
                 return 0
             failed = cluster.dead()
@@ -195,6 +270,13 @@ def run_dev(brokers: int, data_dir: Path, kafka_port: int) -> int:
         return 0
     finally:
         cluster.stop()
+        if etcd is not None:
+            etcd.terminate()
+            try:
+                etcd.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                etcd.kill()
+                etcd.wait()
         print("Strata dev cluster stopped", flush=True)
 
 

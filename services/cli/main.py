@@ -69,7 +69,7 @@ def broker(
 
 @app.command()
 def dev(
-    brokers: Annotated[int, typer.Option("--brokers", "-n", help="Number of brokers.")] = 1,
+    brokers: Annotated[int, typer.Option("--brokers", "-n", help="Number of brokers.")] = 3,
     data_dir: Annotated[
         Path | None,
         typer.Option("--data-dir", help="Where brokers keep data (default ./.strata-data, "
@@ -78,11 +78,15 @@ def dev(
     kafka_port: Annotated[
         int, typer.Option("--kafka-port", help="First broker's Kafka port; broker i uses +i.")
     ] = 9092,
+    metadata: Annotated[
+        str, typer.Option("--metadata", help="Metadata store: sqlite (embedded) or etcd (a "
+                          "local etcd is started).")
+    ] = "sqlite",
 ) -> None:
     """Run a local cluster until Ctrl-C: prints the bootstrap address, then READY."""
     from strata.cli.dev import default_data_dir, run_dev
 
-    raise typer.Exit(run_dev(brokers, data_dir or default_data_dir(), kafka_port))
+    raise typer.Exit(run_dev(brokers, data_dir or default_data_dir(), kafka_port, metadata))
 
 
 app.add_typer(topic.app, name="topic")

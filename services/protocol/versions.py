@@ -84,6 +84,9 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, VersionRange]] = MappingProxyType(
         ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
         ApiKey.OFFSET_DELETE: VersionRange(0, 0),
         ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
+        ApiKey.ELECT_LEADERS: VersionRange(0, 2),
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: VersionRange(0, 0),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: VersionRange(0, 0),
     }
 )
 """API key -> the inclusive version range Strata serves (ARCHITECTURE.md §5)."""

@@ -29,6 +29,7 @@ def build_registry() -> HandlerRegistry[Handler]:
     # Imported here: the handler modules import ``ApiError`` from this package.
     from strata.broker.handlers import (
         alter_configs,
+        alter_partition_reassignments,
         api_versions,
         create_partitions,
         create_topics,
@@ -38,6 +39,7 @@ def build_registry() -> HandlerRegistry[Handler]:
         describe_cluster,
         describe_configs,
         describe_groups,
+        elect_leaders,
         fetch,
         find_coordinator,
         heartbeat,
@@ -47,6 +49,7 @@ def build_registry() -> HandlerRegistry[Handler]:
         leave_group,
         list_groups,
         list_offsets,
+        list_partition_reassignments,
         metadata,
         offset_commit,
         offset_delete,
@@ -84,6 +87,9 @@ def build_registry() -> HandlerRegistry[Handler]:
         (ApiKey.OFFSET_DELETE, 0, 0, offset_delete.handle),
         (ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 3, offset_for_leader_epoch.handle),
         (ApiKey.DESCRIBE_CLUSTER, 0, 1, describe_cluster.handle),
+        (ApiKey.ELECT_LEADERS, 0, 2, elect_leaders.handle),
+        (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0, alter_partition_reassignments.handle),
+        (ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, list_partition_reassignments.handle),
     ]
     registry: HandlerRegistry[Handler] = HandlerRegistry()
     for api_key, min_version, max_version, handler in routes:

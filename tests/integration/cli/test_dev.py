@@ -1,6 +1,6 @@
 """``strata dev``: the contract scripts rely on (ARCHITECTURE.md §1) — a ``bootstrap`` line, then
-``READY`` once the broker serves; SIGINT/SIGTERM stop every child, even when the launcher was
-started with SIGINT ignored (as a background job is)."""
+``READY`` once the (3-broker) cluster serves; SIGINT/SIGTERM stop every child, even when the
+launcher was started with SIGINT ignored (as a background job is)."""
 
 from __future__ import annotations
 
@@ -71,12 +71,16 @@ def test_dev_prints_bootstrap_then_ready_and_stops_cleanly(tmp_path: Path, stop:
         assert line.split("bootstrap", 1)[1].split()[0] == f"127.0.0.1:{port}"
         ready = read_line_with(proc, "READY", deadline)
         assert ready.startswith("READY")
-        assert api_versions_answers(port)
-        assert len(broker_pids(data_dir)) == 1
+        assert all(api_versions_answers(port + i) for i in range(3))
+        assert len(broker_pids(data_dir)) == 3
+        status = subprocess.run([str(STRATA), "cluster", "status", "-b", f"127.0.0.1:{port}"],
+                                capture_output=True, text=True, timeout=60, check=True)
+        assert "3 brokers" in status.stdout
         proc.send_signal(stop)
         assert proc.wait(timeout=40) == 0
         assert broker_pids(data_dir) == []
-        assert (data_dir / "broker-0" / "logs" / ".kafka_cleanshutdown").exists()
+        for i in range(3):
+            assert (data_dir / f"broker-{i}" / "logs" / ".kafka_cleanshutdown").exists()
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -87,16 +91,22 @@ def test_dev_prints_bootstrap_then_ready_and_stops_cleanly(tmp_path: Path, stop:
             proc.stdout.close()
 
 
-def test_dev_refuses_more_brokers_than_it_can_replicate(tmp_path: Path) -> None:
-    out = subprocess.run([str(STRATA), "dev", "--brokers", "3", "--data-dir", str(tmp_path)],
+@pytest.mark.parametrize(("args", "message"), [
+    (["--brokers", "0"], "--brokers must be at least 1"),
+    (["--metadata", "zookeeper"], "--metadata zookeeper: expected sqlite or etcd"),
+])
+def test_dev_refuses_bad_options(tmp_path: Path, args: list[str], message: str) -> None:
+    out = subprocess.run([str(STRATA), "dev", *args, "--data-dir", str(tmp_path)],
                          capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 2
-    assert "--brokers 3" in out.stderr
+    assert message in out.stderr
 
 
 def test_broker_properties_use_kafka_names(tmp_path: Path) -> None:
-    props = broker_properties(2, 9094, 7000, tmp_path, brokers=3)
+    props = broker_properties(2, 9094, 7000, tmp_path, brokers=3,
+                              metadata_store="sqlite:////tmp/meta.db")
     assert props["node.id"] == "2"
+    assert props["metadata.store"] == "sqlite:////tmp/meta.db"
     assert props["listeners"] == "PLAINTEXT://127.0.0.1:9094"
     assert props["default.replication.factor"] == "3"
     assert props["log.dirs"] == str(tmp_path)

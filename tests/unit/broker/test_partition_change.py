@@ -112,3 +112,10 @@ def test_controlled_shutdown_hands_leadership_to_a_live_isr_member() -> None:
     assert new is not None and new.leader == 1 and new.isr == (1, 2)
     assert controlled_shutdown(partition((0, 1), (0,), 0), 0, live(0, 1)) is None
     assert controlled_shutdown(partition((0, 1), (0, 1), 1), 0, live(0, 1)) is None
+
+
+def test_brokers_shutting_down_are_live_but_never_elected() -> None:
+    p = partition((0, 1, 2), (0, 1, 2), 0)
+    assert reconcile_partition(p, live(0, 1, 2), shutting_down=frozenset({1})) is None
+    new = reconcile_partition(p, live(1, 2), shutting_down=frozenset({1}))
+    assert new is not None and new.leader == 2 and new.isr == (1, 2)

@@ -39,6 +39,9 @@ EXPECTED = {
     "OFFSET_DELETE": (0, 0),
     "OFFSET_FOR_LEADER_EPOCH": (2, 3),
     "DESCRIBE_CLUSTER": (0, 1),
+    "ELECT_LEADERS": (0, 2),
+    "ALTER_PARTITION_REASSIGNMENTS": (0, 0),
+    "LIST_PARTITION_REASSIGNMENTS": (0, 0),
     "SASL_HANDSHAKE": (0, 1),
     "SASL_AUTHENTICATE": (0, 1),
 }
@@ -66,10 +69,13 @@ def test_every_served_version_has_kio_classes_and_few_are_flexible() -> None:
                 flexible.append((key.name, version))
     # ApiVersions v3 and IncrementalAlterConfigs v1 are flexible (KIP-482 "flexibleVersions":
     # "3+" and "1+"), ListGroups v3-4 (for the group states of KIP-518) and DescribeCluster
-    # (only flexible versions exist); no other served version is.
-    assert sorted(flexible) == [("API_VERSIONS", 3), ("DESCRIBE_CLUSTER", 0),
-                                ("DESCRIBE_CLUSTER", 1), ("INCREMENTAL_ALTER_CONFIGS", 1),
-                                ("LIST_GROUPS", 3), ("LIST_GROUPS", 4)]
+    # (only flexible versions exist), ElectLeaders v2 and Alter/ListPartitionReassignments (only
+    # flexible versions exist); no other served version is.
+    assert sorted(flexible) == [("ALTER_PARTITION_REASSIGNMENTS", 0), ("API_VERSIONS", 3),
+                                ("DESCRIBE_CLUSTER", 0), ("DESCRIBE_CLUSTER", 1),
+                                ("ELECT_LEADERS", 2), ("INCREMENTAL_ALTER_CONFIGS", 1),
+                                ("LIST_GROUPS", 3), ("LIST_GROUPS", 4),
+                                ("LIST_PARTITION_REASSIGNMENTS", 0)]
 
 
 def test_api_keys_are_kafkas_names_for_every_key_kio_knows() -> None:
