@@ -68,7 +68,8 @@ def test_dev_prints_bootstrap_then_ready_and_stops_cleanly(tmp_path: Path, stop:
     try:
         deadline = time.monotonic() + 90
         line = read_line_with(proc, "bootstrap", deadline)
-        assert line.split("bootstrap", 1)[1].split()[0] == f"127.0.0.1:{port}"
+        expected = ",".join(f"127.0.0.1:{port + i}" for i in range(3))
+        assert line.split("bootstrap", 1)[1].split()[0] == expected
         ready = read_line_with(proc, "READY", deadline)
         assert ready.startswith("READY")
         assert all(api_versions_answers(port + i) for i in range(3))
