@@ -129,6 +129,7 @@ class Cluster:
         await asyncio.to_thread(publisher.remove_stray_logs, self.image)
         replica_manager.isr_change_handler = lifecycle.propose_isr
         group_coordinator.leader_lookup = self.leader_of
+        replica_manager.partition_exists = lambda tp: tp in self.cache.image.partitions
         lifecycle.replica_manager = replica_manager
         await lifecycle.register()
         await publisher.publish(self.image)
@@ -146,7 +147,8 @@ class Cluster:
 
     async def leave(self) -> None:
         """Controlled shutdown: move leadership away while this broker still serves."""
-        if self.lifecycle is not None and self.config.get_bool("controlled.shutdown.enable"):
+        if (self.lifecycle is not None and not self.lifecycle.stopped
+                and self.config.get_bool("controlled.shutdown.enable")):
             await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
 
     async def close(self) -> None:

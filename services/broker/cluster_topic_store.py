@@ -87,7 +87,8 @@ class ClusterTopicStore:
                            self._new_partition(image, record, replicas).encode()))
         compares = [Compare(ci.topic_key(record.name), 0)]
         result = await self.store.transaction(compares, ops)
-        if not result.succeeded:
+        if not result.succeeded:  # another broker created it: let our image catch up first
+            await self.cache.wait_for_revision(result.revision)
             raise TopicExistsError(record.name)
         await self.cache.wait_for_revision(result.revision)
 

@@ -42,6 +42,7 @@ from strata.broker.partition import (
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     UNKNOWN_SERVER_ERROR,
     FetchIsolation,
+    NotLeaderOrFollowerError,
     Partition,
     PartitionError,
     UnknownTopicOrPartitionError,
@@ -99,6 +100,10 @@ _UNKNOWN_APPEND = PartitionAppendResult(UNKNOWN_TOPIC_OR_PARTITION,
                                         error_message="This server does not host this "
                                                       "topic-partition.")
 _UNKNOWN_FETCH = FetchPartitionResult(UNKNOWN_TOPIC_OR_PARTITION)
+_NOT_HERE_APPEND = PartitionAppendResult(NotLeaderOrFollowerError.error_code,
+                                         error_message="This server is not the leader for that "
+                                                       "topic-partition.")
+_NOT_HERE_FETCH = FetchPartitionResult(NotLeaderOrFollowerError.error_code)
 
 
 def _error_code(exc: BaseException) -> int:
@@ -127,6 +132,9 @@ class ReplicaManager:
         # Set by the server once its metrics registry exists (None in bare unit tests).
         self.log_metrics: LogMetrics | None = None
         self.replication_metrics: ReplicationMetrics | None = None
+        # Whether the cluster has a partition this broker does not host (then a request for it
+        # is NOT_LEADER_OR_FOLLOWER, as Kafka answers, not UNKNOWN_TOPIC_OR_PARTITION).
+        self.partition_exists: Callable[[TopicPartition], bool] = lambda tp: False
 
     # ------------------------------------------------------------- partitions
     def make_leader(
@@ -193,7 +201,9 @@ class ReplicaManager:
         ``delete_log`` its log directory is deleted too (DeleteTopics)."""
         tp = (topic, partition)
         removed = self._partitions.pop(tp, None)
-        self.fetch_purgatory.notify(tp)
+        if removed is not None:  # produces waiting on it as leader answer NOT_LEADER_OR_FOLLOWER
+            removed.leader_id = None
+        self._high_watermark_moved(tp)
         if delete_log:
             self.log_manager.delete_log(topic, partition)
         return removed
@@ -238,7 +248,8 @@ class ReplicaManager:
         for tp, records in entries:
             partition = get(tp)
             if partition is None:
-                results.append(_UNKNOWN_APPEND)
+                results.append(_NOT_HERE_APPEND if self.partition_exists(tp)
+                               else _UNKNOWN_APPEND)
                 continue
             try:
                 info = partition.append_records_to_leader(records, required_acks)
@@ -388,7 +399,8 @@ class ReplicaManager:
         for tp, info in fetch_infos:
             partition = get(tp)
             if partition is None:
-                results.append(_UNKNOWN_FETCH)
+                results.append(_NOT_HERE_FETCH if self.partition_exists(tp)
+                               else _UNKNOWN_FETCH)
                 failed = True
                 continue
             try:

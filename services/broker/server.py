@@ -137,14 +137,17 @@ class BrokerState:
                                     configs: Mapping[str, str]) -> None:
         """Register and host an internal topic (``__consumer_offsets``), its replication factor
         capped at the live brokers."""
-        from strata.broker.handlers.create_topics import (  # handlers import this module
-            TopicSpec,
-            create_topic,
-        )
+        from strata.broker.handlers import ApiError  # handlers import this module
+        from strata.broker.handlers.create_topics import TopicSpec, create_topic
+        from strata.protocol.error_codes import ErrorCode
 
         live = max(len(self.live_broker_ids()), 1)
         spec = TopicSpec(name, partitions, min(replication_factor, live), configs)
-        await create_topic(self, spec)
+        try:
+            await create_topic(self, spec)
+        except ApiError as exc:  # another broker of the cluster created it first
+            if exc.error_code != ErrorCode.topic_already_exists:
+                raise
 
     def broker_defaults(self) -> dict[str, str]:
         """The broker-level config in force: static (file/env/flags) < dynamic cluster default

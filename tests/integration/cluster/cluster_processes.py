@@ -123,7 +123,8 @@ class ClusterProcesses:
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
                      config: Mapping[str, str] | None = None,
                      assignment: list[list[int]] | None = None) -> None:
-        new = (NewTopic(name, replica_assignment=assignment, config=dict(config or {}))
+        new = (NewTopic(name, len(assignment), replica_assignment=assignment,
+                        config=dict(config or {}))
                if assignment else NewTopic(name, partitions, replication_factor,
                                            config=dict(config or {})))
         self.admin().create_topics([new])[name].result(timeout=30)

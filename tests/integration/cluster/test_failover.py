@@ -19,6 +19,9 @@ from .cluster_processes import BackgroundProducer, ClusterProcesses, read_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
+# The delivery semantics do not depend on the store: SQLite only.
+SQLITE_ONLY = pytest.mark.parametrize("backend", ["sqlite"])
+
 TOPIC = "orders"
 
 
@@ -70,6 +73,7 @@ def test_leader_killed_under_acks_all(make_cluster: Callable[..., ClusterProcess
                                            len(acked.records)))
 
 
+@SQLITE_ONLY
 def test_acks_all_with_retries_is_at_least_once(
         make_cluster: Callable[..., ClusterProcesses]) -> None:
     """Without idempotence a retried batch may land twice, but none that was acknowledged is
@@ -92,6 +96,7 @@ def test_acks_all_with_retries_is_at_least_once(
     assert all(by_offset.get(k) == v for k, v in acked.records.items())
 
 
+@SQLITE_ONLY
 def test_acks_0_is_at_most_once(make_cluster: Callable[..., ClusterProcesses]) -> None:
     """acks=0: records sent into a dying leader may be lost, none is written twice."""
     cluster = make_cluster()
