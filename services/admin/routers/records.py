@@ -20,11 +20,16 @@ import binascii
 import time
 from typing import Annotated, Any
 
-from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, KafkaError
+from confluent_kafka import (
+    TIMESTAMP_CREATE_TIME,
+    TIMESTAMP_LOG_APPEND_TIME,
+    KafkaError,
+    KafkaException,
+)
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from fastapi import APIRouter, Body, Query
 
-from strata.admin.kafka_gateway import KafkaGateway, problem_from_error
+from strata.admin.kafka_gateway import KafkaGateway, problem_from, problem_from_error
 from strata.admin.models import (
     MAX_BROWSE_LIMIT,
     MAX_PARTITIONS,
@@ -104,8 +109,14 @@ def produce(gateway: KafkaGateway, name: str, records: list[RecordIn],
             results[index] = (error, message)
 
         extra: dict[str, Any] = {"partition": partition} if partition is not None else {}
-        producer.produce(name, value=value, key=key, headers=headers or None,
-                         on_delivery=delivered, **extra)
+        try:
+            producer.produce(name, value=value, key=key, headers=headers or None,
+                             on_delivery=delivered, **extra)
+        except KafkaException as exc:  # refused locally, e.g. MSG_SIZE_TOO_LARGE
+            raise problem_from(exc, f"record {i}") from None
+        except BufferError:
+            raise ProblemError.kafka("_QUEUE_FULL", f"record {i}: the producer's queue is "
+                                                    "full; retry later") from None
     deadline = time.monotonic() + gateway.settings.timeout_s + 2.0
     while len(results) < len(encoded) and time.monotonic() < deadline:
         producer.flush(min(0.5, max(deadline - time.monotonic(), 0.0)))

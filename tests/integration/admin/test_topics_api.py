@@ -132,6 +132,13 @@ def test_topic_errors_from_the_broker(api: httpx.Client) -> None:
             "INVALID_REPLICATION_FACTOR")
     problem(api.post("/v1/topics", json={"name": "cfg", "configs": {"retention.ms": "soon"}}),
             400, "INVALID_CONFIG")
+    problem(api.post("/v1/topics", json={"name": "cfg", "configs": {"no.such.config": "1"}}),
+            400, "INVALID_CONFIG")
+    assert api.post("/v1/topics", json={"name": "cfg", "partitions": 1}).status_code == 201
+    problem(api.patch("/v1/topics/cfg/configs", json={"set": {"no.such.config": "1"}}), 400,
+            "INVALID_CONFIG")
+    problem(api.patch("/v1/topics/cfg/configs", json={"set": {"retention.ms": "soon"}}), 400,
+            "INVALID_CONFIG")
     problem(api.get("/v1/topics/missing"), 404, "UNKNOWN_TOPIC_OR_PARTITION")
     problem(api.get("/v1/topics/bad%20name"), 422, "VALIDATION_ERROR")
     problem(api.patch("/v1/topics/missing/configs", json={"set": {"retention.ms": "1"}}), 404,
@@ -203,6 +210,9 @@ def test_record_errors(api: httpx.Client) -> None:
     problem(api.post("/v1/topics/small/records", params={"format": "base64"},
                      json=[{"value": "not base64!"}]), 422, "VALIDATION_ERROR")
     problem(api.post("/v1/topics/small/records", json=[]), 422, "VALIDATION_ERROR")
+    too_large = api.post("/v1/topics/small/records", json=[{"value": "x" * 1_100_000}])
+    assert too_large.status_code == 400, too_large.text
+    assert too_large.json()["title"] in ("MSG_SIZE_TOO_LARGE", "MESSAGE_TOO_LARGE")
     problem(api.post("/v1/topics/small/records", json={"value": "x"}), 422, "VALIDATION_ERROR")
     problem(api.post("/v1/topics/small/records", params={"format": "hex"},
                      json=[{"value": "x"}]), 422, "VALIDATION_ERROR")
