@@ -14,6 +14,9 @@ clock, so tests drive them deterministically: ``flush_dirty_logs`` (fsync by ``f
 / ``flush.ms``; blocking, for a worker thread), ``checkpoint_recovery_points``,
 ``cleanup_logs`` (retention + delayed file deletion), ``clean_one`` (compaction).
 
+Observability: ``events`` (``log_events.LogEvents``) hears of every flush (with its duration),
+retention deletion and cleaner round; ``recovery_seconds`` is how long ``startup()`` took.
+
 Disk errors: a log that hits ``KafkaStorageError`` reports it here; its whole log dir goes
 offline (every log in it answers KAFKA_STORAGE_ERROR), the broker keeps serving the others.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +40,7 @@ from strata.storage.errors import LogDirOfflineError
 from strata.storage.log import Log
 from strata.storage.log_cleaner import CleanerConfig, LogCleaner
 from strata.storage.log_config import LogConfig
+from strata.storage.log_events import LogEvents
 from strata.storage.log_loader import load_log
 from strata.storage.meta_properties import ensure_meta_properties
 
@@ -74,10 +79,15 @@ class LogManager:
             self.broker_config.get("producer.id.expiration.ms", "86400000"))
         self.cleaner_config = CleanerConfig.from_props(self.broker_config)
         self.cleaner = LogCleaner(self.cleaner_config, self.log_dirs, self.all_logs, clock=clock)
+        # Who hears about flushes, retention deletions and cleaning (the broker's metrics).
+        self.events: LogEvents | None = None
+        # Wall time ``startup()`` took to load (and, after a crash, recover) every log.
+        self.recovery_seconds = 0.0
 
     # -------------------------------------------------------------- lifecycle
     def startup(self) -> None:
         """Load every partition of every log dir; raises if a dir belongs to another cluster."""
+        started = time.monotonic()
         threads = int(self.broker_config.get("num.recovery.threads.per.data.dir", "2"))
         jobs: list[tuple[Path, Path, bool, dict[TopicPartition, int], dict[TopicPartition, int]]]
         jobs = []
@@ -104,6 +114,7 @@ class LogManager:
                 self._logs[tp] = log
         for data_dir in self.log_dirs:
             (data_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+        self.recovery_seconds = time.monotonic() - started
 
     def _load(
         self,
@@ -129,7 +140,7 @@ class LogManager:
         """Flush, checkpoint, close every log, then mark each online dir cleanly shut down."""
         for log in list(self._logs.values()):
             if not log.offline:
-                log.flush()
+                self._flush(log)
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         for log in list(self._logs.values()):
@@ -215,9 +226,15 @@ class LogManager:
         flushed = 0
         for log in list(self._logs.values()):
             if not log.offline and log.needs_flush():
-                log.flush()
+                self._flush(log)
                 flushed += 1
         return flushed
+
+    def _flush(self, log: Log) -> None:
+        started = time.perf_counter()
+        log.flush()
+        if self.events is not None:
+            self.events.flushed(time.perf_counter() - started)
 
     def checkpoint_recovery_points(self) -> None:
         self._checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
@@ -236,10 +253,14 @@ class LogManager:
     def cleanup_logs(self) -> int:
         """Retention for every online log, then delayed unlink of ``.deleted`` segments."""
         deleted = 0
-        for log in list(self._logs.values()):
+        for (topic, partition), log in list(self._logs.items()):
             if log.offline:
                 continue
-            deleted += log.delete_old_segments()
+            size = log.size
+            count = log.delete_old_segments()
+            if count and self.events is not None:
+                self.events.segments_deleted(topic, partition, count, max(size - log.size, 0))
+            deleted += count
             log.delete_pending_segments()
         return deleted
 
@@ -255,4 +276,7 @@ class LogManager:
         qualified (the caller backs off ``log.cleaner.backoff.ms``). Blocking: worker thread."""
         if not self.cleaner_config.enable:
             return None
-        return self.cleaner.clean_one(self.clock.milliseconds())
+        stats = self.cleaner.clean_one(self.clock.milliseconds())
+        if stats is not None and self.events is not None:
+            self.events.cleaned(stats)
+        return stats

@@ -4,6 +4,11 @@ metrics on it (``request_metrics``, ``log_metrics``, ``replication_metrics``,
 
 Owns nothing but the wiring: each layer defines its own series. A registry per broker (not
 prometheus-client's global one) keeps brokers started in one process apart.
+
+The log manager (flush / retention / cleaner events, recovery time), the purgatories and the
+clock are taken from the ``ReplicaManager`` whose ``partitions`` method is passed in, unless
+given explicitly (``replica_manager=``); without one (bare unit tests) those series are left
+out.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from strata.broker.group import ClassicGroup
 from strata.broker.group_metrics import GroupMetrics
 from strata.broker.log_metrics import LogMetrics
 from strata.broker.partition import Partition
+from strata.broker.replica_manager import ReplicaManager
 from strata.broker.replication_metrics import ReplicationMetrics
 from strata.broker.request_metrics import RequestMetrics
 
@@ -26,11 +32,22 @@ class BrokerMetrics:
     def __init__(self, served_api_keys: Iterable[int],
                  partitions: Callable[[], Sequence[Partition]],
                  partition: Callable[[str, int], Partition | None],
-                 groups: Callable[[], list[ClassicGroup]]) -> None:
+                 groups: Callable[[], list[ClassicGroup]], *,
+                 replica_manager: ReplicaManager | None = None) -> None:
+        if replica_manager is None:
+            owner = getattr(partitions, "__self__", None)
+            replica_manager = owner if isinstance(owner, ReplicaManager) else None
         self.registry = CollectorRegistry(auto_describe=False)
-        self.requests = RequestMetrics(self.registry, served_api_keys)
-        self.log = LogMetrics(self.registry, partitions)
-        self.replication = ReplicationMetrics(self.registry, partitions)
+        manager = replica_manager
+        self.requests = RequestMetrics(
+            self.registry, served_api_keys,
+            None if manager is None else lambda: {
+                "Produce": len(manager.produce_purgatory),
+                "Fetch": len(manager.fetch_purgatory)})
+        self.log = LogMetrics(self.registry, partitions,
+                              None if manager is None else manager.log_manager)
+        self.replication = ReplicationMetrics(
+            self.registry, partitions, None if manager is None else manager.clock.milliseconds)
         self.groups = GroupMetrics(self.registry, groups, partition)
 
     def exposition(self) -> bytes:

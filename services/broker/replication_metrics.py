@@ -12,7 +12,11 @@ the hosted partitions (a ``Collector``), with Kafka's definitions (``ReplicaMana
 * ``strata_replication_high_watermark{topic, partition}`` of led partitions;
 * ``strata_replication_follower_lag_records{topic, partition, replica}``: on the leader, how far
   each follower's log end offset is behind the leader's (-1 until its first fetch is counted
-  as the whole log).
+  as the whole log);
+* ``strata_replication_follower_lag_seconds{topic, partition, replica}``: on the leader, how long
+  since each follower was last caught up (0 while it is at the leader's log end offset) —
+  what ``replica.lag.time.max.ms`` is compared with. Needs the broker's clock; without one
+  (bare unit tests) the series is not exported.
 
 Counters bumped by the replica manager: ``strata_replication_isr_shrinks_total`` and
 ``strata_replication_isr_expands_total`` (proposed ISR changes, per topic and partition).
@@ -33,14 +37,15 @@ LABELS = ["topic", "partition"]
 
 class ReplicationMetrics:
     def __init__(self, registry: CollectorRegistry,
-                 partitions: Callable[[], Sequence[Partition]]) -> None:
+                 partitions: Callable[[], Sequence[Partition]],
+                 now_ms: Callable[[], int] | None = None) -> None:
         self.isr_shrinks = Counter("strata_replication_isr_shrinks",
                                    "ISR shrinks proposed by this broker as leader.", LABELS,
                                    registry=registry)
         self.isr_expands = Counter("strata_replication_isr_expands",
                                    "ISR expansions proposed by this broker as leader.", LABELS,
                                    registry=registry)
-        registry.register(_PartitionHealth(partitions))
+        registry.register(_PartitionHealth(partitions, now_ms))
 
     def isr_change(self, partition: Partition, new_isr: frozenset[int]) -> None:
         counter = self.isr_expands if len(new_isr) > len(partition.isr) else self.isr_shrinks
@@ -48,8 +53,10 @@ class ReplicationMetrics:
 
 
 class _PartitionHealth(Collector):
-    def __init__(self, partitions: Callable[[], Sequence[Partition]]) -> None:
+    def __init__(self, partitions: Callable[[], Sequence[Partition]],
+                 now_ms: Callable[[], int] | None) -> None:
         self._partitions = partitions
+        self._now_ms = now_ms
 
     def describe(self) -> list[Metric]:
         return []
@@ -77,6 +84,10 @@ class _PartitionHealth(Collector):
         lag = GaugeMetricFamily("strata_replication_follower_lag_records",
                                 "Records a follower is behind the leader's log end offset.",
                                 labels=[*LABELS, "replica"])
+        lag_time = GaugeMetricFamily("strata_replication_follower_lag_seconds",
+                                     "Time since a follower was last caught up with the "
+                                     "leader's log end offset.", labels=[*LABELS, "replica"])
+        now_ms = self._now_ms() if self._now_ms is not None else None
         for p in led:
             labels = [p.topic, str(p.partition)]
             high_watermark.add_metric(labels, p.high_watermark)
@@ -84,5 +95,11 @@ class _PartitionHealth(Collector):
             for replica, state in list(p.followers.items()):
                 behind = end - max(state.log_end_offset, 0)
                 lag.add_metric([*labels, str(replica)], max(behind, 0))
+                if now_ms is not None:
+                    seconds = (0.0 if state.log_end_offset >= end
+                               else max(now_ms - state.last_caught_up_ms, 0) / 1000.0)
+                    lag_time.add_metric([*labels, str(replica)], seconds)
         yield high_watermark
         yield lag
+        if now_ms is not None:
+            yield lag_time

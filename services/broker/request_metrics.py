@@ -11,7 +11,10 @@ share series):
   Kafka's ``ErrorsPerSec`` counts every one), by Kafka's error name;
 * ``strata_network_received_bytes_total`` / ``strata_network_sent_bytes_total``: request and
   response frames (response bytes sent by ``sendfile`` included);
-* ``strata_network_connections``: open client connections.
+* ``strata_network_connections``: open client connections;
+* ``strata_request_purgatory_size{purgatory}``: requests waiting in a purgatory (``Produce``:
+  acks=all waiting for the high watermark; ``Fetch``: long polls), read at scrape time —
+  Kafka's ``PurgatorySize``.
 
 Every (api) series starts at zero for each API the broker serves, so dashboards see a value
 before the first request. Cost on the hot path: one ``time.perf_counter`` pair and a few
@@ -23,10 +26,12 @@ are pre-encoded bytes and count only their top-level error.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
@@ -44,7 +49,8 @@ def api_label(api_key: int) -> str:
 
 
 class RequestMetrics:
-    def __init__(self, registry: CollectorRegistry, served: Iterable[int]) -> None:
+    def __init__(self, registry: CollectorRegistry, served: Iterable[int],
+                 purgatories: Callable[[], Mapping[str, int]] | None = None) -> None:
         self.latency = Histogram("strata_request_latency_seconds",
                                  "Time to handle a request, by API.", ["api"],
                                  buckets=LATENCY_BUCKETS, registry=registry)
@@ -63,6 +69,8 @@ class RequestMetrics:
         for label in self._labels.values():
             self.latency.labels(label)
             self.requests.labels(label)
+        if purgatories is not None:
+            registry.register(_PurgatorySize(purgatories))
 
     def observe(self, api_key: int, seconds: float, response: Any) -> None:
         """One handled request: its latency, and the error codes its response carries."""
@@ -73,6 +81,21 @@ class RequestMetrics:
             return
         for code in error_codes(response):
             self.errors.labels(label, _error_name(code)).inc()
+
+
+class _PurgatorySize(Collector):
+    def __init__(self, sizes: Callable[[], Mapping[str, int]]) -> None:
+        self._sizes = sizes
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        size = GaugeMetricFamily("strata_request_purgatory_size",
+                                 "Requests waiting in a purgatory.", labels=["purgatory"])
+        for name, waiting in sorted(self._sizes().items()):
+            size.add_metric([name], waiting)
+        yield size
 
 
 def _error_name(code: int) -> str:

@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from strata.cli import cluster, consume, groups, produce, topic
+from strata.cli import admin, cluster, consume, groups, produce, topic
 from strata.cli.errors import OneLineErrorsGroup
 
 app = typer.Typer(
@@ -94,6 +94,7 @@ app.add_typer(groups.app, name="groups")
 app.add_typer(cluster.app, name="cluster")
 app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)
+app.command("admin")(admin.admin)
 
 
 def broker_main() -> None:

@@ -1,0 +1,50 @@
+"""``create_app``: the admin service's FastAPI application, ready for uvicorn.
+
+Owns the wiring only: the ``KafkaGateway`` (made at startup, its producer flushed at shutdown
+by the lifespan), the routers (``strata.admin.routers``), problem+json for every error
+(``strata.admin.problems``) and the metrics middleware. OpenAPI at ``/openapi.json``, Swagger
+UI at ``/docs``. One application per ``AdminSettings``; tests make as many as they like.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from strata.admin import problems
+from strata.admin.kafka_gateway import AdminSettings, KafkaGateway
+from strata.admin.metrics import AdminMetrics, MetricsMiddleware
+from strata.admin.routers import brokers, cluster, groups, health, records, topics
+
+API_VERSION = "1"
+
+
+def create_app(settings: AdminSettings) -> FastAPI:
+    gateway = KafkaGateway(settings)
+    admin_metrics = AdminMetrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await gateway.run(gateway.close)
+
+    app = FastAPI(
+        title="Strata admin API",
+        version=API_VERSION,
+        description="Cluster, brokers, topics, records and consumer groups of a Strata "
+                    "(Kafka-compatible) cluster, over the Kafka protocol. Errors are RFC 9457 "
+                    "problem details titled with Kafka's error name.",
+        lifespan=lifespan,
+    )
+    app.state.gateway = gateway
+    app.state.metrics = admin_metrics
+    problems.install(app)
+    for module in (health, cluster, brokers, topics, records, groups):
+        app.include_router(module.router)
+    app.add_middleware(MetricsMiddleware, metrics=admin_metrics)
+    return app
+

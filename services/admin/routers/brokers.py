@@ -1,0 +1,58 @@
+"""``GET /v1/brokers`` and ``GET /v1/brokers/{id}``: the live brokers and one broker's configs
+(DescribeCluster, DescribeConfigs on the BROKER resource)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from confluent_kafka.admin import ConfigEntry, ConfigResource, ConfigSource
+from fastapi import APIRouter, Path
+
+from strata.admin.kafka_gateway import KafkaGateway
+from strata.admin.models import Broker, BrokerDescription, ConfigValue
+from strata.admin.problems import ProblemError
+from strata.admin.routers import PROBLEMS, GatewayDep
+from strata.admin.routers.cluster import describe_cluster
+
+router = APIRouter(prefix="/v1", tags=["brokers"], responses=PROBLEMS)
+
+
+def source_name(source: object) -> str:
+    """Kafka's name of a config source (``DYNAMIC_TOPIC_CONFIG``, ``DEFAULT_CONFIG``, ...)."""
+    if isinstance(source, ConfigSource):
+        return source.name
+    try:
+        return ConfigSource(source).name
+    except ValueError:
+        return "UNKNOWN_CONFIG"
+
+
+def config_values(entries: Mapping[str, ConfigEntry]) -> dict[str, ConfigValue]:
+    return {key: ConfigValue(value=entry.value, source=source_name(entry.source),
+                             read_only=bool(entry.is_read_only),
+                             sensitive=bool(entry.is_sensitive))
+            for key, entry in sorted(entries.items())}
+
+
+def describe_broker(gateway: KafkaGateway, broker_id: int) -> BrokerDescription:
+    brokers = {b.id: b for b in describe_cluster(gateway).brokers}
+    broker = brokers.get(broker_id)
+    if broker is None:
+        raise ProblemError.kafka("BROKER_NOT_FOUND", f"no live broker has id {broker_id}")
+    resource = ConfigResource("broker", str(broker_id))
+    futures = gateway.admin.describe_configs([resource],
+                                             request_timeout=gateway.settings.timeout_s)
+    entries = gateway.result(futures[resource], f"broker {broker_id}")
+    return BrokerDescription(**broker.model_dump(), configs=config_values(entries))
+
+
+@router.get("/brokers", summary="Live brokers")
+async def list_brokers(gateway: GatewayDep) -> list[Broker]:
+    cluster = await gateway.run(describe_cluster, gateway)
+    return cluster.brokers
+
+
+@router.get("/brokers/{broker_id}", summary="One broker and its configs")
+async def get_broker(gateway: GatewayDep,
+                     broker_id: int = Path(ge=0, le=2**31 - 1)) -> BrokerDescription:
+    return await gateway.run(describe_broker, gateway, broker_id)

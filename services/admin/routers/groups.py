@@ -1,0 +1,198 @@
+"""``/v1/groups``: consumer groups — list, describe with lag, reset offsets, delete.
+
+* ``GET /v1/groups``: ListGroups — id, state, type (``simple`` for groups that only store
+  offsets of ``assign()`` consumers);
+* ``GET /v1/groups/{group_id}``: DescribeGroups (state, protocol, coordinator, members and
+  their assignment), OffsetFetch (committed offsets) and ListOffsets (log end offsets): one
+  offsets row per partition assigned or committed, with lag = log end - committed
+  (``kafka-consumer-groups.sh --describe``). A group the coordinator does not know (state
+  Dead) is 404 GROUP_ID_NOT_FOUND;
+* ``POST /v1/groups/{group_id}/offsets/reset``: ``earliest | latest | timestamp | offset`` for
+  the partitions named (default: every partition the group has committed), Kafka's clamping
+  rules (``strata.cli.group_offsets.reset_plan``, shared with ``strata groups reset-offsets``);
+  409 NON_EMPTY_GROUP while the group has active members (Kafka: "Assignments can only be
+  reset if the group is inactive"): their next commit would undo the reset;
+* ``DELETE /v1/groups/{group_id}``: DeleteGroups → 204; 409 NON_EMPTY_GROUP with members.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import ConsumerGroupDescription, OffsetSpec
+from fastapi import APIRouter, Path, Response
+
+from strata.admin.kafka_gateway import KafkaGateway, problem_from_error
+from strata.admin.models import (
+    GroupDescription,
+    GroupMember,
+    GroupOffset,
+    GroupSummary,
+    OffsetReset,
+    OffsetResetResult,
+    ResetTarget,
+    TopicPartitionRef,
+)
+from strata.admin.problems import ProblemError
+from strata.admin.routers import PROBLEMS, GatewayDep
+from strata.admin.routers.topics import earliest, latest, list_offsets
+from strata.cli.group_offsets import PartitionOffsets, ResetSpec, ResetTo, reset_plan
+
+router = APIRouter(prefix="/v1/groups", tags=["groups"], responses=PROBLEMS)
+
+GroupPath = Annotated[str, Path(min_length=1, max_length=255, description="Group id.")]
+Key = tuple[str, int]
+ACTIVE_STATES = frozenset({ConsumerGroupState.PREPARING_REBALANCING,
+                           ConsumerGroupState.COMPLETING_REBALANCING, ConsumerGroupState.STABLE})
+NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: no committed offset
+_RESET_TO = {ResetTarget.EARLIEST: ResetTo.EARLIEST, ResetTarget.LATEST: ResetTo.LATEST,
+             ResetTarget.OFFSET: ResetTo.OFFSET, ResetTarget.TIMESTAMP: ResetTo.DATETIME}
+
+
+def _state(state: Any) -> str:
+    return state.name if isinstance(state, ConsumerGroupState) else str(state)
+
+
+def _list(gateway: KafkaGateway) -> list[GroupSummary]:
+    gateway.metadata()
+    future = gateway.admin.list_consumer_groups(request_timeout=gateway.settings.timeout_s)
+    answer = gateway.result(future, "the consumer groups")
+    return sorted((GroupSummary(group_id=g.group_id, state=_state(g.state),
+                                type="simple" if g.is_simple_consumer_group else "consumer")
+                   for g in answer.valid), key=lambda g: g.group_id)
+
+
+def _description(gateway: KafkaGateway, group: str) -> ConsumerGroupDescription:
+    gateway.metadata()
+    futures = gateway.admin.describe_consumer_groups(
+        [group], request_timeout=gateway.settings.timeout_s)
+    description: ConsumerGroupDescription = gateway.result(futures[group], f"group {group!r}")
+    if description.state == ConsumerGroupState.DEAD:
+        raise ProblemError.kafka("GROUP_ID_NOT_FOUND", f"consumer group {group!r} does not exist")
+    return description
+
+
+def _committed(gateway: KafkaGateway, group: str) -> dict[Key, int]:
+    futures = gateway.admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)], request_timeout=gateway.settings.timeout_s)
+    answer = gateway.result(futures[group], f"the offsets of group {group!r}")
+    return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions
+            if tp.offset != NO_OFFSET and tp.offset >= 0}
+
+
+def _rows(assigned: dict[Key, str], committed: dict[Key, int],
+          ends: dict[Key, int]) -> list[GroupOffset]:
+    rows = []
+    for key in sorted(set(assigned) | set(committed)):
+        done, end = committed.get(key), ends.get(key)
+        lag = max(end - done, 0) if done is not None and end is not None else None
+        rows.append(GroupOffset(topic=key[0], partition=key[1], committed_offset=done,
+                                log_end_offset=end, lag=lag, member_id=assigned.get(key)))
+    return rows
+
+
+def describe_group(gateway: KafkaGateway, group: str) -> GroupDescription:
+    description = _description(gateway, group)
+    assigned = {(tp.topic, tp.partition): m.member_id
+                for m in description.members for tp in m.assignment.topic_partitions}
+    committed = _committed(gateway, group)
+    ends = list_offsets(gateway, sorted(set(assigned) | set(committed)), latest())
+    coordinator = description.coordinator
+    return GroupDescription(
+        group_id=group, state=_state(description.state),
+        protocol=description.partition_assignor or None,
+        coordinator=coordinator.id if coordinator is not None else None,
+        members=[GroupMember(
+            member_id=m.member_id, group_instance_id=m.group_instance_id,
+            client_id=m.client_id, host=m.host,
+            assignment=sorted((TopicPartitionRef(topic=tp.topic, partition=tp.partition)
+                               for tp in m.assignment.topic_partitions),
+                              key=lambda r: (r.topic, r.partition)))
+            for m in description.members],
+        offsets=_rows(assigned, committed, ends))
+
+
+def _selected(gateway: KafkaGateway, body: OffsetReset, committed: dict[Key, int]) -> list[Key]:
+    if body.topics is None:
+        return sorted(committed)
+    metadata = gateway.metadata()
+    keys: list[Key] = []
+    for selection in body.topics:
+        topic = gateway.topic(selection.topic, metadata)
+        for p in selection.partitions or []:
+            if p not in topic.partitions:
+                raise ProblemError.kafka(
+                    "UNKNOWN_TOPIC_OR_PARTITION",
+                    f"topic {selection.topic!r} has {len(topic.partitions)} partitions; there "
+                    f"is no partition {p}")
+        wanted = (selection.partitions if selection.partitions is not None
+                  else sorted(topic.partitions))
+        keys += [(selection.topic, p) for p in wanted]
+    return sorted(dict.fromkeys(keys))
+
+
+def reset_offsets(gateway: KafkaGateway, group: str, body: OffsetReset) -> OffsetResetResult:
+    futures = gateway.admin.describe_consumer_groups(
+        [group], request_timeout=gateway.settings.timeout_s)
+    description = gateway.result(futures[group], f"group {group!r}")
+    if description.state in ACTIVE_STATES:
+        raise ProblemError.kafka(
+            "NON_EMPTY_GROUP",
+            f"cannot reset offsets of group {group!r}: it has {len(description.members)} active "
+            f"members (state {_state(description.state)}); stop its consumers first")
+    committed = _committed(gateway, group)
+    keys = _selected(gateway, body, committed)
+    if not keys:
+        raise ProblemError.kafka("GROUP_ID_NOT_FOUND",
+                                 f"group {group!r} has no committed offsets to reset")
+    starts = list_offsets(gateway, keys, earliest())
+    ends = list_offsets(gateway, keys, latest())
+    at_time: dict[Key, int] = {}
+    if body.to is ResetTarget.TIMESTAMP:
+        assert body.timestamp is not None
+        at_time = list_offsets(gateway, keys, OffsetSpec.for_timestamp(body.timestamp))
+    value = body.offset if body.to is ResetTarget.OFFSET else body.timestamp
+    plan = reset_plan(ResetSpec(_RESET_TO[body.to], value or 0), {
+        key: PartitionOffsets(starts[key], ends[key], committed.get(key),
+                              at_time[key] if at_time.get(key, -1) >= 0 else None)
+        for key in keys})
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(t, p, offset) for (t, p), offset in plan.items()])
+    futures = gateway.admin.alter_consumer_group_offsets(
+        [request], request_timeout=gateway.settings.timeout_s)
+    answer = gateway.result(futures[group], f"the offsets of group {group!r}")
+    for tp in answer.topic_partitions:
+        if tp.error is not None:
+            raise problem_from_error(tp.error, f"partition {tp.topic}-{tp.partition}")
+    return OffsetResetResult(group_id=group, offsets=_rows({}, dict(plan), ends))
+
+
+def _delete(gateway: KafkaGateway, group: str) -> None:
+    gateway.metadata()
+    futures = gateway.admin.delete_consumer_groups([group],
+                                                   request_timeout=gateway.settings.timeout_s)
+    gateway.result(futures[group], f"group {group!r}")
+
+
+@router.get("", summary="Consumer groups and their state")
+async def list_groups(gateway: GatewayDep) -> list[GroupSummary]:
+    return await gateway.run(_list, gateway)
+
+
+@router.get("/{group_id}", summary="State, members, assignment, committed offsets and lag")
+async def get_group(gateway: GatewayDep, group_id: GroupPath) -> GroupDescription:
+    return await gateway.run(describe_group, gateway, group_id)
+
+
+@router.post("/{group_id}/offsets/reset", summary="Reset committed offsets (group inactive)")
+async def reset_group_offsets(gateway: GatewayDep, group_id: GroupPath,
+                              body: OffsetReset) -> OffsetResetResult:
+    return await gateway.run(reset_offsets, gateway, group_id, body)
+
+
+@router.delete("/{group_id}", status_code=204, response_class=Response,
+               summary="Delete a group and its committed offsets")
+async def delete_group(gateway: GatewayDep, group_id: GroupPath) -> Response:
+    await gateway.run(_delete, gateway, group_id)
+    return Response(status_code=204)

@@ -1,0 +1,129 @@
+"""Every query of every panel of every dashboard returns data from a real Prometheus scraping a
+real broker under produce / consume / consumer-group traffic.
+
+Prometheus scrapes every second with the labels a Kubernetes scrape config adds (``namespace``,
+``cluster``); the template variables are resolved as Grafana does — each variable's
+``label_values`` query run against Prometheus with the variables before it substituted — and
+every panel query is run twice: with every filter at "All" (``.*``) and with the values the
+variable queries offered (the traffic's topic and group). Waits poll with deadlines.
+Single-broker here; on a multi-broker cluster the same test covers followers' series too.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from typing import Final
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ..broker_process import BrokerProcess, running_broker
+from .dashboard_queries import Query, load, queries, substitute, variables
+from .prometheus_process import PrometheusProcess, running_prometheus
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+TOPIC: Final = "dash-orders"
+GROUP: Final = "dash-app"
+LABELS: Final = {"namespace": "ns-test", "cluster": "local"}
+RATE_INTERVAL: Final = "5s"  # Grafana: max(4 x scrape interval, step); the scrape is 1 s
+DEADLINE_S: Final = 60.0
+_LABEL_VALUES = re.compile(r"^label_values\((?P<selector>.*),\s*(?P<label>\w+)\)$")
+
+
+@pytest.fixture(scope="module")
+def busy_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    settings = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.replication.factor": "1",
+                "offsets.topic.num.partitions": "3", "log.flush.interval.ms": "200",
+                "log.flush.scheduler.interval.ms": "200"}
+    with running_broker(tmp_path_factory.mktemp("broker"), settings) as broker:
+        traffic(broker.bootstrap)
+        yield broker
+
+
+def traffic(bootstrap: str) -> None:
+    """A topic, 300 records, and a consumer group that reads and commits part of them."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=1)])[TOPIC].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(300):
+        producer.produce(TOPIC, key=str(i).encode(), value=b"x" * 100)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+    try:
+        consumer.subscribe([TOPIC])
+        read = 0
+        deadline = time.monotonic() + DEADLINE_S
+        while read < 200:
+            assert time.monotonic() < deadline, f"consumed only {read} records"
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                read += 1
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory,
+               busy_broker: BrokerProcess) -> Iterator[PrometheusProcess]:
+    with running_prometheus(tmp_path_factory.mktemp("prometheus"),
+                            [f"127.0.0.1:{busy_broker.http_port}"], LABELS) as server:
+        deadline = time.monotonic() + DEADLINE_S
+        ready = ("count_over_time(strata_replication_partitions[1m]) >= 3 and on() "
+                 f'count(strata_group_lag_records{{group="{GROUP}"}}) > 0')
+        while not server.query(ready):
+            assert time.monotonic() < deadline, f"no scrapes in {DEADLINE_S}s\n{server.log_tail()}"
+            time.sleep(0.2)
+        yield server
+
+
+def resolve(server: PrometheusProcess, board: dict[str, object]) -> dict[str, str]:
+    """Each filter's value as Grafana would offer it: the variable's label_values query run with
+    the earlier choices substituted; the traffic's topic and group where offered."""
+    chosen: dict[str, str] = {}
+    prefer = {"namespace": LABELS["namespace"], "cluster": LABELS["cluster"],
+              "topic": TOPIC, "group": GROUP}
+    for variable in variables(board)[1:]:  # [0] is the datasource
+        match = _LABEL_VALUES.match(substitute(variable["definition"], chosen, RATE_INTERVAL))
+        assert match, variable["definition"]
+        offered = server.label_values(match["label"], match["selector"])
+        name = variable["name"]
+        assert offered, f"variable ${name} offers nothing ({variable['definition']})"
+        want = prefer.get(name, offered[0])
+        assert want in offered, f"variable ${name} offers {offered}, not {want}"
+        chosen[name] = regex_escape(want)
+    return chosen
+
+
+def regex_escape(value: str) -> str:
+    """A value as Grafana puts it into a PromQL regex matcher: regex metacharacters escaped
+    with a backslash that is itself escaped for the PromQL string."""
+    return re.sub(r"([\\.^$*+?()\[\]{}|])", r"\\\\\1", value)
+
+
+def test_every_panel_query_returns_series(prometheus: PrometheusProcess) -> None:
+    boards = load()
+    runs: list[tuple[Query, str]] = []
+    for name, board in boards.items():
+        every = {v["name"]: ".*" for v in variables(board)[1:]}
+        chosen = resolve(prometheus, board)
+        for query in queries({name: board}):
+            runs.append((query, substitute(query.expr, every, RATE_INTERVAL)))
+            runs.append((query, substitute(query.expr, chosen, RATE_INTERVAL)))
+    assert len(runs) >= 2 * 40
+    deadline = time.monotonic() + DEADLINE_S
+    pending = runs
+    while pending:
+        pending = [(query, expr) for query, expr in pending if not prometheus.query(expr)]
+        if pending and time.monotonic() > deadline:
+            empty = "\n".join(f"{q.dashboard} / {q.panel} [{q.ref_id}]: {expr}"
+                              for q, expr in pending)
+            pytest.fail(f"{len(pending)} panel queries return no series:\n{empty}")
+        if pending:
+            time.sleep(0.5)
