@@ -8,7 +8,8 @@ prometheus-client's global one) keeps brokers started in one process apart.
 The log manager (flush / retention / cleaner events, recovery time), the purgatories and the
 clock are taken from the ``ReplicaManager`` whose ``partitions`` method is passed in, unless
 given explicitly (``replica_manager=``); without one (bare unit tests) those series are left
-out.
+out. ``controller`` says whether this broker is the active controller and how many leader
+changes it wrote (a broker without a cluster: its own controller, none).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ class BrokerMetrics:
                  partitions: Callable[[], Sequence[Partition]],
                  partition: Callable[[str, int], Partition | None],
                  groups: Callable[[], list[ClassicGroup]], *,
-                 replica_manager: ReplicaManager | None = None) -> None:
+                 replica_manager: ReplicaManager | None = None,
+                 controller: Callable[[], tuple[bool, int]] | None = None) -> None:
         if replica_manager is None:
             owner = getattr(partitions, "__self__", None)
             replica_manager = owner if isinstance(owner, ReplicaManager) else None
@@ -48,6 +50,8 @@ class BrokerMetrics:
                               None if manager is None else manager.log_manager)
         self.replication = ReplicationMetrics(
             self.registry, partitions, None if manager is None else manager.clock.milliseconds)
+        # A broker without a cluster is its own controller and never elects anyone.
+        self.replication.track_controller(self.registry, controller or (lambda: (True, 0)))
         self.groups = GroupMetrics(self.registry, groups, partition)
 
     def exposition(self) -> bytes:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from strata.broker.partition import Partition
@@ -46,6 +46,12 @@ class ReplicationMetrics:
                                    "ISR expansions proposed by this broker as leader.", LABELS,
                                    registry=registry)
         registry.register(_PartitionHealth(partitions, now_ms))
+
+    def track_controller(self, registry: CollectorRegistry,
+                         controller: Callable[[], tuple[bool, int]]) -> None:
+        """Scrape-time ``strata_replication_controller_active`` (1 on the active controller)
+        and ``strata_replication_leader_elections_total`` (leader changes it wrote)."""
+        registry.register(_ControllerState(controller))
 
     def isr_change(self, partition: Partition, new_isr: frozenset[int]) -> None:
         counter = self.isr_expands if len(new_isr) > len(partition.isr) else self.isr_shrinks
@@ -103,3 +109,20 @@ class _PartitionHealth(Collector):
         yield lag
         if now_ms is not None:
             yield lag_time
+
+
+class _ControllerState(Collector):
+    def __init__(self, controller: Callable[[], tuple[bool, int]]) -> None:
+        self._controller = controller
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        active, elections = self._controller()
+        yield GaugeMetricFamily("strata_replication_controller_active",
+                                "1 on the broker that is the active controller, else 0.",
+                                value=1 if active else 0)
+        yield CounterMetricFamily("strata_replication_leader_elections",
+                                  "Partition leader changes written by this broker as "
+                                  "controller.", value=elections)

@@ -240,9 +240,16 @@ class KafkaServer:
             advertised_port=advertised.port or bound_port, cluster=cluster,
         )
         state.registry = build_registry()
+        def controller_state() -> tuple[bool, int]:
+            if cluster is None:
+                return True, 0
+            elections = cluster.controller.elections if cluster.controller is not None else 0
+            return state.controller_id == node_id, elections
+
         state.metrics = metrics = BrokerMetrics(
             [r.api_key for r in state.registry], replica_manager.partitions,
-            replica_manager.get_partition, state.group_coordinator.groups)
+            replica_manager.get_partition, state.group_coordinator.groups,
+            replica_manager=replica_manager, controller=controller_state)
         replica_manager.log_metrics = metrics.log
         replica_manager.replication_metrics = metrics.replication
         self._http.metrics = metrics

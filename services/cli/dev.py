@@ -7,8 +7,9 @@ Contract (ARCHITECTURE.md §1; scripts and tests rely on it):
 * one line containing the word ``bootstrap`` followed by the Kafka bootstrap address
   (``127.0.0.1:9092,127.0.0.1:9093,...``), printed before the brokers start;
 * then one line starting with ``READY`` only when every broker answers ``/readyz``, every
-  broker is registered, there is a controller and every partition of the internal topics has
-  a leader;
+  broker is registered, there is a controller, every partition of the internal topics has
+  a leader and the REST admin service (``--admin-port``, default 8080; 0 = a free port, -1 =
+  none) answers its ``/readyz``;
 * SIGINT and SIGTERM handlers are installed explicitly (so Ctrl-C works even when the parent
   shell ignored SIGINT, as for background jobs); either one stops every child within
   ``STOP_GRACE_S`` (SIGTERM, then SIGKILL) and the launcher exits 0;
@@ -44,6 +45,7 @@ from types import FrameType
 STOP_GRACE_S = 30.0
 READY_TIMEOUT_S = 120.0
 DEFAULT_BROKERS = 3
+DEFAULT_ADMIN_PORT = 8080
 INTERNAL_TOPICS = ("__consumer_offsets",)
 
 
@@ -105,29 +107,54 @@ def _tail(path: Path, lines: int = 20) -> str:
         return "(no log)"
 
 
-class DevCluster:
-    """Starts, watches and stops the child brokers."""
+@dataclass(frozen=True)
+class DevAdmin:
+    """The REST admin service of the dev cluster (``python -m strata.admin``)."""
 
-    def __init__(self, brokers: list[DevBroker]) -> None:
+    port: int
+    log_path: Path
+
+
+def _spawn(command: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    with log_path.open("ab") as log:
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL,
+                                start_new_session=True)  # Ctrl-C reaches the launcher only
+
+
+class DevCluster:
+    """Starts, watches and stops the child brokers and the admin service."""
+
+    def __init__(self, brokers: list[DevBroker], admin: DevAdmin | None = None) -> None:
         self.brokers = brokers
+        self.admin = admin
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.admin_proc: subprocess.Popen[bytes] | None = None
         self.stop_requested = threading.Event()
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{b.kafka_port}" for b in self.brokers)
 
     def start(self) -> None:
         for b in self.brokers:
             b.data_dir.mkdir(parents=True, exist_ok=True)
-            log = b.log_path.open("ab")
-            self.procs[b.node_id] = subprocess.Popen(
+            self.procs[b.node_id] = _spawn(
                 [sys.executable, "-m", "strata.broker", "--config", str(b.config_path)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True,  # Ctrl-C reaches the launcher only; it stops them
-            )
-            log.close()
+                b.log_path)
+        if self.admin is not None:
+            self.admin_proc = _spawn(
+                [sys.executable, "-m", "strata.admin", "--bootstrap-servers", self.bootstrap,
+                 "--host", "127.0.0.1", "--port", str(self.admin.port)], self.admin.log_path)
 
-    def dead(self) -> DevBroker | None:
+    def dead(self) -> tuple[str, Path] | None:
+        """The first child that exited: (what it was, its log)."""
         for b in self.brokers:
             if self.procs[b.node_id].poll() is not None:
-                return b
+                return f"broker {b.node_id}", b.log_path
+        if self.admin is not None and self.admin_proc is not None \
+                and self.admin_proc.poll() is not None:
+            return "the admin service", self.admin.log_path
         return None
 
     def wait_ready(self, timeout_s: float, cluster_ready: Callable[[], bool]) -> bool:
@@ -140,17 +167,21 @@ class DevCluster:
             for node_id, b in list(pending.items()):
                 if _ready(b.http_port):
                     del pending[node_id]
-            if not pending and cluster_ready():
+            if not pending and cluster_ready() and (
+                    self.admin is None or _ready(self.admin.port)):
                 return True
             self.stop_requested.wait(0.1)
         return False
 
     def stop(self) -> None:
-        for proc in self.procs.values():
+        procs = list(self.procs.values())
+        if self.admin_proc is not None:
+            procs.append(self.admin_proc)
+        for proc in procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_S
-        for proc in self.procs.values():
+        for proc in procs:
             try:
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
@@ -197,7 +228,8 @@ def cluster_ready(bootstrap: str, brokers: int) -> bool:
     return True
 
 
-def run_dev(brokers: int, data_dir: Path, kafka_port: int, metadata: str = "sqlite") -> int:
+def run_dev(brokers: int, data_dir: Path, kafka_port: int, metadata: str = "sqlite",
+            admin_port: int = DEFAULT_ADMIN_PORT) -> int:
     """Run the local cluster until SIGINT/SIGTERM; the process exit code."""
     if brokers < 1:
         print("strata dev: --brokers must be at least 1", file=sys.stderr)
@@ -239,7 +271,9 @@ def run_dev(brokers: int, data_dir: Path, kafka_port: int, metadata: str = "sqli
         config_path.write_text(format_properties(props))
         members.append(DevBroker(i, kafka_port + i, http_port, node_dir, config_path,
                                  data_dir / f"broker-{i}.log"))
-    cluster = DevCluster(members)
+    admin = DevAdmin(admin_port or free_port(), data_dir / "admin.log") if admin_port >= 0 \
+        else None
+    cluster = DevCluster(members, admin)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         cluster.stop_requested.set()
@@ -248,24 +282,25 @@ def run_dev(brokers: int, data_dir: Path, kafka_port: int, metadata: str = "sqli
     signal.signal(signal.SIGTERM, on_signal)
     bootstrap = ",".join(f"127.0.0.1:{b.kafka_port}" for b in members)
     # The address comes first, right after the word: a path may contain "bootstrap" too.
+    admin_note = f", admin API http://127.0.0.1:{admin.port}" if admin else ""
     print(f"bootstrap {bootstrap} (Strata dev cluster, {brokers} broker(s), metadata on "
-          f"{store_url}, data in {data_dir})", flush=True)
+          f"{store_url}{admin_note}, data in {data_dir})", flush=True)
     cluster.start()
     try:
         if not cluster.wait_ready(READY_TIMEOUT_S, lambda: cluster_ready(bootstrap, brokers)):
             if cluster.stop_requested.is_set():
                 return 0
             failed = cluster.dead()
-            what = f"broker {failed.node_id} exited" if failed else "brokers did not get ready"
-            log = failed.log_path if failed else members[0].log_path
+            what = f"{failed[0]} exited" if failed else "the cluster did not get ready"
+            log = failed[1] if failed else members[0].log_path
             print(f"strata dev: {what}; last lines of {log}:\n{_tail(log)}", file=sys.stderr)
             return 1
         print(f"READY bootstrap {bootstrap} (Ctrl-C stops the cluster)", flush=True)
         while not cluster.stop_requested.wait(0.5):
             failed = cluster.dead()
             if failed is not None:
-                print(f"strata dev: broker {failed.node_id} exited; last lines of "
-                      f"{failed.log_path}:\n{_tail(failed.log_path)}", file=sys.stderr)
+                print(f"strata dev: {failed[0]} exited; last lines of "
+                      f"{failed[1]}:\n{_tail(failed[1])}", file=sys.stderr)
                 return 1
         return 0
     finally:

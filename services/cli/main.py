@@ -82,11 +82,16 @@ def dev(
         str, typer.Option("--metadata", help="Metadata store: sqlite (embedded) or etcd (a "
                           "local etcd is started).")
     ] = "sqlite",
+    admin_port: Annotated[
+        int, typer.Option("--admin-port", help="Port of the REST admin API (0: a free port, "
+                          "-1: no admin service).")
+    ] = 8080,
 ) -> None:
     """Run a local cluster until Ctrl-C: prints the bootstrap address, then READY."""
     from strata.cli.dev import default_data_dir, run_dev
 
-    raise typer.Exit(run_dev(brokers, data_dir or default_data_dir(), kafka_port, metadata))
+    raise typer.Exit(run_dev(brokers, data_dir or default_data_dir(), kafka_port, metadata,
+                             admin_port))
 
 
 app.add_typer(topic.app, name="topic")

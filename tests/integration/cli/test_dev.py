@@ -4,12 +4,14 @@ launcher was started with SIGINT ignored (as a background job is)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -58,9 +60,11 @@ def api_versions_answers(port: int) -> bool:
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
 def test_dev_prints_bootstrap_then_ready_and_stops_cleanly(tmp_path: Path, stop: int) -> None:
     port = free_port()
+    admin_port = free_port()
     data_dir = tmp_path / "data"
     proc = subprocess.Popen(
-        [str(STRATA), "dev", "--data-dir", str(data_dir), "--kafka-port", str(port)],
+        [str(STRATA), "dev", "--data-dir", str(data_dir), "--kafka-port", str(port),
+         "--admin-port", str(admin_port)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         # A background job's SIGINT is ignored; the launcher must install its own handler.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
@@ -77,6 +81,11 @@ def test_dev_prints_bootstrap_then_ready_and_stops_cleanly(tmp_path: Path, stop:
         status = subprocess.run([str(STRATA), "cluster", "status", "-b", f"127.0.0.1:{port}"],
                                 capture_output=True, text=True, timeout=60, check=True)
         assert "3 brokers" in status.stdout
+        with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/v1/cluster",
+                                    timeout=10) as response:
+            cluster = json.load(response)
+        assert sorted(b["id"] for b in cluster["brokers"]) == [0, 1, 2]
+        assert cluster["controller"] in (0, 1, 2)
         proc.send_signal(stop)
         assert proc.wait(timeout=40) == 0
         assert broker_pids(data_dir) == []
