@@ -4,6 +4,8 @@
 temp log dir, the Kafka listener and HTTP port on free ports (port 0: the broker binds a free
 port and prints the address it serves on), waits for the ready line, yields the bootstrap
 address, and stops the broker with SIGTERM (it flushes and exits 0) when the block ends.
+``local_cluster(n)`` does the same for ``n`` brokers forming one cluster on a SQLite metadata
+store.
 """
 
 from __future__ import annotations
@@ -90,3 +92,31 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@contextlib.contextmanager
+def local_cluster(brokers: int, extra_config: dict[str, str] | None = None) -> Iterator[str]:
+    """Start ``brokers`` brokers on one SQLite metadata store (what ``strata dev`` runs); yield
+    the bootstrap list once every broker is registered; stop them all."""
+    from confluent_kafka.admin import AdminClient
+
+    with contextlib.ExitStack() as stack:
+        root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="strata-cluster-")))
+        addresses = []
+        for node in range(brokers):
+            node_dir = root / f"broker-{node}"
+            node_dir.mkdir()
+            addresses.append(stack.enter_context(local_broker({
+                "node.id": str(node), "metadata.store": f"sqlite:///{root / 'meta.db'}",
+                "default.replication.factor": str(min(3, brokers)),
+                "offsets.topic.replication.factor": str(min(3, brokers)),
+                **(extra_config or {})}, node_dir)))
+        bootstrap = ",".join(addresses)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while len(admin.list_topics(timeout=5).brokers) < brokers:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{brokers} brokers did not register within "
+                                   f"{START_TIMEOUT_S:.0f} s")
+            time.sleep(0.1)
+        yield bootstrap

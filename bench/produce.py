@@ -14,6 +14,9 @@ Latency is per record, from ``produce()`` to its delivery report (librdkafka's
 
 Run: ``.venv/bin/python bench/produce.py [--num-records 1000000] [--record-size 100]
 [--acks 1] [--partitions 1] [--bootstrap HOST:PORT] [--producer-props k=v ...]``.
+``--replication`` runs issue 5's suite in one go: one broker at acks=1, then a 3-broker cluster
+(one SQLite metadata store) with replication factor 3 at acks=1 and at acks=all, and prints
+each figure as a share of the first.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from local_broker import local_broker
+from local_broker import local_broker, local_cluster
 
 MIB = 1024 * 1024
 REPORT_INTERVAL_S = 5.0
@@ -93,9 +96,11 @@ class Stats:
             print(f"{self.errors} records failed", flush=True)
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = 1
+                 ) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30)
+    futures = admin.create_topics([NewTopic(topic, partitions, replication_factor)],
+                                  operation_timeout=30)
     for future in futures.values():
         try:
             future.result(30)
@@ -154,7 +159,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--bootstrap", help="use this cluster instead of starting a broker")
     parser.add_argument("--producer-props", nargs="*", default=[], metavar="KEY=VALUE",
                         help="librdkafka producer settings, e.g. linger.ms=0 batch.size=16384")
+    parser.add_argument("--replication", action="store_true",
+                        help="the replication suite: 1 broker acks=1, then 3 brokers with "
+                             "replication factor 3 at acks=1 and acks=all, in one run")
     args = parser.parse_args(argv)
+    if args.replication:
+        return replication_suite(args)
 
     def bench(bootstrap: str) -> None:
         create_topic(bootstrap, args.topic, args.partitions)
@@ -165,6 +175,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         with local_broker() as bootstrap:
             bench(bootstrap)
+    return 0
+
+
+def replication_suite(args: argparse.Namespace) -> int:
+    """Issue 5's benchmark: acks=all on 3 replicas as a share of 1 broker acks=1."""
+    figures: dict[str, float] = {}
+
+    def one(label: str, bootstrap: str, acks: str, replication_factor: int) -> None:
+        run = argparse.Namespace(**{**vars(args), "acks": acks,
+                                    "topic": f"{args.topic}-{label}"})
+        create_topic(bootstrap, run.topic, args.partitions, replication_factor)
+        print(f"# {label}: acks={acks}, replication factor {replication_factor}", flush=True)
+        stats = run_producer(bootstrap, run)
+        stats.print_total()
+        figures[label] = stats.count / (time.perf_counter() - stats.start)
+
+    with local_broker() as bootstrap:
+        one("1-broker", bootstrap, "1", 1)
+    with local_cluster(3) as bootstrap:
+        one("3-brokers-acks1", bootstrap, "1", 3)
+        one("3-brokers-acksall", bootstrap, "all", 3)
+    base = figures["1-broker"]
+    for label, value in figures.items():
+        print(f"{label}: {value:,.0f} records/sec ({value / base:.0%} of 1 broker acks=1)")
     return 0
 
 

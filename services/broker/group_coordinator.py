@@ -194,7 +194,7 @@ class GroupCoordinator:
         hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, index)
         if hosted is None or not hosted.is_leader:
             return
-        if hosted.log.high_watermark <= hosted.log.log_start_offset:
+        if hosted.log.log_end_offset <= hosted.log.log_start_offset:
             self._owned.add(index)  # nothing to replay
             return
         self._loading[index] = asyncio.get_running_loop().create_task(

@@ -228,14 +228,17 @@ class GroupMetadataManager:
                                  members=members)
 
     async def _read(self, partition: int) -> AsyncIterator[tuple[bytes | None, bytes | None]]:
-        """Yield ``(key, value)`` of every data record from the log start to the HW."""
+        """Yield ``(key, value)`` of every data record from the log start to the log end: a new
+        leader's whole log is the partition's truth (followers truncate to it, never it to
+        them), and its HW may lag the records its predecessor acknowledged until the followers'
+        next fetch (Kafka's ``loadGroupsAndOffsets`` reads to the log end too)."""
         hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
         if hosted is None:
             return
         log = hosted.log
         offset = log.log_start_offset
         while True:
-            end = log.high_watermark
+            end = log.log_end_offset
             if offset >= end:
                 return
             try:

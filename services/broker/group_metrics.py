@@ -8,8 +8,9 @@ Defined once here (ARCHITECTURE.md §8), named ``strata_group_*``, computed at s
 * ``strata_group_members{group}``: members of each group;
 * ``strata_group_committed_offset{group, topic, partition}`` and
   ``strata_group_lag_records{group, topic, partition}``: each committed offset and how far it
-  is behind the partition's high watermark, for partitions this broker leads (in a cluster each
-  broker reports the lag of the partitions it leads for the groups it coordinates).
+  is behind the partition's high watermark, for partitions this broker hosts: as leader, or as
+  a follower, whose high watermark trails the leader's by at most one fetch (in a cluster the
+  coordinator reports the lag of its groups on every partition it has a replica of).
 """
 
 from __future__ import annotations
@@ -57,6 +58,6 @@ class GroupMetrics(Collector):
                 labels = [group.group_id, topic, str(index)]
                 committed.add_metric(labels, offset.offset)
                 hosted = self._partition(topic, index)
-                if hosted is not None and hosted.is_leader:
+                if hosted is not None:
                     lag.add_metric(labels, max(hosted.high_watermark - offset.offset, 0))
         yield from (by_state, members, committed, lag)

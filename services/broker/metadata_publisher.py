@@ -26,6 +26,7 @@ Runs on the event loop inside the ``MetadataCache`` listener: quick, no store wr
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import uuid
@@ -121,6 +122,8 @@ class MetadataPublisher:
         wanted = {tp: p for tp, p in image.partitions.items() if self.node_id in p.replicas}
         for tp in [tp for tp in self._hosted() if tp not in wanted]:
             self._stop_hosting(tp)
+            # The files go in a thread: a large log's rmtree must not stall the loop.
+            await asyncio.to_thread(self.log_manager.delete_log, *tp)
         for tp, registration in wanted.items():
             leads = registration.leader == self.node_id and \
                 registration.leader_broker_epoch == epoch
@@ -149,6 +152,7 @@ class MetadataPublisher:
         hosted = self.replica_manager.get_partition(topic, index)
         if hosted is not None and hosted.topic_id != reg.topic_id:
             self._stop_hosting(tp)
+            self.log_manager.delete_log(topic, index)  # rare: a recreated topic
             hosted = None
         isr = frozenset(reg.isr)
         if leads:
@@ -196,6 +200,6 @@ class MetadataPublisher:
         hosted = self.replica_manager.get_partition(topic, index)
         if hosted is not None and hosted.is_leader and topic == OFFSETS_TOPIC:
             self.group_coordinator.on_resignation(index)
-        self.replica_manager.remove_partition(topic, index, delete_log=True)
+        self.replica_manager.remove_partition(topic, index)
         self._applied.pop(tp, None)
-        logger.info("stopped hosting %s-%d (deleted its log)", topic, index)
+        logger.info("stopped hosting %s-%d (its log is deleted)", topic, index)

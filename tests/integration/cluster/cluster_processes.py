@@ -9,6 +9,7 @@ against a deadline and fails with every broker's log tail attached; nothing slee
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import threading
@@ -20,6 +21,9 @@ from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from strata.broker.broker_client import BrokerClient, BrokerUnavailableError
+from strata.protocol.api_keys import ApiKey
 
 from ..broker_process import BrokerProcess
 from ..metadata.etcd_process import EtcdProcess
@@ -103,7 +107,12 @@ class ClusterProcesses:
     def metadata(self) -> Any:
         return self.admin().list_topics(timeout=5)
 
-    def partition(self, topic: str, index: int = 0) -> PartitionView | None:
+    def partition(self, topic: str, index: int = 0, *, via: int | None = None
+                  ) -> PartitionView | None:
+        """The partition as Metadata reports it (from broker ``via`` only, if given: when
+        another broker is stopped, a client might be stuck asking it)."""
+        if via is not None:
+            return asyncio.run(self._partition_from(self.broker(via), topic, index))
         try:
             topics = self.metadata().topics
         except Exception:  # noqa: BLE001 - a broker just died: ask again
@@ -113,6 +122,27 @@ class ClusterProcesses:
             return None
         p = meta.partitions[index]
         return PartitionView(p.leader, tuple(p.replicas), tuple(p.isrs))
+
+    @staticmethod
+    async def _partition_from(broker: BrokerProcess, topic: str, index: int
+                              ) -> PartitionView | None:
+        client = BrokerClient("127.0.0.1", broker.port, client_id="strata-test",
+                              request_timeout_s=5)
+        try:
+            response = await client.request(ApiKey.METADATA, 8, {
+                "topics": [{"name": topic}], "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False})
+        except BrokerUnavailableError:
+            return None
+        finally:
+            await client.close()
+        for t in response.topics:
+            for p in t.partitions:
+                if t.name == topic and p.partition_index == index:
+                    return PartitionView(int(p.leader_id), tuple(int(r) for r in p.replica_nodes),
+                                         tuple(int(r) for r in p.isr_nodes))
+        return None
 
     def controller(self) -> int:
         try:

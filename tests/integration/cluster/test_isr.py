@@ -31,8 +31,8 @@ def test_stalled_follower_leaves_the_isr_and_rejoins(
         cluster.wait_for(lambda: producer.acked.count() >= 500, "records acknowledged")
         os.kill(pid, signal.SIGSTOP)
         try:
-            cluster.wait_for(lambda: (p := cluster.partition(TOPIC)) is not None
-                             and follower not in p.isr and len(p.isr) == 2,
+            cluster.wait_for(lambda: (p := cluster.partition(TOPIC, via=start.leader))
+                             is not None and follower not in p.isr and len(p.isr) == 2,
                              f"follower {follower} out of the ISR")
             before = producer.acked.count()
             cluster.wait_for(lambda: producer.acked.count() >= before + 1000,

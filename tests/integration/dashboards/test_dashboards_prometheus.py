@@ -1,12 +1,12 @@
 """Every query of every panel of every dashboard returns data from a real Prometheus scraping a
-real broker under produce / consume / consumer-group traffic.
+real 3-broker cluster (replication factor 3) under produce / consume / consumer-group traffic.
 
 Prometheus scrapes every second with the labels a Kubernetes scrape config adds (``namespace``,
 ``cluster``); the template variables are resolved as Grafana does — each variable's
 ``label_values`` query run against Prometheus with the variables before it substituted — and
 every panel query is run twice: with every filter at "All" (``.*``) and with the values the
-variable queries offered (the traffic's topic and group). Waits poll with deadlines.
-Single-broker here; on a multi-broker cluster the same test covers followers' series too.
+variable queries offered (the traffic's topic and group). Waits poll with deadlines. The
+replicated topic gives followers' series (lag, ISR) and the controller panels a real source.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ..broker_process import BrokerProcess, running_broker
+from ..cluster.cluster_processes import ClusterProcesses, cluster_on
 from .dashboard_queries import Query, load, queries, substitute, variables
 from .prometheus_process import PrometheusProcess, running_prometheus
 
@@ -35,19 +35,19 @@ _LABEL_VALUES = re.compile(r"^label_values\((?P<selector>.*),\s*(?P<label>\w+)\)
 
 
 @pytest.fixture(scope="module")
-def busy_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    settings = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.replication.factor": "1",
-                "offsets.topic.num.partitions": "3", "log.flush.interval.ms": "200",
-                "log.flush.scheduler.interval.ms": "200"}
-    with running_broker(tmp_path_factory.mktemp("broker"), settings) as broker:
-        traffic(broker.bootstrap)
-        yield broker
+def busy_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+    """A 3-broker cluster (replication factor 3) with traffic: the healthy cluster every panel
+    must show series for."""
+    settings = {"log.flush.interval.ms": "200", "log.flush.scheduler.interval.ms": "200"}
+    with cluster_on("sqlite", tmp_path_factory.mktemp("cluster"), 3, settings) as cluster:
+        traffic(cluster.bootstrap)
+        yield cluster
 
 
 def traffic(bootstrap: str) -> None:
     """A topic, 300 records, and a consumer group that reads and commits part of them."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=1)])[TOPIC].result(30)
+    admin.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=3)])[TOPIC].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i in range(300):
         producer.produce(TOPIC, key=str(i).encode(), value=b"x" * 100)
@@ -71,9 +71,9 @@ def traffic(bootstrap: str) -> None:
 
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory,
-               busy_broker: BrokerProcess) -> Iterator[PrometheusProcess]:
-    with running_prometheus(tmp_path_factory.mktemp("prometheus"),
-                            [f"127.0.0.1:{busy_broker.http_port}"], LABELS) as server:
+               busy_cluster: ClusterProcesses) -> Iterator[PrometheusProcess]:
+    targets = [f"127.0.0.1:{b.http_port}" for b in busy_cluster.brokers]
+    with running_prometheus(tmp_path_factory.mktemp("prometheus"), targets, LABELS) as server:
         deadline = time.monotonic() + DEADLINE_S
         ready = ("count_over_time(strata_replication_partitions[1m]) >= 3 and on() "
                  f'count(strata_group_lag_records{{group="{GROUP}"}}) > 0')
@@ -95,6 +95,12 @@ def resolve(server: PrometheusProcess, board: dict[str, object]) -> dict[str, st
         offered = server.label_values(match["label"], match["selector"])
         name = variable["name"]
         assert offered, f"variable ${name} offers nothing ({variable['definition']})"
+        if name == "broker":
+            # In a cluster a group, a leader or a follower lives on some brokers only: the
+            # specific choices below are made with every broker selected (Grafana's "All").
+            assert len(offered) == 3, f"$broker offers {offered}, not the 3 brokers"
+            chosen[name] = ".*"
+            continue
         want = prefer.get(name, offered[0])
         assert want in offered, f"variable ${name} offers {offered}, not {want}"
         chosen[name] = regex_escape(want)
