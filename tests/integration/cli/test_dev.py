@@ -101,6 +101,39 @@ def test_dev_prints_bootstrap_then_ready_and_stops_cleanly(tmp_path: Path, stop:
             proc.stdout.close()
 
 
+def test_dev_on_etcd_starts_and_stops_a_local_etcd(tmp_path: Path) -> None:
+    port = free_port()
+    data_dir = tmp_path / "data"
+    proc = subprocess.Popen(
+        [str(STRATA), "dev", "--metadata", "etcd", "--brokers", "2", "--data-dir", str(data_dir),
+         "--kafka-port", str(port), "--admin-port", "-1"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        line = read_line_with(proc, "bootstrap", deadline)
+        assert "metadata on etcd://127.0.0.1:" in line
+        read_line_with(proc, "READY", deadline)
+        status = subprocess.run([str(STRATA), "cluster", "status", "-b", f"127.0.0.1:{port}"],
+                                capture_output=True, text=True, timeout=60, check=True)
+        assert "2 brokers" in status.stdout
+        etcd = subprocess.run(["pgrep", "-f", f"etcd --name=strata-dev --data-dir={data_dir}"],
+                              capture_output=True, text=True, check=False).stdout.split()
+        assert len(etcd) == 1
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=40) == 0
+        assert broker_pids(data_dir) == []
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(etcd[0]), 0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in broker_pids(data_dir):
+            os.kill(pid, signal.SIGKILL)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--brokers", "0"], "--brokers must be at least 1"),
     (["--metadata", "zookeeper"], "--metadata zookeeper: expected sqlite or etcd"),
