@@ -91,10 +91,22 @@ async def _auto_create(state: BrokerState, name: str) -> ErrorCode:
 
 
 def _topic(state: BrokerState, record: TopicRecord) -> dict[str, object]:
-    if state.cluster is not None:
-        return _cluster_topic(state, record)
+    partitions = (_cluster_partitions(state, record) if state.cluster is not None
+                  else _local_partitions(state, record))
+    return {
+        "error_code": ErrorCode.none,
+        "name": record.name,
+        "topic_id": record.topic_id,
+        "is_internal": record.name in INTERNAL_TOPICS,
+        "partitions": partitions,
+        "topic_authorized_operations": -2147483648,
+    }
+
+
+def _local_partitions(state: BrokerState, record: TopicRecord) -> list[dict[str, object]]:
+    """A single broker's partitions, as its replica manager hosts them."""
     node = state.node_id
-    partitions = []
+    partitions: list[dict[str, object]] = []
     for index in range(record.partitions):
         partition = state.replica_manager.get_partition(record.name, index)
         if partition is None or partition.log.offline or partition.leader_id is None:
@@ -113,22 +125,16 @@ def _topic(state: BrokerState, record: TopicRecord) -> dict[str, object]:
             "isr_nodes": sorted(partition.isr),
             "offline_replicas": [],
         })
-    return {
-        "error_code": ErrorCode.none,
-        "name": record.name,
-        "topic_id": record.topic_id,
-        "is_internal": record.name in INTERNAL_TOPICS,
-        "partitions": partitions,
-        "topic_authorized_operations": -2147483648,
-    }
+    return partitions
 
 
-def _cluster_topic(state: BrokerState, record: TopicRecord) -> dict[str, object]:
-    """A topic as the cluster metadata has it: leaders, replicas and ISRs from the image."""
+def _cluster_partitions(state: BrokerState, record: TopicRecord) -> list[dict[str, object]]:
+    """A topic's partitions as the cluster metadata has them: leaders, replicas and ISRs from
+    the image (a leader that is not registered is reported as none)."""
     assert state.cluster is not None
     image = state.cluster.image
     live = image.brokers
-    partitions = []
+    partitions: list[dict[str, object]] = []
     for index, p in image.topic_partitions(record.name):
         offline = [r for r in p.replicas if r not in live]
         leader = p.leader if p.has_leader and p.leader in live else -1
@@ -141,14 +147,7 @@ def _cluster_topic(state: BrokerState, record: TopicRecord) -> dict[str, object]
             "isr_nodes": list(p.isr),
             "offline_replicas": offline,
         })
-    return {
-        "error_code": ErrorCode.none,
-        "name": record.name,
-        "topic_id": record.topic_id,
-        "is_internal": record.name in INTERNAL_TOPICS,
-        "partitions": partitions,
-        "topic_authorized_operations": -2147483648,
-    }
+    return partitions
 
 
 def _topic_error(name: str, error: ErrorCode) -> dict[str, object]:

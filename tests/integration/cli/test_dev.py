@@ -46,6 +46,17 @@ def broker_pids(data_dir: Path) -> list[int]:
     return [int(p) for p in out.stdout.split()]
 
 
+def cleanup(proc: subprocess.Popen[str], data_dir: Path) -> None:
+    """Whatever a failed test left running: the launcher, then its brokers, by PID."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for pid in broker_pids(data_dir):
+        os.kill(pid, signal.SIGKILL)
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
 def api_versions_answers(port: int) -> bool:
     request = bytes.fromhex("00120000") + (7).to_bytes(4, "big") + b"\x00\x04test"
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
@@ -92,13 +103,7 @@ def test_dev_prints_bootstrap_then_ready_and_stops_cleanly(tmp_path: Path, stop:
         for i in range(3):
             assert (data_dir / f"broker-{i}" / "logs" / ".kafka_cleanshutdown").exists()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for pid in broker_pids(data_dir):
-            os.kill(pid, signal.SIGKILL)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        cleanup(proc, data_dir)
 
 
 def test_dev_on_etcd_starts_and_stops_a_local_etcd(tmp_path: Path) -> None:
@@ -125,13 +130,7 @@ def test_dev_on_etcd_starts_and_stops_a_local_etcd(tmp_path: Path) -> None:
         with pytest.raises(ProcessLookupError):
             os.kill(int(etcd[0]), 0)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for pid in broker_pids(data_dir):
-            os.kill(pid, signal.SIGKILL)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        cleanup(proc, data_dir)
 
 
 @pytest.mark.parametrize(("args", "message"), [
