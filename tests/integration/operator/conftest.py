@@ -15,7 +15,6 @@ from .kube_mock import KubeMock, running_kube_mock
 from .operator_process import OperatorProcess, running_operator
 
 
-
 @pytest.fixture(scope="module")
 def kube_mock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeMock]:
     with running_kube_mock(tmp_path_factory.mktemp("kmock")) as mock:
