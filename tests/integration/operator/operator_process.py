@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TypeVar
 
+from ..broker_process import free_port
+
 T = TypeVar("T")
 
 POLL_S = 0.1
@@ -42,16 +44,19 @@ class OperatorProcess:
         self.kubeconfig = kubeconfig
         self.env = dict(env)
         self.process: subprocess.Popen[bytes] | None = None
+        self.metrics_port = free_port()
+        self.health_port = free_port()
 
     def start(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
         env.update({"KUBECONFIG": str(self.kubeconfig), "PYTHONUNBUFFERED": "1",
                     "STRATA_OPERATOR_RECONCILE_INTERVAL": "1",
                     "STRATA_OPERATOR_KAFKA_TIMEOUT": "1",
-                    "STRATA_OPERATOR_METRICS_PORT": "0", **self.env})
+                    "STRATA_OPERATOR_METRICS_PORT": str(self.metrics_port), **self.env})
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "kopf", "run", "-A", "--standalone",
+                 f"--liveness=http://127.0.0.1:{self.health_port}/healthz",
                  "-m", "strata.operator.main"],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                 start_new_session=True)

@@ -5,6 +5,8 @@ is gone still deletes (its finalizer is released, the namespace never hangs)."""
 
 from __future__ import annotations
 
+import re
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -96,7 +98,7 @@ def test_topic_created_grown_reconfigured_and_deleted(
     kube.delete("Topic", NS, "orders")
     wait_until(lambda: partitions(admin, "orders") is None, 30, "the topic deleted in Kafka",
                operator.log_tail)
-    wait_until(lambda: kube.read("Topic", NS, "orders") is None, 30, "the Topic gone",
+    wait_until(lambda: kube.read("Topic", NS, "orders") is None, 60, "the Topic gone",
                operator.log_tail)
 
 
@@ -124,5 +126,26 @@ def test_finalizer_released_when_the_broker_is_gone(
                "BrokerNotFound", operator.log_tail)
     assert "strata.dev/finalizer" in kube.read("Topic", NS, "orphan")["metadata"]["finalizers"]
     kube.delete("Topic", NS, "orphan")
-    wait_until(lambda: kube.read("Topic", NS, "orphan") is None, 30, "the Topic gone",
+    wait_until(lambda: kube.read("Topic", NS, "orphan") is None, 60, "the Topic gone",
                operator.log_tail)
+
+
+def test_operator_serves_metrics_and_liveness(
+        operator: OperatorProcess, with_broker_cr: None) -> None:
+    def get(port: int, path: str) -> str | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as answer:
+                return str(answer.read().decode()) if answer.status == 200 else None
+        except OSError:
+            return None
+
+    wait_until(lambda: get(operator.health_port, "/healthz"), 30, "kopf's liveness endpoint",
+               operator.log_tail)
+
+    def reconciled() -> bool:
+        text = get(operator.metrics_port, "/metrics") or ""
+        match = re.search(r'^strata_operator_reconciles_total\{kind="Topic"\} (\S+)$', text,
+                          re.MULTILINE)
+        return match is not None and float(match.group(1)) > 0
+
+    wait_until(reconciled, 30, "Topic reconciles counted in /metrics", operator.log_tail)

