@@ -136,3 +136,26 @@ def test_rolling_restart_one_pod_at_a_time_only_when_cluster_answers(
     assert most_missing <= 1
     wait_until(lambda: ready_reason(kube) == ("True", "BrokersReady"), 30, "Ready again",
                operator.log_tail)
+
+
+def test_rack_awareness_annotates_pods_with_their_nodes_zone(
+        kube: Kube, operator: OperatorProcess) -> None:
+    kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": "node-a", "labels": {"topology.kubernetes.io/zone": "zone-a"}}})
+    zoned = broker_cr(replicas=2)
+    zoned["metadata"] = {"name": "zoned", "namespace": "zones"}
+    zoned["spec"]["rack"] = {"topologyKey": "topology.kubernetes.io/zone"}
+    kube.create(zoned)
+    controller = StatefulSetController(kube, "zones", node_name="node-a")
+
+    def racks() -> dict[str, str] | None:
+        controller.sync()
+        found = {p["metadata"]["name"]: p["metadata"]["annotations"].get("strata.dev/rack", "")
+                 for p in kube.list("Pod", "zones")}
+        return found if len(found) == 2 and all(found.values()) else None
+
+    assert wait_until(racks, 30, "rack annotations", operator.log_tail) == {
+        "zoned-0": "zone-a", "zoned-1": "zone-a"}
+    container = kube.read("StatefulSet", "zones", "zoned")["spec"]["template"]["spec"][
+        "containers"][0]
+    assert {"name": "STRATA_RACK_ENABLED", "value": "1"} in container["env"]
