@@ -9,6 +9,7 @@ import signal
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from strata.operator.builders import CONFIG_HASH_ANNOTATION
 from strata.operator.kube import Kube
@@ -159,3 +160,23 @@ def test_rack_awareness_annotates_pods_with_their_nodes_zone(
     container = kube.read("StatefulSet", "zones", "zoned")["spec"]["template"]["spec"][
         "containers"][0]
     assert {"name": "STRATA_RACK_ENABLED", "value": "1"} in container["env"]
+
+
+def test_scale_down_waits_until_no_partition_lives_on_leaving_brokers(
+        kube: Kube, created: StatefulSetController, operator: OperatorProcess,
+        broker: BrokerProcess) -> None:
+    # The real broker is node.id 1: a partition of this topic lives on a broker that goes
+    # when "events" shrinks from 3 brokers (0, 1, 2) to 1 (0).
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("pinned", num_partitions=1,
+                                  replication_factor=1)])["pinned"].result(timeout=10)
+    try:
+        kube.patch("Broker", NS, "events", {"spec": {"replicas": 1}})
+        wait_until(lambda: ready_reason(kube) == ("False", "ScaleDownBlocked"), 30,
+                   "ScaleDownBlocked", operator.log_tail)
+        assert kube.read("StatefulSet", NS, "events")["spec"]["replicas"] == 3
+    finally:
+        admin.delete_topics(["pinned"])["pinned"].result(timeout=10)
+    wait_until(lambda: kube.read("StatefulSet", NS, "events")["spec"]["replicas"] == 1, 30,
+               "the StatefulSet to shrink once no replica is on brokers 1 and 2",
+               operator.log_tail)
