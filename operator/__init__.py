@@ -11,6 +11,7 @@ Module map (``DESIGN.md`` beside this file has the why):
 - ``rolling``    pure decisions: which pod to restart next, whether a scale-down may shrink
 - ``topic_sync`` pure decision: what a Topic needs done in Kafka, and who owns a topic name
 - ``kafka``      the Kafka side over the Kafka protocol (confluent-kafka AdminClient)
+- ``reassign``   AlterPartitionReassignments with our own codec (not in confluent-kafka)
 - ``kube``       the Kubernetes side (the official ``kubernetes`` client): apply, list, patch
 - ``broker``     the Broker reconcile (I/O shell around the pure parts)
 - ``topic``      the Topic reconcile and deletion

@@ -123,11 +123,8 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
         except KafkaOperationError:
             assignment = None
         scale = rolling.decide_scale(current, spec.replicas, assignment)
-        if scale.reassignments and not get_cluster().reassign(scale.reassignments):
-            scale = rolling.ScaleDecision(
-                current, scale.reassignments,
-                scale.blocked + " (AlterPartitionReassignments is not available: move them "
-                "with your tools, then the StatefulSet shrinks)")
+        if scale.reassignments:
+            scale = _request_reassignment(get_cluster(), scale)
     replicas = scale.replicas if scale is not None else spec.replicas
 
     for obj in builders.owned(builders.build_all(names, spec, replicas), body):
@@ -165,6 +162,22 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
     }
     _write_status(kube, names, old_status, status)
     return status
+
+
+def _request_reassignment(cluster: Cluster, scale: rolling.ScaleDecision) -> rolling.ScaleDecision:
+    """Ask the controller to move the partitions; the StatefulSet keeps its size meanwhile."""
+    try:
+        accepted = cluster.reassign(scale.reassignments)
+    except KafkaOperationError as exc:
+        return rolling.ScaleDecision(scale.replicas, scale.reassignments,
+                                     f"{scale.blocked} ({exc})")
+    if accepted:
+        return scale
+    return rolling.ScaleDecision(
+        scale.replicas, scale.reassignments,
+        scale.blocked.replace("are being reassigned", "must be reassigned")
+        + " (the controller does not serve AlterPartitionReassignments: move them with your "
+        "tools, then the StatefulSet shrinks)")
 
 
 def _write_status(kube: Kube, names: BrokerNames, old: Mapping[str, Any], new: Obj) -> None:

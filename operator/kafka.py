@@ -7,8 +7,8 @@ turn into "wait" (rolling restarts) or a retry (Topics). Nothing here decides an
 
 ``KafkaCluster`` is the production implementation of the ``Cluster`` protocol; tests of the
 reconcile logic pass their own. AlterPartitionReassignments is not in confluent-kafka's
-AdminClient (and not yet served by Strata brokers), so ``reassign`` reports that it cannot;
-the scale-down then waits, with the plan in the Broker's Ready condition.
+AdminClient: ``reassign`` sends it with our own codec (``reassign.py``); when the controller
+does not serve it, the scale-down waits, with the reason in the Broker's Ready condition.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from strata.operator.reassign import ReassignmentUnavailable, alter_partition_reassignments
 from strata.operator.rolling import ClusterHealth, TopicPartition, under_replicated
 from strata.operator.topic_sync import ObservedTopic
 
@@ -110,8 +111,22 @@ class KafkaCluster:
                 for t in metadata.topics.values() for p in t.partitions.values()}
 
     def reassign(self, plan: Mapping[TopicPartition, tuple[int, ...]]) -> bool:
-        """Request the reassignment; False: AlterPartitionReassignments is not available."""
-        return False
+        """Send AlterPartitionReassignments to the controller (``reassign.py``: our codec, as
+        confluent-kafka has no call for it). True: accepted; False: the controller cannot be
+        asked or does not serve the API; ``KafkaOperationError``: partitions were refused."""
+        metadata = self._metadata()
+        controller = metadata.brokers.get(metadata.controller_id)
+        if controller is None:
+            return False
+        try:
+            refused = alter_partition_reassignments(str(controller.host), int(controller.port),
+                                                    plan, self.timeout)
+        except ReassignmentUnavailable:
+            return False
+        if refused:
+            shown = ", ".join(f"{t}-{p}: {e}" for (t, p), e in sorted(refused.items())[:5])
+            raise KafkaOperationError(f"AlterPartitionReassignments refused {shown}")
+        return True
 
     # ------------------------------------------------------------------ topics
     def describe_topic(self, topic: str) -> ObservedTopic | None:
