@@ -1,6 +1,10 @@
 """kopf entry point: ``kopf run -A --standalone -m strata.operator.main``. Only registers
 handlers; each delegates to the module named after the resource it reconciles.
 
+Brokers carry no finalizer (deleting one never waits for the operator); their periodic pass
+is our own loop (``resync_brokers``). Topics carry kopf's finalizer: their deletion handler
+deletes the Kafka topic, and their timer reverts changes made in the cluster.
+
 Settings (``settings.py``) are read at import; the startup handler logs in with the official
 ``kubernetes`` client (in-cluster service account, else KUBECONFIG), starts the metrics
 server, and keeps kopf's bookkeeping in annotations (``strata.dev/...``) rather than in
@@ -10,8 +14,11 @@ handlers in threads. Liveness is kopf's own endpoint (``--liveness=http://0.0.0.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime
 import logging
+import threading
 from typing import Any
 
 import kopf
@@ -47,6 +54,14 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 
 
 # ------------------------------------------------------------------------------ Broker
+# No kopf timer for Brokers: kopf puts a finalizer on every object a timer or daemon watches,
+# and a finalizer on a Broker would block its deletion whenever the operator is not running
+# (Strimzi's stuck namespaces). Brokers get no finalizer at all; the periodic pass (drift
+# repair, rolling restarts, scale-down) is our own loop over the Brokers kopf has seen.
+_brokers: dict[tuple[str, str], None] = {}
+_brokers_lock = threading.Lock()
+
+
 @kopf.on.resume(GROUP, VERSION, "brokers")
 @kopf.on.create(GROUP, VERSION, "brokers")
 @kopf.on.update(GROUP, VERSION, "brokers", field="spec")
@@ -55,11 +70,49 @@ def broker_changed(body: kopf.Body, **_: Any) -> None:
         broker.reconcile(body, kube())
 
 
-@kopf.timer(GROUP, VERSION, "brokers", interval=SETTINGS.reconcile_interval,
-            initial_delay=SETTINGS.reconcile_interval)
-def broker_timer(body: kopf.Body, **_: Any) -> None:
-    with metrics.measured("Broker"):
-        broker.reconcile(body, kube())
+@kopf.on.event(GROUP, VERSION, "brokers")
+def broker_seen(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+    key = (str(body.metadata.namespace), str(body.metadata.name))
+    with _brokers_lock:
+        if event.get("type") == "DELETED":
+            _brokers.pop(key, None)
+        else:
+            _brokers[key] = None
+
+
+def resync_brokers() -> None:
+    """One periodic pass over every known Broker, read fresh (a thread: the client is sync)."""
+    with _brokers_lock:
+        keys = list(_brokers)
+    for namespace, name in keys:
+        body = kube().read("Broker", namespace, name)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            continue
+        try:
+            with metrics.measured("Broker"):
+                broker.reconcile(body, kube())
+        except Exception:  # one Broker's failure must not stop the others' passes
+            logger.exception("periodic reconcile of Broker %s/%s failed", namespace, name)
+
+
+async def _resync_loop() -> None:
+    while True:
+        await asyncio.sleep(SETTINGS.reconcile_interval)
+        await asyncio.to_thread(resync_brokers)
+
+
+@kopf.on.startup()
+async def start_resync(memo: kopf.Memo, **_: Any) -> None:
+    memo.resync = asyncio.create_task(_resync_loop(), name="strata-broker-resync")
+
+
+@kopf.on.cleanup()
+async def stop_resync(memo: kopf.Memo, **_: Any) -> None:
+    task = memo.get("resync")
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 # ------------------------------------------------------------------------------ Topic

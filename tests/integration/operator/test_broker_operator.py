@@ -63,6 +63,8 @@ def test_broker_creates_owned_objects_and_status(
         kube: Kube, created: StatefulSetController) -> None:
     owner = kube.read("Broker", NS, "events")
     assert owner is not None
+    # No finalizer: deleting a Broker never waits for the operator (nor hangs a namespace).
+    assert not owner["metadata"].get("finalizers")
     for kind, name in OWNED:
         obj = kube.read(kind, NS, name)
         assert obj is not None, (kind, name)
@@ -160,6 +162,8 @@ def test_rack_awareness_annotates_pods_with_their_nodes_zone(
     container = kube.read("StatefulSet", "zones", "zoned")["spec"]["template"]["spec"][
         "containers"][0]
     assert {"name": "STRATA_RACK_ENABLED", "value": "1"} in container["env"]
+    kube.delete("Broker", "zones", "zoned")  # no finalizer: gone at once
+    assert kube.read("Broker", "zones", "zoned") is None
 
 
 def test_scale_down_waits_until_no_partition_lives_on_leaving_brokers(
