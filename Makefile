@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 # Folder -> import-name symlinks so mypy sees strata.* (see [tool.mypy] in pyproject.toml).
 TYPECHECK := build/typecheck/strata
 PKG_LINKS := storage:storage protocol:services/protocol broker:services/broker cli:services/cli \
-	metadata:services/metadata admin:services/admin
+	metadata:services/metadata admin:services/admin operator:operator
 
 .PHONY: install test lint typecheck unit run bench clean
 

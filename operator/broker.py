@@ -1,0 +1,185 @@
+"""The ``Broker`` reconcile: the I/O shell around the pure builders and decisions.
+
+One pass (run on create/update/resume and on a timer, so drift is repaired and rolling restarts
+progress without any event; handlers run more than once, so every step is idempotent):
+
+1. Build every owned object (``builders.build_all``) with an ownerReference to the Broker, and
+   ``apply`` each: missing ones are created, changed ones patched back (drift repair).
+2. Scale-down: the StatefulSet keeps its current size until no partition has a replica on the
+   leaving brokers (``rolling.decide_scale``).
+3. Rack awareness: broker pods scheduled on a node get the node's ``rack.topologyKey`` label
+   as the annotation ``strata.dev/rack`` (the entrypoint waits for it).
+4. Rolling restart: ``rolling.decide_roll`` picks at most one pod to delete.
+5. Status is patched explicitly (``status`` subresource), only when it changed.
+
+Passes over one Broker are serialised by a per-Broker lock (the timer and a change handler may
+overlap). The Kafka side comes from ``cluster_factory`` so tests can inject it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from strata.operator import builders, conditions, rolling
+from strata.operator.kafka import Cluster, KafkaCluster, KafkaOperationError
+from strata.operator.kube import Kube, Obj
+from strata.operator.metrics import POD_RESTARTS
+from strata.operator.model import BrokerNames, BrokerSpec, SpecError
+from strata.operator.settings import SETTINGS
+
+logger = logging.getLogger(__name__)
+
+ClusterFactory = Callable[[str], Cluster]
+
+_locks: dict[tuple[str, str], threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def _lock(namespace: str, name: str) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault((namespace, name), threading.Lock())
+
+
+def default_cluster(bootstrap: str) -> Cluster:
+    return KafkaCluster(bootstrap, timeout=SETTINGS.kafka_timeout)
+
+
+def bootstrap_for(names: BrokerNames, spec: BrokerSpec) -> str:
+    """Where the operator reaches this Broker's cluster over the Kafka protocol."""
+    return SETTINGS.bootstrap_override or names.bootstrap_servers(spec.kafka_port)
+
+
+def pod_view(pod: Mapping[str, Any]) -> rolling.PodView:
+    metadata = pod.get("metadata") or {}
+    name = str(metadata.get("name", ""))
+    suffix = name.rsplit("-", 1)[-1]
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (pod.get("status") or {}).get("conditions") or ())
+    return rolling.PodView(
+        name=name,
+        ordinal=int(suffix) if suffix.isdigit() else -1,
+        ready=ready,
+        config_hash=(metadata.get("annotations") or {}).get(builders.CONFIG_HASH_ANNOTATION),
+        terminating=bool(metadata.get("deletionTimestamp")),
+    )
+
+
+def label_racks(kube: Kube, pods: list[Obj], topology_key: str) -> None:
+    """Copy each scheduled pod's node label ``topology_key`` onto the pod (``strata.dev/rack``)."""
+    for pod in pods:
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if not node_name or builders.RACK_ANNOTATION in annotations:
+            continue
+        node = kube.read("Node", None, node_name)
+        rack = ((node or {}).get("metadata") or {}).get("labels", {}).get(topology_key)
+        if rack:
+            kube.patch("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"],
+                       {"metadata": {"annotations": {builders.RACK_ANNOTATION: rack}}})
+
+
+def reconcile(body: Mapping[str, Any], kube: Kube,
+              cluster_factory: ClusterFactory = default_cluster) -> Obj:
+    """One pass over a Broker; returns the status it wrote (or found current)."""
+    metadata = body["metadata"]
+    with _lock(metadata["namespace"], metadata["name"]):
+        return _reconcile(body, kube, cluster_factory)
+
+
+def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFactory) -> Obj:
+    metadata = body["metadata"]
+    names = BrokerNames(metadata["name"], metadata["namespace"])
+    generation = metadata.get("generation")
+    old_status = body.get("status") or {}
+    previous = old_status.get("conditions") or ()
+    try:
+        spec = BrokerSpec.parse(body.get("spec") or {})
+    except SpecError as exc:
+        status: Obj = {"observedGeneration": generation, "conditions": [
+            conditions.ready_condition(False, conditions.INVALID_SPEC, str(exc), generation,
+                                       previous)]}
+        _write_status(kube, names, old_status, status)
+        return status
+
+    cluster: Cluster | None = None
+
+    def get_cluster() -> Cluster:
+        nonlocal cluster
+        if cluster is None:
+            cluster = cluster_factory(bootstrap_for(names, spec))
+        return cluster
+
+    # Scale-down first moves partitions off the brokers that go.
+    live_sts = kube.read("StatefulSet", names.namespace, names.stateful_set)
+    current = int(((live_sts or {}).get("spec") or {}).get("replicas", 0)) if live_sts else 0
+    scale = rolling.decide_scale(current, spec.replicas, None) if not live_sts else None
+    if live_sts and spec.replicas < current:
+        try:
+            assignment: dict[rolling.TopicPartition, tuple[int, ...]] | None = (
+                get_cluster().assignment())
+        except KafkaOperationError:
+            assignment = None
+        scale = rolling.decide_scale(current, spec.replicas, assignment)
+        if scale.reassignments:
+            scale = _request_reassignment(get_cluster(), scale)
+    replicas = scale.replicas if scale is not None else spec.replicas
+
+    for obj in builders.owned(builders.build_all(names, spec, replicas), body):
+        outcome = kube.apply(obj)
+        if outcome != "unchanged":
+            logger.info("%s %s/%s %s", obj["kind"], names.namespace,
+                        obj["metadata"]["name"], outcome)
+
+    selector = builders.selector_labels(names, "broker")
+    pods = kube.list("Pod", names.namespace, selector)
+    if spec.rack_topology_key:
+        label_racks(kube, pods, spec.rack_topology_key)
+
+    desired_hash = builders.config_hash(names, spec)
+    decision = rolling.decide_roll([pod_view(p) for p in pods], desired_hash, replicas,
+                                   lambda: get_cluster().health())
+    if decision.delete is not None:
+        logger.info("rolling restart: deleting pod %s/%s", names.namespace, decision.delete)
+        if kube.delete("Pod", names.namespace, decision.delete):
+            POD_RESTARTS.inc()
+
+    ready_pods = sum(1 for p in pods if pod_view(p).ready)
+    reason, message, ready = decision.reason, decision.message, decision.settled
+    if scale is not None and scale.blocked:
+        reason, message, ready = conditions.SCALE_DOWN_BLOCKED, scale.blocked, False
+    status = {
+        "observedGeneration": generation,
+        "replicas": len([p for p in pods if not pod_view(p).terminating]),
+        "readyReplicas": ready_pods,
+        "selector": builders.selector_string(selector),
+        "bootstrapServers": names.bootstrap_servers(spec.kafka_port),
+        "adminUrl": names.admin_url() if spec.admin_enabled else "",
+        "conditions": [conditions.ready_condition(ready, reason, message, generation,
+                                                  previous)],
+    }
+    _write_status(kube, names, old_status, status)
+    return status
+
+
+def _request_reassignment(cluster: Cluster, scale: rolling.ScaleDecision) -> rolling.ScaleDecision:
+    """Ask the controller to move the partitions; the StatefulSet keeps its size meanwhile."""
+    try:
+        accepted = cluster.reassign(scale.reassignments)
+    except KafkaOperationError as exc:
+        return rolling.ScaleDecision(scale.replicas, scale.reassignments,
+                                     f"{scale.blocked} ({exc})")
+    if accepted:
+        return scale
+    return rolling.ScaleDecision(
+        scale.replicas, scale.reassignments,
+        scale.blocked.replace("are being reassigned", "must be reassigned")
+        + " (the controller does not serve AlterPartitionReassignments: move them with your "
+        "tools, then the StatefulSet shrinks)")
+
+
+def _write_status(kube: Kube, names: BrokerNames, old: Mapping[str, Any], new: Obj) -> None:
+    if conditions.status_changed(old, new):
+        kube.patch_status("Broker", names.namespace, names.name, new)

@@ -1,0 +1,117 @@
+"""Pure ``build_*`` functions for the etcd a Broker runs when ``spec.metadata.managed`` is true.
+
+A static etcd cluster: a StatefulSet ``<b>-etcd`` of ``managedReplicas`` members with stable
+names through the headless Service ``<b>-etcd-peers`` (``--initial-cluster`` lists every
+member up front, so no discovery service is needed), a client Service ``<b>-etcd``, one volume
+per member, and a PodDisruptionBudget keeping a quorum (``maxUnavailable: 1``). Changing the
+member count of a running etcd needs etcd's member API and is not done by the operator.
+"""
+
+from __future__ import annotations
+
+from strata.operator.builders import (
+    Obj,
+    container_security,
+    meta,
+    pod_security,
+    selector_labels,
+)
+from strata.operator.model import ETCD_CLIENT_PORT, ETCD_PEER_PORT, BrokerNames, BrokerSpec
+
+ETCD_DATA_DIR = "/var/lib/etcd"
+
+
+def initial_cluster(names: BrokerNames, replicas: int) -> str:
+    peers = names.service_dns(names.etcd_peers)
+    return ",".join(f"{names.etcd}-{i}=http://{names.etcd}-{i}.{peers}:{ETCD_PEER_PORT}"
+                    for i in range(replicas))
+
+
+def build_etcd_peer_service(names: BrokerNames) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(names, names.etcd_peers, "etcd"),
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
+                 "selector": selector_labels(names, "etcd"),
+                 "ports": [{"name": "client", "port": ETCD_CLIENT_PORT, "protocol": "TCP"},
+                           {"name": "peer", "port": ETCD_PEER_PORT, "protocol": "TCP"}]},
+    }
+
+
+def build_etcd_client_service(names: BrokerNames) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(names, names.etcd, "etcd"),
+        "spec": {"type": "ClusterIP", "selector": selector_labels(names, "etcd"),
+                 "ports": [{"name": "client", "port": ETCD_CLIENT_PORT, "protocol": "TCP"}]},
+    }
+
+
+def build_etcd_stateful_set(names: BrokerNames, spec: BrokerSpec) -> Obj:
+    replicas = spec.metadata.managed_replicas
+    peers = names.service_dns(names.etcd_peers)
+    script = (
+        "exec etcd --name=${HOSTNAME} --data-dir=" + ETCD_DATA_DIR + "/data"
+        f" --listen-client-urls=http://0.0.0.0:{ETCD_CLIENT_PORT}"
+        f" --advertise-client-urls=http://${{HOSTNAME}}.{peers}:{ETCD_CLIENT_PORT}"
+        f" --listen-peer-urls=http://0.0.0.0:{ETCD_PEER_PORT}"
+        f" --initial-advertise-peer-urls=http://${{HOSTNAME}}.{peers}:{ETCD_PEER_PORT}"
+        f" --initial-cluster={initial_cluster(names, replicas)}"
+        f" --initial-cluster-token={names.etcd}.{names.namespace}"
+        " --initial-cluster-state=new"
+        # A topic's registration and all its partitions are one transaction (Strata's
+        # ClusterTopicStore); etcd's default of 128 ops would cap topics at 127 partitions.
+        " --max-txn-ops=100000"
+    )
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": meta(names, names.etcd, "etcd"),
+        "spec": {
+            "replicas": replicas,
+            "serviceName": names.etcd_peers,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": selector_labels(names, "etcd")},
+            "template": {
+                "metadata": {"labels": meta(names, names.etcd, "etcd")["labels"]},
+                "spec": {
+                    "securityContext": pod_security(),
+                    "containers": [{
+                        "name": "etcd",
+                        "image": spec.metadata.etcd_image,
+                        "command": ["/bin/sh", "-c", script],
+                        "ports": [{"name": "client", "containerPort": ETCD_CLIENT_PORT,
+                                   "protocol": "TCP"},
+                                  {"name": "peer", "containerPort": ETCD_PEER_PORT,
+                                   "protocol": "TCP"}],
+                        "readinessProbe": {"httpGet": {"path": "/health", "port": "client"},
+                                           "periodSeconds": 5},
+                        "volumeMounts": [{"name": "data", "mountPath": ETCD_DATA_DIR}],
+                        "securityContext": container_security(),
+                    }],
+                },
+            },
+            "volumeClaimTemplates": [{
+                "metadata": {"name": "data"},
+                "spec": {"accessModes": ["ReadWriteOnce"],
+                         "resources": {"requests": {"storage": "1Gi"}}},
+            }],
+        },
+    }
+
+
+def build_etcd_pdb(names: BrokerNames) -> Obj:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": meta(names, names.etcd, "etcd"),
+        "spec": {"maxUnavailable": 1,
+                 "selector": {"matchLabels": selector_labels(names, "etcd")}},
+    }
+
+
+def build_etcd_objects(names: BrokerNames, spec: BrokerSpec) -> list[Obj]:
+    return [build_etcd_peer_service(names), build_etcd_client_service(names),
+            build_etcd_stateful_set(names, spec), build_etcd_pdb(names)]

@@ -1,0 +1,137 @@
+"""kopf entry point: ``kopf run -A --standalone -m strata.operator.main``. Only registers
+handlers; each delegates to the module named after the resource it reconciles.
+
+Brokers carry no finalizer (deleting one never waits for the operator); their periodic pass
+is our own loop (``resync_brokers``). Topics carry kopf's finalizer: their deletion handler
+deletes the Kafka topic, and their timer reverts changes made in the cluster.
+
+Settings (``settings.py``) are read at import; the startup handler logs in with the official
+``kubernetes`` client (in-cluster service account, else KUBECONFIG), starts the metrics
+server, and keeps kopf's bookkeeping in annotations (``strata.dev/...``) rather than in
+``status``: our status schema is strict and owned by the reconcile. kopf runs these sync
+handlers in threads. Liveness is kopf's own endpoint (``--liveness=http://0.0.0.0:8080/healthz``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import threading
+from typing import Any
+
+import kopf
+from prometheus_client import start_http_server
+
+from strata.operator import broker, metrics, topic
+from strata.operator.kube import Kube, load_config
+from strata.operator.model import GROUP, VERSION
+from strata.operator.settings import SETTINGS
+
+logger = logging.getLogger(__name__)
+_kube: Kube | None = None
+
+
+def kube() -> Kube:
+    global _kube
+    if _kube is None:
+        _kube = Kube(load_config())
+    return _kube
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration")
+    settings.posting.level = logging.WARNING
+    kube()
+    if SETTINGS.metrics_port:
+        start_http_server(SETTINGS.metrics_port)
+    logger.info("strata operator started (reconcile every %.0fs)", SETTINGS.reconcile_interval)
+
+
+# ------------------------------------------------------------------------------ Broker
+# No kopf timer for Brokers: kopf puts a finalizer on every object a timer or daemon watches,
+# and a finalizer on a Broker would block its deletion whenever the operator is not running
+# (Strimzi's stuck namespaces). Brokers get no finalizer at all; the periodic pass (drift
+# repair, rolling restarts, scale-down) is our own loop over the Brokers kopf has seen.
+_brokers: dict[tuple[str, str], None] = {}
+_brokers_lock = threading.Lock()
+
+
+@kopf.on.resume(GROUP, VERSION, "brokers")
+@kopf.on.create(GROUP, VERSION, "brokers")
+@kopf.on.update(GROUP, VERSION, "brokers", field="spec")
+def broker_changed(body: kopf.Body, **_: Any) -> None:
+    with metrics.measured("Broker"):
+        broker.reconcile(body, kube())
+
+
+@kopf.on.event(GROUP, VERSION, "brokers")
+def broker_seen(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+    key = (str(body.metadata.namespace), str(body.metadata.name))
+    with _brokers_lock:
+        if event.get("type") == "DELETED":
+            _brokers.pop(key, None)
+        else:
+            _brokers[key] = None
+
+
+def resync_brokers() -> None:
+    """One periodic pass over every known Broker, read fresh (a thread: the client is sync)."""
+    with _brokers_lock:
+        keys = list(_brokers)
+    for namespace, name in keys:
+        body = kube().read("Broker", namespace, name)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            continue
+        try:
+            with metrics.measured("Broker"):
+                broker.reconcile(body, kube())
+        except Exception:  # one Broker's failure must not stop the others' passes
+            logger.exception("periodic reconcile of Broker %s/%s failed", namespace, name)
+
+
+async def _resync_loop() -> None:
+    while True:
+        await asyncio.sleep(SETTINGS.reconcile_interval)
+        await asyncio.to_thread(resync_brokers)
+
+
+@kopf.on.startup()
+async def start_resync(memo: kopf.Memo, **_: Any) -> None:
+    memo.resync = asyncio.create_task(_resync_loop(), name="strata-broker-resync")
+
+
+@kopf.on.cleanup()
+async def stop_resync(memo: kopf.Memo, **_: Any) -> None:
+    task = memo.get("resync")
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+# ------------------------------------------------------------------------------ Topic
+@kopf.on.resume(GROUP, VERSION, "topics")
+@kopf.on.create(GROUP, VERSION, "topics")
+@kopf.on.update(GROUP, VERSION, "topics", field="spec")
+def topic_changed(body: kopf.Body, **_: Any) -> None:
+    with metrics.measured("Topic"):
+        topic.reconcile(body, kube())
+
+
+@kopf.timer(GROUP, VERSION, "topics", interval=SETTINGS.reconcile_interval,
+            initial_delay=SETTINGS.reconcile_interval)
+def topic_timer(body: kopf.Body, **_: Any) -> None:
+    with metrics.measured("Topic"):
+        topic.reconcile(body, kube())
+
+
+@kopf.on.delete(GROUP, VERSION, "topics")
+def topic_deleted(body: kopf.Body, runtime: datetime.timedelta, **_: Any) -> None:
+    with metrics.measured("Topic"):
+        logger.info("%s", topic.delete(body, kube(), runtime.total_seconds()))

@@ -1,0 +1,41 @@
+"""The operator's settings, from ``STRATA_OPERATOR_*`` environment variables (read once).
+
+- ``STRATA_OPERATOR_RECONCILE_INTERVAL`` (seconds, default 30): how often every Broker and
+  Topic is re-checked (drift repair, rolling progress, topic drift revert).
+- ``STRATA_OPERATOR_METRICS_PORT`` (default 9090; 0 = off): Prometheus metrics.
+- ``STRATA_OPERATOR_KAFKA_TIMEOUT`` (seconds, default 5): one Kafka admin request.
+- ``STRATA_OPERATOR_BOOTSTRAP_SERVERS``: use this bootstrap for every Broker instead of its
+  client Service (an operator outside the cluster, or a test's local brokers).
+- ``STRATA_OPERATOR_TOPIC_DELETE_TIMEOUT`` (seconds, default 300): how long a Topic deletion
+  keeps retrying an unreachable cluster before the finalizer is released anyway.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    reconcile_interval: float = 30.0
+    metrics_port: int = 9090
+    kafka_timeout: float = 5.0
+    bootstrap_override: str = ""
+    topic_delete_timeout: float = 300.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        prefix = "STRATA_OPERATOR_"
+        return cls(
+            reconcile_interval=float(env.get(prefix + "RECONCILE_INTERVAL", "30")),
+            metrics_port=int(env.get(prefix + "METRICS_PORT", "9090")),
+            kafka_timeout=float(env.get(prefix + "KAFKA_TIMEOUT", "5")),
+            bootstrap_override=env.get(prefix + "BOOTSTRAP_SERVERS", ""),
+            topic_delete_timeout=float(env.get(prefix + "TOPIC_DELETE_TIMEOUT", "300")),
+        )
+
+
+SETTINGS = Settings.from_env()

@@ -1,0 +1,144 @@
+"""The ``Topic`` reconcile and deletion: the I/O shell around ``topic_sync``.
+
+Reconcile (on create/update/resume and on a timer, which also reverts changes made directly in
+the cluster): find who owns the topic name (older Topic wins; the newer one gets
+``ResourceConflict`` and touches nothing), find the Broker, ask Kafka what the topic looks like,
+apply ``topic_sync.decide``'s changes through the Kafka admin API, patch status explicitly.
+
+Deletion (kopf's finalizer): never leaves a namespace stuck. The finalizer is released when
+this Topic does not own the topic name, when its Broker is gone or being deleted (the topic's
+data goes with the cluster), after the topic was deleted in Kafka, or, with the cluster
+unreachable, once ``STRATA_OPERATOR_TOPIC_DELETE_TIMEOUT`` has passed (logged as a warning).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import kopf
+
+from strata.operator import conditions, topic_sync
+from strata.operator.broker import ClusterFactory, bootstrap_for, default_cluster
+from strata.operator.kafka import KafkaOperationError
+from strata.operator.kube import Kube, Obj
+from strata.operator.model import BrokerNames, BrokerSpec, SpecError, TopicSpec
+from strata.operator.settings import SETTINGS
+
+logger = logging.getLogger(__name__)
+
+
+def _owner(body: Mapping[str, Any], kube: Kube) -> tuple[topic_sync.TopicRef | None,
+                                                          topic_sync.TopicRef | None]:
+    me = topic_sync.topic_ref(body)
+    if me is None:
+        return None, None
+    others = [ref for item in kube.list("Topic", me.namespace)
+              if (ref := topic_sync.topic_ref(item)) is not None and ref.name != me.name]
+    return me, topic_sync.owner_of(me, others)
+
+
+def _broker(kube: Kube, namespace: str, name: str) -> Obj | None:
+    broker = kube.read("Broker", namespace, name)
+    if broker is None or (broker.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    return broker
+
+
+def reconcile(body: Mapping[str, Any], kube: Kube,
+              cluster_factory: ClusterFactory = default_cluster) -> Obj:
+    metadata = body["metadata"]
+    namespace, name = metadata["namespace"], metadata["name"]
+    generation = metadata.get("generation")
+    old_status = body.get("status") or {}
+    previous = old_status.get("conditions") or ()
+
+    def write(ready: bool, reason: str, message: str, **extra: Any) -> Obj:
+        status: Obj = {"observedGeneration": generation, **extra, "conditions": [
+            conditions.ready_condition(ready, reason, message, generation, previous)]}
+        if conditions.status_changed(old_status, status):
+            kube.patch_status("Topic", namespace, name, status)
+        return status
+
+    try:
+        spec = TopicSpec.parse(body.get("spec") or {}, name)
+    except SpecError as exc:
+        return write(False, conditions.INVALID_SPEC, str(exc))
+    me, owner = _owner(body, kube)
+    if me is not None and owner is not None and owner != me:
+        return write(False, conditions.RESOURCE_CONFLICT,
+                     f"topic {spec.topic_name!r} is managed by Topic "
+                     f"{owner.namespace}/{owner.name} (the older one)",
+                     topicName=spec.topic_name)
+    broker = _broker(kube, namespace, spec.broker)
+    if broker is None:
+        return write(False, conditions.BROKER_NOT_FOUND,
+                     f"Broker {namespace}/{spec.broker} does not exist",
+                     topicName=spec.topic_name)
+    try:
+        broker_spec = BrokerSpec.parse(broker.get("spec") or {})
+    except SpecError:
+        broker_spec = BrokerSpec()
+    cluster = cluster_factory(bootstrap_for(BrokerNames(spec.broker, namespace), broker_spec))
+    try:
+        observed = cluster.describe_topic(spec.topic_name)
+        changes = topic_sync.decide(spec.partitions, spec.config, observed)
+        if changes.create:
+            cluster.create_topic(spec.topic_name, spec.partitions, spec.replicas, spec.config)
+            logger.info("created topic %r", spec.topic_name)
+        if changes.partitions:
+            cluster.create_partitions(spec.topic_name, changes.partitions)
+            logger.info("topic %r: partitions -> %d", spec.topic_name, changes.partitions)
+        if changes.set_config or changes.delete_config:
+            cluster.alter_config(spec.topic_name, changes.set_config, changes.delete_config)
+            logger.info("topic %r: config set %s, deleted %s", spec.topic_name,
+                        dict(changes.set_config), list(changes.delete_config))
+        after = cluster.describe_topic(spec.topic_name) if not changes.empty else observed
+    except KafkaOperationError as exc:
+        write(False, conditions.KAFKA_ERROR, str(exc), topicName=spec.topic_name)
+        raise kopf.TemporaryError(str(exc), delay=SETTINGS.reconcile_interval) from None
+    partitions = after.partitions if after is not None else spec.partitions
+    if changes.problem:
+        return write(False, conditions.PARTITIONS_DRIFT, changes.problem,
+                     topicName=spec.topic_name, partitions=partitions)
+    return write(True, conditions.TOPIC_READY,
+                 f"topic {spec.topic_name!r} has {partitions} partitions",
+                 topicName=spec.topic_name, partitions=partitions)
+
+
+def delete(body: Mapping[str, Any], kube: Kube, runtime_seconds: float,
+           cluster_factory: ClusterFactory = default_cluster,
+           timeout: Callable[[], float] = lambda: SETTINGS.topic_delete_timeout) -> str:
+    """Delete the topic in Kafka if this Topic owns it; returns what was done (for logs).
+
+    Raises ``kopf.TemporaryError`` to retry while the cluster is unreachable, until
+    ``timeout()`` seconds after the first attempt; then gives up and lets the finalizer go.
+    """
+    metadata = body["metadata"]
+    namespace = metadata["namespace"]
+    try:
+        spec = TopicSpec.parse(body.get("spec") or {}, metadata["name"])
+    except SpecError:
+        return "released: invalid spec, nothing was created"
+    me, owner = _owner(body, kube)
+    if me is not None and owner is not None and owner != me:
+        return f"released: topic {spec.topic_name!r} belongs to Topic {owner.name}"
+    broker = _broker(kube, namespace, spec.broker)
+    if broker is None:
+        return f"released: Broker {spec.broker} is gone"
+    try:
+        broker_spec = BrokerSpec.parse(broker.get("spec") or {})
+    except SpecError:
+        broker_spec = BrokerSpec()
+    cluster = cluster_factory(bootstrap_for(BrokerNames(spec.broker, namespace), broker_spec))
+    try:
+        cluster.delete_topic(spec.topic_name)
+    except KafkaOperationError as exc:
+        if runtime_seconds >= timeout():
+            logger.warning("giving up deleting topic %r after %.0fs: %s", spec.topic_name,
+                           runtime_seconds, exc)
+            return f"released: gave up deleting {spec.topic_name!r}: {exc}"
+        raise kopf.TemporaryError(str(exc), delay=min(10.0, SETTINGS.reconcile_interval)) \
+            from None
+    return f"deleted topic {spec.topic_name!r}"

@@ -1,0 +1,92 @@
+"""Pure decisions for ``Topic`` resources: who owns a Kafka topic name, and what to change.
+
+Ownership (Strimzi's rule, kept): two Topics in one namespace naming the same Kafka topic of
+the same Broker -> the older (``creationTimestamp``, then name) wins; the newer is reported
+``ResourceConflict`` and never touches Kafka, not even when it is deleted.
+
+``decide`` compares the spec with what Kafka reports and returns the changes, in order:
+create the topic; raise partitions (never lower: the CRD's CEL rule rejects a decrease at
+admission, and a decrease done in Kafka cannot be undone, so it is reported); set configs
+that differ; delete dynamic topic configs the spec does not name (back to the default). The
+same function reverts changes made directly in the cluster, run on a timer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRef:
+    """One Topic resource, as far as ownership is concerned."""
+
+    namespace: str
+    name: str
+    broker: str
+    topic_name: str
+    created: str  # RFC 3339 creationTimestamp: sorts in time order as text
+    deleting: bool = False
+
+
+def owner_of(me: TopicRef, others: Iterable[TopicRef]) -> TopicRef:
+    """The Topic that manages ``me.topic_name`` (``me`` itself unless an older one does)."""
+    rivals = [t for t in others
+              if t.namespace == me.namespace and t.broker == me.broker
+              and t.topic_name == me.topic_name and not t.deleting]
+    return min([me, *rivals], key=lambda t: (t.created, t.name))
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedTopic:
+    """What Kafka says about the topic: partitions and the dynamically set topic configs."""
+
+    partitions: int
+    dynamic_config: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicChanges:
+    create: bool = False
+    partitions: int | None = None  # CreatePartitions to this total
+    set_config: Mapping[str, str] = field(default_factory=dict)
+    delete_config: tuple[str, ...] = ()
+    problem: str = ""  # something that cannot be fixed (partitions above the spec)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.create or self.partitions or self.set_config or self.delete_config)
+
+
+def decide(spec_partitions: int, spec_config: Mapping[str, str],
+           observed: ObservedTopic | None) -> TopicChanges:
+    if observed is None:
+        return TopicChanges(create=True)
+    grow = spec_partitions if spec_partitions > observed.partitions else None
+    problem = ""
+    if observed.partitions > spec_partitions:
+        problem = (f"the topic has {observed.partitions} partitions, more than the spec's "
+                   f"{spec_partitions}; Kafka cannot remove partitions: raise spec.partitions")
+    set_config = {k: v for k, v in sorted(spec_config.items())
+                  if observed.dynamic_config.get(k) != v}
+    delete_config = tuple(sorted(k for k in observed.dynamic_config if k not in spec_config))
+    return TopicChanges(partitions=grow, set_config=set_config, delete_config=delete_config,
+                        problem=problem)
+
+
+def topic_ref(body: Mapping[str, Any]) -> TopicRef | None:
+    """A ``TopicRef`` from a Topic object, or None if its spec has no broker."""
+    metadata = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    broker = spec.get("broker")
+    if not broker:
+        return None
+    return TopicRef(
+        namespace=str(metadata.get("namespace", "")),
+        name=str(metadata.get("name", "")),
+        broker=str(broker),
+        topic_name=str(spec.get("topicName") or metadata.get("name", "")),
+        created=str(metadata.get("creationTimestamp") or "9999"),
+        deleting=bool(metadata.get("deletionTimestamp")),
+    )
