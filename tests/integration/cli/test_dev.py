@@ -46,12 +46,19 @@ def broker_pids(data_dir: Path) -> list[int]:
     return [int(p) for p in out.stdout.split()]
 
 
-def cleanup(proc: subprocess.Popen[str], data_dir: Path) -> None:
-    """Whatever a failed test left running: the launcher, then its brokers, by PID."""
+def admin_pids(kafka_port: int) -> list[int]:
+    pattern = f"strata.admin --bootstrap-servers 127.0.0.1:{kafka_port},"
+    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False)
+    return [int(p) for p in out.stdout.split()]
+
+
+def cleanup(proc: subprocess.Popen[str], data_dir: Path, kafka_port: int) -> None:
+    """Whatever a failed test left running: the launcher, then its brokers and admin service,
+    by PID."""
     if proc.poll() is None:
         proc.kill()
         proc.wait()
-    for pid in broker_pids(data_dir):
+    for pid in broker_pids(data_dir) + admin_pids(kafka_port):
         os.kill(pid, signal.SIGKILL)
     if proc.stdout is not None:
         proc.stdout.close()
@@ -100,10 +107,11 @@ def test_dev_prints_bootstrap_then_ready_and_stops_cleanly(tmp_path: Path, stop:
         proc.send_signal(stop)
         assert proc.wait(timeout=40) == 0
         assert broker_pids(data_dir) == []
+        assert admin_pids(port) == []
         for i in range(3):
             assert (data_dir / f"broker-{i}" / "logs" / ".kafka_cleanshutdown").exists()
     finally:
-        cleanup(proc, data_dir)
+        cleanup(proc, data_dir, port)
 
 
 def test_dev_on_etcd_starts_and_stops_a_local_etcd(tmp_path: Path) -> None:
@@ -130,7 +138,11 @@ def test_dev_on_etcd_starts_and_stops_a_local_etcd(tmp_path: Path) -> None:
         with pytest.raises(ProcessLookupError):
             os.kill(int(etcd[0]), 0)
     finally:
-        cleanup(proc, data_dir)
+        cleanup(proc, data_dir, port)
+        leftover = subprocess.run(["pgrep", "-f", f"etcd --name=strata-dev --data-dir={data_dir}"],
+                                  capture_output=True, text=True, check=False).stdout.split()
+        for pid in leftover:
+            os.kill(int(pid), signal.SIGKILL)
 
 
 @pytest.mark.parametrize(("args", "message"), [
