@@ -4,8 +4,10 @@ launcher was started with SIGINT ignored (as a background job is)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -29,15 +31,35 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive free ports (the dev cluster's brokers use port + i),
+    below the kernel's ephemeral range so no client connection takes one meanwhile."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 32000 - count)
+        try:
+            with contextlib.ExitStack() as stack:
+                for i in range(count):
+                    sock = stack.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", base + i))
+        except OSError:
+            continue
+        return base
+    raise AssertionError(f"no {count} consecutive free ports")
+
+
 def read_line_with(proc: subprocess.Popen[str], word: str, deadline: float) -> str:
     assert proc.stdout is not None
+    seen: list[str] = []
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
         if not line:
             break
         if word in line:
             return line
-    raise AssertionError(f"no line with {word!r} before the deadline (exit {proc.poll()})")
+        seen.append(line)
+    raise AssertionError(f"no line with {word!r} before the deadline (exit {proc.poll()}); "
+                         f"the launcher printed:\n{''.join(seen)}")
 
 
 def broker_pids(data_dir: Path) -> list[int]:
@@ -77,7 +99,7 @@ def api_versions_answers(port: int) -> bool:
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
 def test_dev_prints_bootstrap_then_ready_and_stops_cleanly(tmp_path: Path, stop: int) -> None:
-    port = free_port()
+    port = free_ports(3)
     admin_port = free_port()
     data_dir = tmp_path / "data"
     proc = subprocess.Popen(
@@ -115,7 +137,7 @@ def test_dev_prints_bootstrap_then_ready_and_stops_cleanly(tmp_path: Path, stop:
 
 
 def test_dev_on_etcd_starts_and_stops_a_local_etcd(tmp_path: Path) -> None:
-    port = free_port()
+    port = free_ports(2)
     data_dir = tmp_path / "data"
     proc = subprocess.Popen(
         [str(STRATA), "dev", "--metadata", "etcd", "--brokers", "2", "--data-dir", str(data_dir),
