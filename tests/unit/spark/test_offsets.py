@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -97,14 +99,14 @@ def test_split_ranges_covers_the_same_offsets_with_at_least_min_partitions() -> 
         parts = [r for r in split if r.partition == original.partition]
         assert parts[0].from_offset == original.from_offset
         assert parts[-1].until_offset == original.until_offset
-        assert all(x.until_offset == y.from_offset for x, y in zip(parts, parts[1:]))
+        assert all(x.until_offset == y.from_offset for x, y in itertools.pairwise(parts))
     assert split_ranges(ranges, None) == ranges
     assert split_ranges(ranges, 2) == ranges
 
 
 def test_batch_bounds_name_the_option() -> None:
-    with pytest.raises(ValueError, match="^endingOffsets:"):
+    with pytest.raises(ValueError, match=r"^endingOffsets:"):
         check_batch_bounds({A0: 0}, {A0: 11}, {A0: 10})
-    with pytest.raises(ValueError, match="^startingOffsets:"):
+    with pytest.raises(ValueError, match=r"^startingOffsets:"):
         check_batch_bounds({A0: 6}, {A0: 5}, {A0: 10})
     check_batch_bounds({A0: 5}, {A0: 5}, {A0: 10})

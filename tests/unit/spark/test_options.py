@@ -74,10 +74,10 @@ def test_bootstrap_servers_are_required() -> None:
 
 
 def test_streaming_rejects_ending_offsets_and_accepts_a_read_limit() -> None:
-    with pytest.raises(StrataOptionError, match="^endingOffsets:"):
+    with pytest.raises(StrataOptionError, match=r"^endingOffsets:"):
         parse(True, subscribe="a", endingOffsets="latest")
     assert parse(True, subscribe="a", maxOffsetsPerTrigger="7").max_offsets_per_trigger == 7
-    with pytest.raises(StrataOptionError, match="^maxOffsetsPerTrigger:"):
+    with pytest.raises(StrataOptionError, match=r"^maxOffsetsPerTrigger:"):
         parse(True, subscribe="a", maxOffsetsPerTrigger="-1")
 
 
@@ -106,5 +106,5 @@ def test_sink_options() -> None:
     assert sink.topic == "out"
     assert sink.client_config == {"bootstrap.servers": "127.0.0.1:9092", "linger.ms": "1"}
     assert parse_sink_options(BASE).topic is None
-    with pytest.raises(StrataOptionError, match="^topic:"):
+    with pytest.raises(StrataOptionError, match=r"^topic:"):
         parse_sink_options({**BASE, "topic": " "})
