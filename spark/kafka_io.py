@@ -23,7 +23,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -138,7 +138,8 @@ def offsets_for_timestamp(
 def _to_batch(messages: list[Message], offsets: list[int], topic: str, partition: int,
               schema: pa.Schema, include_headers: bool) -> pa.RecordBatch:
     count = len(messages)
-    types, stamps = zip(*map(Message.timestamp, messages), strict=True)
+    timestamps: list[tuple[int, int]] = list(map(Message.timestamp, messages))
+    types, stamps = zip(*timestamps, strict=True)
     millis = pa.array(stamps, pa.int64())
     columns = [
         pa.array(list(map(Message.key, messages)), pa.binary()),
@@ -152,7 +153,9 @@ def _to_batch(messages: list[Message], offsets: list[int], topic: str, partition
     ]
     if include_headers:
         columns.append(pa.array(
-            [[{"key": k, "value": v} for k, v in h] if h else None
+            # A fetched record's headers are a list of (str, bytes | None) pairs, or None.
+            [[{"key": k, "value": v} for k, v in cast(list[tuple[str, bytes | None]], h)]
+             if h else None
              for h in map(Message.headers, messages)],
             schema.field("headers").type,
         ))
@@ -190,7 +193,8 @@ def read_range(options: SourceOptions, offset_range: OffsetRange) -> Iterator[pa
             errors = [e for e in map(Message.error, messages) if e is not None]
             if errors:
                 raise KafkaException(errors[0])
-            offsets = list(map(Message.offset, messages))
+            # Fetched records always have an offset (None is only for messages being produced).
+            offsets = cast(list[int], list(map(Message.offset, messages)))
             if offsets[0] > expected:
                 _check_gap(consumer, options, topic, partition, expected, offsets[0])
             cut = bisect.bisect_left(offsets, until)

@@ -3,8 +3,9 @@
 Owns the process-level settings a local Spark needs here: ``SPARK_LOCAL_IP`` (loopback unless
 already set) and ``PYSPARK_PYTHON`` (the interpreter running this code, so executor workers
 import the same installed ``strata.spark``; otherwise they start whatever ``python3`` is first
-on PATH). :func:`get_session` returns the active session when there is one (``spark-submit``,
-a notebook, a test fixture) and only then builds a local one.
+on PATH). :func:`get_session` returns the active session when there is one (a notebook, a test
+fixture); under ``spark-submit`` (``PYSPARK_GATEWAY_PORT`` is set) it builds the session
+spark-submit configured, never overriding its master; otherwise it builds a local one.
 """
 
 from __future__ import annotations
@@ -34,15 +35,21 @@ def prepare_environment() -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
-def get_session(app_name: str, master: str = "local[2,3]",
+DEFAULT_MASTER = "local[*,3]"
+
+
+def get_session(app_name: str, master: str | None = None,
                 conf: Mapping[str, str] | None = None) -> SparkSession:
-    """The active session, or a new local one; either way with ``strata`` registered."""
+    """The active session, or a new one (local unless under spark-submit); either way with
+    ``strata`` registered. ``master`` only applies to a session built here."""
     active = SparkSession.getActiveSession()
     if active is None:
-        prepare_environment()
-        builder = SparkSession.builder.appName(app_name).master(master)
-        for key, value in {**LOCAL_CONF, **(conf or {})}.items():
-            builder = builder.config(key, value)
+        builder = SparkSession.builder.appName(app_name)
+        if "PYSPARK_GATEWAY_PORT" not in os.environ or master is not None:
+            prepare_environment()
+            builder = builder.master(master or DEFAULT_MASTER)
+            for key, value in {**LOCAL_CONF, **(conf or {})}.items():
+                builder = builder.config(key, value)
         active = builder.getOrCreate()
     active.dataSource.register(StrataDataSource)
     return active
