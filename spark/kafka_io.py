@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import bisect
 import logging
+import operator
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final, cast
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
@@ -46,6 +48,10 @@ READ_DEFAULTS: Final[Mapping[str, str]] = {
     "fetch.queue.backoff.ms": "10",
     "max.partition.fetch.bytes": str(8 * 1024 * 1024),
 }
+# Arrow's binary type has 32-bit offsets: a batch column holds at most this many bytes.
+MAX_BINARY_BYTES: Final = 2**31 - 1
+_FIRST = operator.itemgetter(0)
+_SECOND = operator.itemgetter(1)
 
 
 def consumer_config(options: SourceOptions, role: str) -> dict[str, Any]:
@@ -135,21 +141,36 @@ def offsets_for_timestamp(
     return result
 
 
+def _binary_column(items: list[bytes | None]) -> pa.Array:
+    """A binary Arrow array built from one joined buffer and a cumulative-length offsets
+    buffer (both made in C), not value by value; nulls (tombstones, no key) take the slow path."""
+    if not items or None in items:
+        return pa.array(items, pa.binary())
+    present = cast(list[bytes], items)
+    offsets = np.zeros(len(present) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, present), dtype=np.int64, count=len(present)),
+              out=offsets[1:])
+    if offsets[-1] > MAX_BINARY_BYTES:
+        return pa.array(present, pa.binary())
+    return pa.Array.from_buffers(pa.binary(), len(present), [
+        None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(present))])
+
+
 def _to_batch(messages: list[Message], offsets: list[int], topic: str, partition: int,
               schema: pa.Schema, include_headers: bool) -> pa.RecordBatch:
     count = len(messages)
     timestamps: list[tuple[int, int]] = list(map(Message.timestamp, messages))
-    types, stamps = zip(*timestamps, strict=True)
-    millis = pa.array(stamps, pa.int64())
+    millis = pa.array(list(map(_SECOND, timestamps)), pa.int64())
+    types = pa.array(list(map(_FIRST, timestamps)), pa.int32())
     columns = [
-        pa.array(list(map(Message.key, messages)), pa.binary()),
-        pa.array(list(map(Message.value, messages)), pa.binary()),
+        _binary_column(list(map(Message.key, messages))),
+        _binary_column(list(map(Message.value, messages))),
         pa.repeat(pa.scalar(topic, pa.string()), count),
         pa.repeat(pa.scalar(partition, pa.int32()), count),
         pa.array(offsets, pa.int64()),
         pc.multiply(millis, 1000).cast(schema.field("timestamp").type),
         # confluent-kafka: 1 CreateTime, 2 LogAppendTime (0 none) -> Spark's 0 / 1 (-1 none)
-        pc.subtract(pa.array(types, pa.int32()), 1),
+        pc.subtract(types, 1),
     ]
     if include_headers:
         columns.append(pa.array(
