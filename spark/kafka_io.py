@@ -143,8 +143,12 @@ def offsets_for_timestamp(
 
 def _binary_column(items: list[bytes | None]) -> pa.Array:
     """A binary Arrow array built from one joined buffer and a cumulative-length offsets
-    buffer (both made in C), not value by value; nulls (tombstones, no key) take the slow path."""
-    if not items or None in items:
+    buffer (both made in C), not value by value. All-null (records without keys) is one
+    constant; a mix of nulls and values (some tombstones) takes pyarrow's per-value path."""
+    nulls = items.count(None)
+    if nulls == len(items):
+        return pa.nulls(len(items), pa.binary())
+    if nulls:
         return pa.array(items, pa.binary())
     present = cast(list[bytes], items)
     offsets = np.zeros(len(present) + 1, dtype=np.int64)
@@ -204,6 +208,8 @@ def read_range(options: SourceOptions, offset_range: OffsetRange) -> Iterator[pa
             messages = consumer.consume(num_messages=min(CONSUME_BATCH, until - expected),
                                         timeout=0.5)
             if not messages:
+                if _position(consumer, topic, partition) >= until:
+                    break  # the range ends in records the client skips (transaction markers)
                 if time.monotonic() > deadline:
                     raise TimeoutError(
                         f"{topic}-{partition}: no record for {timeout_s:.0f}s while offsets "
@@ -226,6 +232,11 @@ def read_range(options: SourceOptions, offset_range: OffsetRange) -> Iterator[pa
             expected = until if cut < len(offsets) else offsets[-1] + 1
     finally:
         consumer.close()
+
+
+def _position(consumer: Consumer, topic: str, partition: int) -> int:
+    """The consumer's next offset to deliver (negative before the first record)."""
+    return int(consumer.position([TopicPartition(topic, partition)])[0].offset)
 
 
 def _check_gap(consumer: Consumer, options: SourceOptions, topic: str, partition: int,
