@@ -9,14 +9,18 @@ materialised, nothing is stored):
 - the baseline: ``spark.range(N)`` projected to the Kafka source's columns (a null key, a value
   of ``--record-size`` bytes, topic, partition, offset, timestamp, timestampType), generated in
   the JVM;
+- the ceiling of PySpark's Python Data Source API itself: a source (``constant_source``)
+  whose ``read()`` yields prebuilt Arrow batches of the same schema, touching no broker, in as
+  many partitions as the topic;
 - ``spark.read.format("strata")`` over the topic (``minPartitions`` = Spark's parallelism).
 
 Each is run ``--runs`` times (default 2: the first warms the JVM and the Python workers) and
 the best is reported, in consumer-perf-test's summary format, then the ratio::
 
-    spark.range: 1000000 rows, 2150000.0 rows/sec (205.04 MB/sec), best of 2
-    strata:      1000000 records consumed, 930000.0 records/sec (88.69 MB/sec), best of 2
-    strata / spark.range = 43.3%
+    spark.range: 1000000 rows, 2060455.2 rows/sec (196.50 MB/sec), best of 2
+    python data source ceiling: 1000000 rows, 785880.0 rows/sec (74.95 MB/sec), best of 2
+    strata:      1000000 records consumed, 514400.8 records/sec (49.06 MB/sec), best of 2
+    strata / spark.range = 25.0%, strata / python data source ceiling = 65.5%
 
 Run: ``.venv/bin/python bench/spark_read.py [--num-records 1000000] [--record-size 100]
 [--partitions 4] [--bootstrap HOST:PORT [--no-fill]] [--master local[*]] [--runs 2]``.
@@ -35,6 +39,53 @@ from local_broker import local_broker
 from produce import create_topic, run_producer
 
 MIB = 1024 * 1024
+BATCH_ROWS = 10_000
+
+
+def constant_source(rows: int, partitions: int, record_size: int):  # type: ignore[no-untyped-def]
+    """A Python data source ``bench-constant`` yielding ``rows`` rows of the Kafka schema from
+    prebuilt Arrow batches: what PySpark's Python Data Source path costs with no reading."""
+    import numpy as np
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from strata.spark.schema import arrow_schema, spark_schema
+
+    class Reader(DataSourceReader):
+        def partitions(self):  # type: ignore[no-untyped-def]
+            share = -(-rows // partitions)
+            return [InputPartition(min(share, rows - i * share)) for i in range(partitions)]
+
+        def read(self, partition):  # type: ignore[no-untyped-def]
+            schema = arrow_schema(False)
+            n = min(BATCH_ROWS, partition.value)
+            value = pa.Array.from_buffers(pa.binary(), n, [
+                None, pa.py_buffer(np.arange(0, (n + 1) * record_size, record_size,
+                                             dtype=np.int32)),
+                pa.py_buffer(b"x" * (n * record_size))])
+            batch = pa.RecordBatch.from_arrays([
+                pa.nulls(n, pa.binary()), value, pa.repeat(pa.scalar("t"), n),
+                pa.repeat(pa.scalar(0, pa.int32()), n), pa.array(np.arange(n, dtype=np.int64)),
+                pa.array(np.full(n, 1_700_000_000_000_000, dtype=np.int64))
+                .cast(schema.field("timestamp").type),
+                pa.repeat(pa.scalar(0, pa.int32()), n)], schema=schema)
+            left = partition.value
+            while left > 0:
+                yield batch if left >= n else batch.slice(0, left)
+                left -= n
+
+    class Source(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench-constant"
+
+        def schema(self):  # type: ignore[no-untyped-def]
+            return spark_schema(False)
+
+        def reader(self, schema):  # type: ignore[no-untyped-def]
+            return Reader()
+
+    return Source
 
 
 def fill(bootstrap: str, args: argparse.Namespace) -> None:
@@ -86,14 +137,22 @@ def bench(bootstrap: str, args: argparse.Namespace) -> None:
     def scan(df):  # type: ignore[no-untyped-def]
         return lambda: df.write.format("noop").mode("overwrite").save()
 
+    spark.dataSource.register(constant_source(n, strata.rdd.getNumPartitions(),
+                                              args.record_size))
+    ceiling = spark.read.format("bench-constant").load()
+
     base_s = best_of(args.runs, scan(baseline))
+    ceiling_s = best_of(args.runs, scan(ceiling))
     strata_s = best_of(args.runs, scan(strata))
     mb = n * args.record_size / MIB
     print(f"spark.range: {n} rows, {n / base_s:.1f} rows/sec ({mb / base_s:.2f} MB/sec), "
           f"best of {args.runs}")
+    print(f"python data source ceiling: {n} rows, {n / ceiling_s:.1f} rows/sec "
+          f"({mb / ceiling_s:.2f} MB/sec), best of {args.runs}")
     print(f"strata:      {n} records consumed, {n / strata_s:.1f} records/sec "
           f"({mb / strata_s:.2f} MB/sec), best of {args.runs}")
-    print(f"strata / spark.range = {100 * base_s / strata_s:.1f}%", flush=True)
+    print(f"strata / spark.range = {100 * base_s / strata_s:.1f}%, strata / python data source "
+          f"ceiling = {100 * ceiling_s / strata_s:.1f}%", flush=True)
     spark.stop()
 
 
