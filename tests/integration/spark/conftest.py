@@ -17,7 +17,6 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
@@ -91,8 +90,3 @@ def produce(bootstrap: str, topic: str, records: Sequence[Record]) -> None:
 def values(rows: Sequence[object]) -> list[bytes]:
     """The ``value`` column of collected rows, sorted."""
     return sorted(bytes(row["value"]) for row in rows)  # type: ignore[index]
-
-
-@pytest.fixture
-def checkpoint(tmp_path: Path) -> Path:
-    return tmp_path / "checkpoint"
