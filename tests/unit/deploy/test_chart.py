@@ -25,7 +25,8 @@ K8S_VERSION = "1.33.0"  # the chart's minimum (kubeVersion in Chart.yaml)
 CHART = ROOT / "charts" / "strata"
 ALL_FEATURES = CHART / "ci" / "all-features-values.yaml"
 MONITORING = ["--api-versions", "monitoring.coreos.com/v1/ServiceMonitor",
-              "--api-versions", "monitoring.coreos.com/v1/PrometheusRule"]
+              "--api-versions", "monitoring.coreos.com/v1/PrometheusRule",
+              "--api-versions", "sparkoperator.k8s.io/v1beta2/SparkApplication"]
 
 
 def run_helm(*args: str, chart: Path = CHART) -> subprocess.CompletedProcess[str]:
@@ -61,6 +62,9 @@ def validate(obj: dict[str, Any]) -> None:
     elif obj["apiVersion"] == "monitoring.coreos.com/v1":
         assert obj["kind"] in {"ServiceMonitor", "PrometheusRule"}
         assert obj["metadata"]["name"] and obj["spec"]
+    elif obj["apiVersion"] == "sparkoperator.k8s.io/v1beta2":
+        assert obj["kind"] == "SparkApplication"
+        assert obj["spec"]["type"] == "Python" and obj["spec"]["mainApplicationFile"]
     else:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
@@ -121,6 +125,20 @@ def test_all_features_render() -> None:
 def test_monitoring_objects_need_their_crds_in_the_cluster() -> None:
     kinds = {o["kind"] for o in render("-f", str(ALL_FEATURES))}
     assert "ServiceMonitor" not in kinds and "PrometheusRule" not in kinds
+    assert "SparkApplication" not in kinds
+
+
+def test_spark_pipeline_application() -> None:
+    objects = render("-f", str(ALL_FEATURES), *MONITORING)
+    (app,) = [o for o in objects if o["kind"] == "SparkApplication"]
+    spec = app["spec"]
+    assert spec["image"] == "registry.example.com/strata:0.1.0-spark"
+    assert spec["mainApplicationFile"].endswith("/strata/spark/pipelines/windowed_counts.py")
+    args = spec["arguments"]
+    assert args[args.index("--bootstrap-servers") + 1] == "events-kafka-bootstrap.kafka:9092"
+    assert spec["driver"]["env"] == [{"name": "PYSPARK_PYTHON",
+                                      "value": "/opt/strata/bin/python"}]
+    assert spec["executor"]["instances"] == 2
 
 
 def test_crds_are_valid_kubernetes() -> None:

@@ -1,0 +1,187 @@
+"""Batch-read benchmark of the ``strata`` Spark data source, beside ``spark.range``.
+
+Starts a Strata broker (``bench/local_broker.py``) unless ``--bootstrap`` names a running
+cluster, fills a topic of ``--partitions`` partitions with ``--num-records`` records of
+``--record-size`` bytes (untimed; ``--no-fill`` when it already holds them), then, in one local
+SparkSession, times two full scans written to Spark's ``noop`` sink (every column is
+materialised, nothing is stored):
+
+- the baseline: ``spark.range(N)`` projected to the Kafka source's columns (a null key, a value
+  of ``--record-size`` bytes, topic, partition, offset, timestamp, timestampType), generated in
+  the JVM;
+- the ceiling of PySpark's Python Data Source API itself: a source (``constant_source``)
+  whose ``read()`` yields prebuilt Arrow batches of the same schema, touching no broker, in as
+  many partitions as the topic;
+- ``spark.read.format("strata")`` over the topic (``minPartitions`` = Spark's parallelism).
+
+Each is run ``--runs`` times (default 2: the first warms the JVM and the Python workers) and
+the best is reported, in consumer-perf-test's summary format, then the ratio::
+
+    spark.range: 1000000 rows, 2060455.2 rows/sec (196.50 MB/sec), best of 2
+    python data source ceiling: 1000000 rows, 785880.0 rows/sec (74.95 MB/sec), best of 2
+    strata:      1000000 records consumed, 514400.8 records/sec (49.06 MB/sec), best of 2
+    strata / spark.range = 25.0%, strata / python data source ceiling = 65.5%
+
+Run: ``.venv/bin/python bench/spark_read.py [--num-records 1000000] [--record-size 100]
+[--partitions 4] [--bootstrap HOST:PORT [--no-fill]] [--master local[*]] [--runs 2]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from local_broker import local_broker
+from produce import create_topic, run_producer
+
+MIB = 1024 * 1024
+BATCH_ROWS = 10_000
+
+
+def constant_source(rows: int, partitions: int, record_size: int):  # type: ignore[no-untyped-def]
+    """A Python data source ``bench-constant`` yielding ``rows`` rows of the Kafka schema from
+    prebuilt Arrow batches: what PySpark's Python Data Source path costs with no reading."""
+    import numpy as np
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from strata.spark.schema import arrow_schema, spark_schema
+
+    class Reader(DataSourceReader):
+        def partitions(self):  # type: ignore[no-untyped-def]
+            share = -(-rows // partitions)
+            return [InputPartition(min(share, rows - i * share)) for i in range(partitions)]
+
+        def read(self, partition):  # type: ignore[no-untyped-def]
+            schema = arrow_schema(False)
+            n = min(BATCH_ROWS, partition.value)
+            value = pa.Array.from_buffers(pa.binary(), n, [
+                None, pa.py_buffer(np.arange(0, (n + 1) * record_size, record_size,
+                                             dtype=np.int32)),
+                pa.py_buffer(b"x" * (n * record_size))])
+            batch = pa.RecordBatch.from_arrays([
+                pa.nulls(n, pa.binary()), value, pa.repeat(pa.scalar("t"), n),
+                pa.repeat(pa.scalar(0, pa.int32()), n), pa.array(np.arange(n, dtype=np.int64)),
+                pa.array(np.full(n, 1_700_000_000_000_000, dtype=np.int64))
+                .cast(schema.field("timestamp").type),
+                pa.repeat(pa.scalar(0, pa.int32()), n)], schema=schema)
+            left = partition.value
+            while left > 0:
+                yield batch if left >= n else batch.slice(0, left)
+                left -= n
+
+    class Source(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench-constant"
+
+        def schema(self):  # type: ignore[no-untyped-def]
+            return spark_schema(False)
+
+        def reader(self, schema):  # type: ignore[no-untyped-def]
+            return Reader()
+
+    return Source
+
+
+def fill(bootstrap: str, args: argparse.Namespace) -> None:
+    produce_args = argparse.Namespace(
+        topic=args.topic, num_records=args.num_records, record_size=args.record_size, acks="1",
+        producer_props=["linger.ms=20", "batch.size=1000000"],
+    )
+    stats = run_producer(bootstrap, produce_args)
+    if stats.errors:
+        raise SystemExit(f"filling the topic failed for {stats.errors} records")
+
+
+def best_of(runs: int, action: Callable[[], None]) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        action()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def bench(bootstrap: str, args: argparse.Namespace) -> None:
+    from pyspark.sql import functions as F
+
+    from strata.spark.session import get_session
+
+    spark = get_session("strata-bench-spark-read", master=args.master)
+    spark.sparkContext.setLogLevel("ERROR")
+    parallelism = spark.sparkContext.defaultParallelism
+    n = args.num_records
+
+    baseline = spark.range(0, n, numPartitions=max(parallelism, args.partitions)).select(
+        F.lit(None).cast("binary").alias("key"),
+        F.expr(f"unhex(repeat('ab', {args.record_size}))").alias("value"),
+        F.lit(args.topic).alias("topic"),
+        (F.col("id") % args.partitions).cast("int").alias("partition"),
+        F.col("id").alias("offset"),
+        F.current_timestamp().alias("timestamp"),
+        F.lit(0).alias("timestampType"),
+    )
+    strata = (spark.read.format("strata").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", args.topic)
+              .option("minPartitions", str(parallelism)).load())
+    counted = strata.count()
+    if counted != n:
+        raise SystemExit(f"the topic holds {counted} records, expected {n} (use --no-fill "
+                         "only when it holds exactly --num-records)")
+
+    def scan(df):  # type: ignore[no-untyped-def]
+        return lambda: df.write.format("noop").mode("overwrite").save()
+
+    spark.dataSource.register(constant_source(n, strata.rdd.getNumPartitions(),
+                                              args.record_size))
+    ceiling = spark.read.format("bench-constant").load()
+
+    base_s = best_of(args.runs, scan(baseline))
+    ceiling_s = best_of(args.runs, scan(ceiling))
+    strata_s = best_of(args.runs, scan(strata))
+    mb = n * args.record_size / MIB
+    print(f"spark.range: {n} rows, {n / base_s:.1f} rows/sec ({mb / base_s:.2f} MB/sec), "
+          f"best of {args.runs}")
+    print(f"python data source ceiling: {n} rows, {n / ceiling_s:.1f} rows/sec "
+          f"({mb / ceiling_s:.2f} MB/sec), best of {args.runs}")
+    print(f"strata:      {n} records consumed, {n / strata_s:.1f} records/sec "
+          f"({mb / strata_s:.2f} MB/sec), best of {args.runs}")
+    print(f"strata / spark.range = {100 * base_s / strata_s:.1f}%, strata / python data source "
+          f"ceiling = {100 * ceiling_s / strata_s:.1f}%", flush=True)
+    spark.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--num-records", type=int, default=1_000_000)
+    parser.add_argument("--record-size", type=int, default=100)
+    parser.add_argument("--topic", default="strata-bench-spark-read")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--bootstrap", help="use this cluster instead of starting a broker")
+    parser.add_argument("--no-fill", action="store_true",
+                        help="the topic already holds the records: only read")
+    parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--runs", type=int, default=2)
+    args = parser.parse_args(argv)
+
+    def run(bootstrap: str) -> None:
+        if not args.no_fill:
+            create_topic(bootstrap, args.topic, args.partitions)
+            fill(bootstrap, args)
+        bench(bootstrap, args)
+
+    if args.bootstrap:
+        run(args.bootstrap)
+    else:
+        with local_broker({"num.partitions": str(args.partitions)}) as bootstrap:
+            run(bootstrap)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
