@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import operator
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -50,8 +49,6 @@ READ_DEFAULTS: Final[Mapping[str, str]] = {
 }
 # Arrow's binary type has 32-bit offsets: a batch column holds at most this many bytes.
 MAX_BINARY_BYTES: Final = 2**31 - 1
-_FIRST = operator.itemgetter(0)
-_SECOND = operator.itemgetter(1)
 
 
 def consumer_config(options: SourceOptions, role: str) -> dict[str, Any]:
@@ -164,8 +161,9 @@ def _to_batch(messages: list[Message], offsets: list[int], topic: str, partition
               schema: pa.Schema, include_headers: bool) -> pa.RecordBatch:
     count = len(messages)
     timestamps: list[tuple[int, int]] = list(map(Message.timestamp, messages))
-    millis = pa.array(list(map(_SECOND, timestamps)), pa.int64())
-    types = pa.array(list(map(_FIRST, timestamps)), pa.int32())
+    type_values, millis_values = zip(*timestamps, strict=True) if timestamps else ((), ())
+    millis = pa.array(millis_values, pa.int64())
+    types = pa.array(type_values, pa.int32())
     columns = [
         _binary_column(list(map(Message.key, messages))),
         _binary_column(list(map(Message.value, messages))),
