@@ -1,0 +1,105 @@
+"""The real operator loop against a real 3-broker Strata cluster (SQLite metadata store):
+
+* a spec change rolls the broker pods one at a time, and holds while a partition is
+  under-replicated because a follower is stopped (SIGSTOP), resuming after SIGCONT;
+* a scale-down first moves the partitions off the leaving broker (AlterPartitionReassignments,
+  carried out by the cluster's controller) and only then shrinks the StatefulSet.
+
+The pods on kmock stand for the brokers: pod ``events-<n>`` is node ``n`` of the real cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+
+import pytest
+
+from strata.operator.kube import Kube
+
+from ..cluster.cluster_processes import ClusterProcesses, cluster_on
+from .kube_mock import KubeMock, StatefulSetController
+from .operator_process import OperatorProcess, running_operator, wait_until
+from .test_broker_operator import NS, OWNED, broker_cr, pod_hashes, ready_reason
+
+pytestmark = [pytest.mark.k8s, pytest.mark.integration, pytest.mark.slow,
+              pytest.mark.timeout(180)]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+    with cluster_on("sqlite", tmp_path_factory.mktemp("cluster"), 3) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def operator(kube_mock: KubeMock, cluster: ClusterProcesses,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    with running_operator(tmp_path_factory.mktemp("operator"), kube_mock.kubeconfig,
+                          {"STRATA_OPERATOR_BOOTSTRAP_SERVERS": cluster.bootstrap}) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def pods(kube: Kube, operator: OperatorProcess) -> StatefulSetController:
+    kube.create(broker_cr())
+    wait_until(lambda: all(kube.read(k, NS, n) for k, n in OWNED), 30, "owned objects",
+               operator.log_tail)
+    controller = StatefulSetController(kube, NS)
+    controller.sync()
+    wait_until(lambda: ready_reason(kube) == ("True", "BrokersReady"), 60, "Ready",
+               operator.log_tail)
+    return controller
+
+
+def test_roll_holds_while_a_follower_is_stopped(
+        kube: Kube, pods: StatefulSetController, operator: OperatorProcess,
+        cluster: ClusterProcesses) -> None:
+    cluster.create_topic("ledger", 1, 3)
+    start = cluster.partition("ledger")
+    assert start is not None
+    follower = next(r for r in start.replicas if r != start.leader)
+    pid = cluster.broker(follower).pid
+    assert pid is not None
+    old = pod_hashes(kube)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        cluster.wait_for(lambda: (p := cluster.partition("ledger", via=start.leader))
+                         is not None and follower not in p.isr, "the follower out of the ISR")
+        kube.patch("Broker", NS, "events", {"spec": {"config": {"num.partitions": 4}}})
+        wait_until(lambda: ready_reason(kube)[1] in ("UnderReplicatedPartitions",
+                                                     "ClusterUnreachable"),
+                   60, "the roll to hold", operator.log_tail)
+        assert pod_hashes(kube) == old, "a pod was restarted with a partition under-replicated"
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    cluster.wait_for(lambda: (p := cluster.partition("ledger", via=start.leader)) is not None
+                     and follower in p.isr, "the follower back in the ISR")
+    restarted: list[str] = []
+
+    def rolled() -> bool:
+        pods.sync()
+        for name, value in pod_hashes(kube).items():
+            if value != old[name] and name not in restarted:
+                restarted.append(name)
+        return len(restarted) == 3
+
+    wait_until(rolled, 90, "every pod restarted once the ISR is whole", operator.log_tail)
+    assert restarted == ["events-2", "events-1", "events-0"]
+    wait_until(lambda: ready_reason(kube) == ("True", "BrokersReady"), 60, "Ready again",
+               operator.log_tail)
+    # Three replicas cannot live on the two brokers the next test scales down to.
+    cluster.admin().delete_topics(["ledger"])["ledger"].result(timeout=30)
+
+
+def test_scale_down_moves_partitions_off_the_leaving_broker_first(
+        kube: Kube, pods: StatefulSetController, operator: OperatorProcess,
+        cluster: ClusterProcesses) -> None:
+    cluster.create_topic("pinned", assignment=[[2]])  # lives on broker 2 only
+    kube.patch("Broker", NS, "events", {"spec": {"replicas": 2}})
+    cluster.wait_for(lambda: (p := cluster.partition("pinned")) is not None
+                     and 2 not in p.replicas and p.leader in (0, 1),
+                     "the partition moved off broker 2 by the operator's reassignment", 90)
+    wait_until(lambda: kube.read("StatefulSet", NS, "events")["spec"]["replicas"] == 2, 60,
+               "the StatefulSet to shrink once nothing lives on broker 2", operator.log_tail)
