@@ -131,6 +131,8 @@ def test_a_recreated_topic_never_serves_the_old_data(
         cluster.wait_for(lambda: prod.acked.count() >= 100, "old records")
         prod.stop()
     cluster.broker(2).kill()  # away while the topic is deleted and created again
+    # Admin clients send DeleteTopics to the controller: wait until it is a live broker.
+    cluster.wait_for(lambda: cluster.controller() in (0, 1), "a live controller")
     cluster.admin().delete_topics(["again"])["again"].result(timeout=30)
     cluster.wait_for(lambda: cluster.partition("again") is None, "the topic gone")
     cluster.create_topic("again", assignment=[[0, 1, 2]])
