@@ -4,7 +4,8 @@
 ``frame;frame;... count`` line each) for the duration of a ``with`` block and stops it with
 SIGINT (py-spy then writes the file), by its PID, bounded in time. ``top_frames(path)`` reads
 such a file and returns the frames that were on CPU most — by self samples (the leaf frame) and
-by total samples (anywhere on the stack) — which is what to optimise next. py-spy is in the
+by total samples (anywhere on the stack, leaving out the frames on nearly every stack such as
+the entry point and the event loop) — which is what to optimise next. py-spy is in the
 ``bench`` extra; it needs ptrace rights on the broker (root, or ``CAP_SYS_PTRACE``).
 
 Run alone against any process: ``.venv/bin/python bench/broker_profile.py --pid PID --seconds 20
@@ -26,6 +27,7 @@ from pathlib import Path
 
 RATE_HZ = 200
 STOP_TIMEOUT_S = 30.0
+ATTACH_S = 1.0  # py-spy needs a moment to attach before the load starts
 
 
 def _py_spy() -> str:
@@ -46,6 +48,7 @@ def py_spy_record(pid: int, out: Path, seconds: float | None = None) -> Iterator
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL)
     try:
+        time.sleep(ATTACH_S)
         yield
     finally:
         if proc.poll() is None:
@@ -76,7 +79,10 @@ def top_frames(path: Path, limit: int = 15) -> tuple[int, list[tuple[str, int]],
         self_counts[frames[-1]] += count
         for frame in set(frames):
             total_counts[frame] += count
-    return samples, self_counts.most_common(limit), total_counts.most_common(limit)
+    # frames on (nearly) every stack — the entry point, the event loop's run — say nothing
+    inner = collections.Counter({frame: count for frame, count in total_counts.items()
+                                 if count < 0.95 * samples})
+    return samples, self_counts.most_common(limit), inner.most_common(limit)
 
 
 def format_top(path: Path, limit: int = 15) -> str:
@@ -85,7 +91,7 @@ def format_top(path: Path, limit: int = 15) -> str:
         return f"no samples in {path}"
     lines = [f"{samples} samples ({path})", "top frames by self time:"]
     lines += [f"  {count / samples:6.1%}  {frame}" for frame, count in by_self]
-    lines.append("top frames by total time (on the stack):")
+    lines.append("top frames by total time (on the stack, below the event loop):")
     lines += [f"  {count / samples:6.1%}  {frame}" for frame, count in by_total]
     return "\n".join(lines)
 
