@@ -6,7 +6,8 @@ before the next starts, so no two compete for the CPU:
 
 1. Strata, 1 broker (``bench/local_broker.py``): produce with confluent-kafka at acks=1
    (``bench/produce.py``'s loop and its ``kafka-producer-perf-test`` line), consume the same
-   topic from the start (``bench/consume.py``), then end-to-end latency at a fixed rate on a
+   topic from the start (``bench/consume.py``; ``__consumer_offsets`` is created before, untimed),
+   then end-to-end latency at a fixed rate on a
    second topic (``bench/latency.py``: 20,000 records/s for 10 s by default).
 2. Strata, 3 brokers on one SQLite metadata store, replication factor 3, acks=all produce.
 3. Redis Streams at its defaults (no AOF) and with ``appendonly yes`` + ``appendfsync
@@ -30,9 +31,10 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TypeVar
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import consume as strata_consume
@@ -45,7 +47,6 @@ from peer_servers import nats_server, redis_server
 from produce import create_topic, run_producer
 from results import Latency, Row, Throughput, render_table
 
-T = TypeVar("T")
 QUICK_RECORDS = 100_000
 
 DURABILITY = {
@@ -74,10 +75,23 @@ def _maybe_profile(profile_dir: Path | None, pids: list[int], name: str) -> Iter
         print(format_top(out), flush=True)
 
 
-def _timed(fn: Callable[[], T]) -> tuple[T, float]:
-    started = time.perf_counter()
-    result = fn()
-    return result, time.perf_counter() - started
+def warm_up_group_coordinator(bootstrap: str, topic: str) -> None:
+    """Untimed: make the broker create ``__consumer_offsets`` now, as a cluster in service has.
+
+    librdkafka looks up the group coordinator as soon as a consumer has a ``group.id``; on a
+    fresh broker that creates the 50-partition offsets topic, whose set-up would otherwise
+    compete with the first fetches being timed. ``committed()`` needs the coordinator, so it
+    returns once the topic exists (librdkafka retries COORDINATOR_NOT_AVAILABLE meanwhile).
+    """
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "strata-bench-warm-up",
+                         "enable.auto.commit": "false"})
+    try:
+        consumer.committed([TopicPartition(topic, 0)], timeout=60)
+    except KafkaException as exc:
+        print(f"WARNING: no group coordinator yet ({exc}); the consume figure may include "
+              "creating __consumer_offsets", file=sys.stderr)
+    finally:
+        consumer.close()
 
 
 def strata_single(args: argparse.Namespace) -> list[Row]:
@@ -86,6 +100,7 @@ def strata_single(args: argparse.Namespace) -> list[Row]:
     with local_broker(pids=pids) as bootstrap:
         topic = "bench-produce"
         create_topic(bootstrap, topic, 1, 1)
+        warm_up_group_coordinator(bootstrap, topic)
         _step(f"Strata, 1 broker, acks=1 produce: {args.num_records} records of "
               f"{args.record_size} bytes")
         run = argparse.Namespace(acks="1", topic=topic, num_records=args.num_records,
