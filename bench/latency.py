@@ -43,8 +43,8 @@ def _percentile(sorted_ms: list[float], p: float) -> float:
 
 
 def _consumer_main(bootstrap: str, topic: str, expected: int, budget_s: float,
-                   ready: multiprocessing.synchronize.Event, results: multiprocessing.Queue,
-                   ) -> None:
+                   ready: multiprocessing.synchronize.Event,
+                   results: multiprocessing.Queue[list[float]]) -> None:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "strata-bench-latency",
                          "enable.auto.commit": "false", "fetch.wait.max.ms": "100",
                          "fetch.queue.backoff.ms": "0"})
@@ -76,8 +76,8 @@ def _consumer_main(bootstrap: str, topic: str, expected: int, budget_s: float,
     results.put(latencies)
 
 
-def _collect(results: multiprocessing.Queue, consumer: multiprocessing.process.BaseProcess,
-             timeout_s: float) -> list[float]:
+def _collect(results: multiprocessing.Queue[list[float]],
+             consumer: multiprocessing.process.BaseProcess, timeout_s: float) -> list[float]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
@@ -95,7 +95,7 @@ def measure(bootstrap: str, topic: str, rate: int, duration_s: float, record_siz
     expected = int(rate * duration_s)
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Event()
-    results: multiprocessing.Queue = ctx.Queue()
+    results: multiprocessing.Queue[list[float]] = ctx.Queue()
     consumer = ctx.Process(target=_consumer_main, daemon=True,
                            args=(bootstrap, topic, expected, duration_s + RECEIVE_GRACE_S,
                                  ready, results))

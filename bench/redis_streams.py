@@ -18,6 +18,7 @@ import csv
 import io
 import subprocess
 import time
+from typing import Any
 
 import redis
 from peer_servers import find_binary
@@ -56,7 +57,7 @@ def stream_length(host: str, port: int) -> int:
 def consume(host: str, port: int, num_records: int, record_size: int,
             timeout_s: float) -> Throughput:
     """Read ``num_records`` entries from the start of the stream in XREAD batches."""
-    client = redis.Redis(host=host, port=port)
+    client = redis.Redis(host=host, port=port, protocol=2)
     records = 0
     last_id: bytes | str = "0-0"
     try:
@@ -64,10 +65,10 @@ def consume(host: str, port: int, num_records: int, record_size: int,
         deadline = started + timeout_s
         ended = started
         while records < num_records and time.perf_counter() < deadline:
-            reply = client.xread({STREAM: last_id}, count=READ_COUNT)
+            reply: Any = client.xread({STREAM: last_id}, count=READ_COUNT)
             if not reply:
                 break
-            entries = reply[0][1]
+            entries = reply[0][1]  # RESP2: [[stream, [(id, {field: value}), ...]]]
             records += len(entries)
             last_id = entries[-1][0]
             ended = time.perf_counter()

@@ -70,7 +70,7 @@ def _ratio(row: Row, base: Row) -> str:
 
 def table_cells(rows: Sequence[Row]) -> list[tuple[str, ...]]:
     """One tuple of cells per row, in ``HEADER``'s order."""
-    cells = []
+    cells: list[tuple[str, ...]] = []
     for i, row in enumerate(rows):
         latency = (f"{row.latency.p50_ms:.1f} / {row.latency.p99_ms:.1f} ({row.latency.what})"
                    if row.latency else "-")
