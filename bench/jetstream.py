@@ -19,7 +19,9 @@ Kafka consumer that commits nothing) from the start of the stream: pull requests
 whenever a batch has fully arrived. Status messages (request expired, no messages) carry headers
 and are skipped.
 
-Both loops are bounded by the record count and by ``timeout_s``.
+Both loops are bounded by the record count and by ``timeout_s``. nats-py swallows a
+cancellation that lands inside its publish path, which would lose Ctrl-C (asyncio's runner turns
+SIGINT into cancelling the main task): the loops check for a pending cancellation themselves.
 """
 
 from __future__ import annotations
@@ -41,6 +43,13 @@ DURABLE = "bench"
 MAX_PENDING = 20_000
 FETCH_BATCH = 5_000
 PULL_EXPIRES_NS = 5_000_000_000
+
+
+def _raise_if_cancelled() -> None:
+    """Re-raise a cancellation (Ctrl-C) that nats-py caught and dropped."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 async def _produce(url: str, num_records: int, record_size: int, timeout_s: float) -> Throughput:
@@ -68,12 +77,15 @@ async def _produce(url: str, num_records: int, record_size: int, timeout_s: floa
         deadline = started + timeout_s
         for i in range(num_records):
             await publish(SUBJECT, payload, reply=f"{inbox}.{i}")
+            if i & 1023 == 0:
+                _raise_if_cancelled()
             while i - acked >= MAX_PENDING:
                 if time.perf_counter() > deadline:
                     raise TimeoutError(f"JetStream: {acked} of {num_records} acks in "
                                        f"{timeout_s} s")
                 await asyncio.sleep(0.0005)
         await asyncio.wait_for(all_acked.wait(), max(deadline - time.perf_counter(), 1.0))
+        _raise_if_cancelled()
         elapsed = time.perf_counter() - started
         if errors:
             raise RuntimeError(f"{len(errors)} JetStream publishes failed: {errors[0]!r}")
@@ -119,6 +131,7 @@ async def _consume(url: str, num_records: int, record_size: int, timeout_s: floa
         except TimeoutError:
             raise RuntimeError(f"the pull consumer got {received} of {num_records} messages in "
                                f"{timeout_s} s") from None
+        _raise_if_cancelled()
         return Throughput(received, ended - started, record_size)
     finally:
         await nc.close()
