@@ -42,10 +42,8 @@ unit: $(STAMP)
 run: $(STAMP)
 	$(BIN)/strata dev
 
+# The storage benchmark, then issue 10's suite (Strata, Redis Streams, NATS JetStream): mk/bench.mk.
 bench: $(STAMP)
-	$(BIN)/python bench/storage.py
-	$(BIN)/python bench/produce.py
-	$(BIN)/python bench/consume.py
 
 clean:
 	rm -rf $(VENV) build .strata-data

@@ -28,8 +28,9 @@ START_TIMEOUT_S = 60.0
 
 @contextlib.contextmanager
 def local_broker(extra_config: dict[str, str] | None = None,
-                 data_dir: Path | None = None) -> Iterator[str]:
-    """Start a broker; yield ``host:port``; stop it cleanly."""
+                 data_dir: Path | None = None, pids: list[int] | None = None) -> Iterator[str]:
+    """Start a broker; yield ``host:port``; stop it cleanly. Its PID is appended to ``pids``
+    (e.g. for a profiler) while it runs."""
     with contextlib.ExitStack() as stack:
         if data_dir is None:
             data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="strata-")))
@@ -49,11 +50,15 @@ def local_broker(extra_config: dict[str, str] | None = None,
             [sys.executable, "-m", "strata.broker", "--config", str(path)],
             stdout=subprocess.PIPE, stderr=log_file, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
+        if pids is not None:
+            pids.append(proc.pid)
         try:
             address = _wait_ready(proc, log_path)
             yield address
         finally:
             _stop(proc)
+            if pids is not None:
+                pids.remove(proc.pid)
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], log_path: Path) -> str:

@@ -36,6 +36,7 @@ from local_broker import local_broker, local_cluster
 
 MIB = 1024 * 1024
 REPORT_INTERVAL_S = 5.0
+DEFAULT_TIMEOUT_S = 3600.0  # a run that takes longer than this has hung: give up
 
 
 class Stats:
@@ -134,6 +135,7 @@ def run_producer(bootstrap: str, args: argparse.Namespace) -> Stats:
 
     produce, poll, topic = producer.produce, producer.poll, args.topic
     stats.start = stats.window_start = time.perf_counter()
+    deadline = stats.start + getattr(args, "timeout_s", DEFAULT_TIMEOUT_S)
     for i in range(args.num_records):
         while True:
             try:
@@ -141,11 +143,16 @@ def run_producer(bootstrap: str, args: argparse.Namespace) -> Stats:
                 break
             except BufferError:
                 poll(0.005)
+                if time.perf_counter() > deadline:
+                    raise TimeoutError(f"{i} of {args.num_records} records queued by the "
+                                       "deadline") from None
         if i & 1023 == 0:
             poll(0)
             stats.maybe_print_window()
     while producer.flush(1.0):
         stats.maybe_print_window()
+        if time.perf_counter() > deadline:
+            raise TimeoutError(f"{len(producer)} records undelivered by the deadline")
     return stats
 
 

@@ -1,0 +1,92 @@
+"""The figures one benchmark suite run collects, and the one table ``bench/suite.py`` prints.
+
+A ``Throughput`` is records moved in a wall-clock interval (MB/s counts the records' payload
+bytes, ``record_size`` each, in MiB like Kafka's perf tools). A ``Row`` is one system/scenario:
+its produce and/or consume throughput, an optional latency (p50, p99 in ms, with what it
+measures), and its durability setting in words. ``render_table`` prints the rows as one Markdown
+table (readable in a terminal and pasted as-is into the README) in which every row after the
+first states its produce and consume figures as a ratio to the first row's — Strata, 1 broker,
+acks=1 — so each peer is read against Strata's comparable figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Throughput:
+    records: int
+    seconds: float
+    record_size: int
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / max(self.seconds, 1e-9)
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.records_per_s * self.record_size / MIB
+
+
+@dataclass(frozen=True)
+class Latency:
+    p50_ms: float
+    p99_ms: float
+    what: str  # e.g. "end-to-end at 20,000 records/s"
+
+
+@dataclass(frozen=True)
+class Row:
+    system: str
+    scenario: str
+    durability: str
+    produce: Throughput | None = None
+    consume: Throughput | None = None
+    latency: Latency | None = None
+
+
+HEADER = ("system / scenario", "produce records/s", "produce MB/s", "consume records/s",
+          "consume MB/s", "latency p50 / p99 ms", "durability", "vs Strata 1 broker")
+
+
+def _rate(t: Throughput | None) -> tuple[str, str]:
+    if t is None:
+        return "-", "-"
+    return f"{t.records_per_s:,.0f}", f"{t.mb_per_s:.2f}"
+
+
+def _ratio(row: Row, base: Row) -> str:
+    parts = []
+    if row.produce and base.produce:
+        parts.append(f"produce {row.produce.records_per_s / base.produce.records_per_s:.2f}x")
+    if row.consume and base.consume:
+        parts.append(f"consume {row.consume.records_per_s / base.consume.records_per_s:.2f}x")
+    return ", ".join(parts) or "-"
+
+
+def table_cells(rows: Sequence[Row]) -> list[tuple[str, ...]]:
+    """One tuple of cells per row, in ``HEADER``'s order."""
+    cells: list[tuple[str, ...]] = []
+    for i, row in enumerate(rows):
+        latency = (f"{row.latency.p50_ms:.1f} / {row.latency.p99_ms:.1f} ({row.latency.what})"
+                   if row.latency else "-")
+        cells.append((f"{row.system}: {row.scenario}", *_rate(row.produce), *_rate(row.consume),
+                      latency, row.durability, "(reference)" if i == 0 else _ratio(row, rows[0])))
+    return cells
+
+
+def render_table(rows: Sequence[Row]) -> str:
+    """The rows as a Markdown table with padded columns."""
+    body = [HEADER, *table_cells(rows)]
+    widths = [max(len(line[c]) for line in body) for c in range(len(HEADER))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)) \
+            + " |"
+
+    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(HEADER), rule, *(line(cells) for cells in body[1:])])

@@ -1,0 +1,245 @@
+"""Issue 10's benchmark suite: Strata against Redis Streams and NATS JetStream, in one run on
+this machine, with the same record size (100 bytes) and record count for every system.
+
+In order, each server started on free 127.0.0.1 ports in its own temp dir and stopped (by PID)
+before the next starts, so no two compete for the CPU:
+
+1. Strata, 1 broker (``bench/local_broker.py``): produce with confluent-kafka at acks=1
+   (``bench/produce.py``'s loop and its ``kafka-producer-perf-test`` line), consume the same
+   topic from the start (``bench/consume.py``; ``__consumer_offsets`` is created before, untimed),
+   then end-to-end latency at a fixed rate on a
+   second topic (``bench/latency.py``: 20,000 records/s for 10 s by default).
+2. Strata, 3 brokers on one SQLite metadata store, replication factor 3, acks=all produce.
+3. Redis Streams at its defaults (no AOF) and with ``appendonly yes`` + ``appendfsync
+   everysec`` (``bench/redis_streams.py``: redis-benchmark XADD, redis-py XREAD).
+4. NATS JetStream, file storage (``bench/jetstream.py``: acknowledged publish, pull consumer).
+
+Then prints one table (``bench/results.py``) with each figure as a ratio to Strata's 1-broker
+figure, and the load average before and after (the machine may be shared). ``--profile DIR``
+also samples the 1-broker broker with py-spy during its produce and consume and prints the top
+frames (``bench/broker_profile.py``).
+
+Run: ``.venv/bin/python bench/suite.py [--num-records 1000000 | --quick] [--latency-rate 20000]
+[--latency-seconds 10] [--profile DIR]``; ``make bench`` installs the servers and runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import consume as strata_consume
+import jetstream
+import latency
+import redis_streams
+from broker_profile import format_top, py_spy_record
+from local_broker import local_broker, local_cluster
+from peer_servers import nats_server, redis_server
+from produce import create_topic, run_producer
+from results import Latency, Row, Throughput, render_table
+
+QUICK_RECORDS = 100_000
+
+DURABILITY = {
+    "strata-1": "acks=1: leader's log in the page cache; no fsync per write (Kafka's defaults)",
+    "strata-3": "acks=all: all 3 replicas' logs (page cache), min.insync.replicas=1",
+    "redis": "memory only; RDB snapshots by Redis's default save rules; no AOF",
+    "redis-aof": "AOF appended per write, fsync once a second (appendfsync everysec)",
+    "nats": "file storage, acked once written (page cache); fsync left to the server's "
+            "periodic sync",
+}
+
+
+def _step(title: str) -> None:
+    print(f"\n# {title}", flush=True)
+
+
+@contextlib.contextmanager
+def _maybe_profile(profile_dir: Path | None, pids: list[int], name: str) -> Iterator[None]:
+    if profile_dir is None or not pids:
+        yield
+        return
+    out = profile_dir / f"{name}.raw.txt"
+    with py_spy_record(pids[0], out):
+        yield
+    if out.exists():
+        print(format_top(out), flush=True)
+
+
+def warm_up_group_coordinator(bootstrap: str, topic: str) -> None:
+    """Untimed: make the broker create ``__consumer_offsets`` now, as a cluster in service has.
+
+    librdkafka looks up the group coordinator as soon as a consumer has a ``group.id``; on a
+    fresh broker that creates the 50-partition offsets topic, whose set-up would otherwise
+    compete with the first fetches being timed. ``committed()`` needs the coordinator, so it
+    returns once the topic exists (librdkafka retries COORDINATOR_NOT_AVAILABLE meanwhile).
+    """
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "strata-bench-warm-up",
+                         "enable.auto.commit": "false"})
+    try:
+        consumer.committed([TopicPartition(topic, 0)], timeout=60)
+    except KafkaException as exc:
+        print(f"WARNING: no group coordinator yet ({exc}); the consume figure may include "
+              "creating __consumer_offsets", file=sys.stderr)
+    finally:
+        consumer.close()
+
+
+def strata_single(args: argparse.Namespace) -> list[Row]:
+    """1 broker: acks=1 produce, consume from the start, end-to-end latency."""
+    pids: list[int] = []
+    with local_broker(pids=pids) as bootstrap:
+        topic = "bench-produce"
+        create_topic(bootstrap, topic, 1, 1)
+        warm_up_group_coordinator(bootstrap, topic)
+        _step(f"Strata, 1 broker, acks=1 produce: {args.num_records} records of "
+              f"{args.record_size} bytes")
+        run = argparse.Namespace(acks="1", topic=topic, num_records=args.num_records,
+                                 record_size=args.record_size, producer_props=[],
+                                 timeout_s=args.timeout_s)
+        with _maybe_profile(args.profile, pids, "strata-produce"):
+            stats = run_producer(bootstrap, run)
+            produce_s = time.perf_counter() - stats.start
+        stats.print_total()
+        if stats.errors or stats.count < args.num_records:
+            raise RuntimeError(f"Strata produce: {stats.errors} records failed")
+        lat = sorted(stats.latencies)
+
+        _step("Strata, 1 broker, consume from the start (confluent-kafka)")
+        consume_args = argparse.Namespace(topic=topic, num_records=args.num_records,
+                                          partitions=1, consumer_props=[], timeout_s=30.0)
+        with _maybe_profile(args.profile, pids, "strata-consume"):
+            records, nbytes, start, end = strata_consume.consume(bootstrap, consume_args)
+        strata_consume.report(records, nbytes, start, end)
+        if records < args.num_records:
+            raise RuntimeError(f"Strata consume: {records} of {args.num_records} records")
+
+        _step(f"Strata, 1 broker, end-to-end latency at {args.latency_rate:,} records/s for "
+              f"{args.latency_seconds:g} s (acks=1, linger.ms=1)")
+        latency_topic = "bench-latency"
+        create_topic(bootstrap, latency_topic, 1, 1)
+        e2e = latency.measure(bootstrap, latency_topic, args.latency_rate,
+                              args.latency_seconds, args.record_size)
+        print(f"{e2e.count} records, end-to-end latency {e2e.p50_ms:.2f} ms 50th, "
+              f"{e2e.p99_ms:.2f} ms 99th, {e2e.max_ms:.2f} ms max.", flush=True)
+    return [
+        Row("Strata", "1 broker, acks=1 (confluent-kafka)", DURABILITY["strata-1"],
+            produce=Throughput(stats.count, produce_s, args.record_size),
+            consume=Throughput(records, end - start, args.record_size),
+            latency=Latency(lat[len(lat) // 2], lat[min(len(lat) - 1, int(0.99 * len(lat)))],
+                            "produce->ack")),
+        Row("Strata", f"1 broker, end-to-end at {args.latency_rate:,} records/s",
+            DURABILITY["strata-1"],
+            latency=Latency(e2e.p50_ms, e2e.p99_ms, "produce->consume")),
+    ]
+
+
+def strata_cluster(args: argparse.Namespace) -> Row:
+    """3 brokers, replication factor 3, acks=all produce."""
+    with local_cluster(3) as bootstrap:
+        topic = "bench-replicated"
+        create_topic(bootstrap, topic, 1, 3)
+        _step("Strata, 3 brokers, replication factor 3, acks=all produce")
+        run = argparse.Namespace(acks="all", topic=topic, num_records=args.num_records,
+                                 record_size=args.record_size, producer_props=[],
+                                 timeout_s=args.timeout_s)
+        stats = run_producer(bootstrap, run)
+        produce_s = time.perf_counter() - stats.start
+        stats.print_total()
+        if stats.errors or stats.count < args.num_records:
+            raise RuntimeError(f"Strata acks=all produce: {stats.errors} records failed")
+    lat = sorted(stats.latencies)
+    return Row("Strata", "3 brokers, RF 3, acks=all (confluent-kafka)", DURABILITY["strata-3"],
+               produce=Throughput(stats.count, produce_s, args.record_size),
+               latency=Latency(lat[len(lat) // 2], lat[min(len(lat) - 1, int(0.99 * len(lat)))],
+                               "produce->ack"))
+
+
+def redis(args: argparse.Namespace, appendonly: bool) -> Row:
+    label = "AOF everysec" if appendonly else "defaults"
+    with redis_server(appendonly) as (host, port):
+        _step(f"Redis Streams ({label}): XADD with redis-benchmark "
+              f"-c {redis_streams.CLIENTS} -P {redis_streams.PIPELINE}")
+        produced = redis_streams.produce(host, port, args.num_records, args.record_size,
+                                         args.timeout_s)
+        print(f"{produced.records} records sent, {produced.records_per_s:.1f} records/sec "
+              f"({produced.mb_per_s:.2f} MB/sec); XLEN {redis_streams.stream_length(host, port)}",
+              flush=True)
+        _step(f"Redis Streams ({label}): XREAD COUNT {redis_streams.READ_COUNT} (redis-py)")
+        consumed = redis_streams.consume(host, port, args.num_records, args.record_size,
+                                         args.timeout_s)
+        print(f"{consumed.records} records consumed, {consumed.records_per_s:.1f} records/sec "
+              f"({consumed.mb_per_s:.2f} MB/sec)", flush=True)
+    scenario = ("appendonly yes, appendfsync everysec" if appendonly else "defaults (no AOF)")
+    return Row("Redis Streams", f"{scenario}; redis-benchmark XADD, redis-py XREAD",
+               DURABILITY["redis-aof" if appendonly else "redis"],
+               produce=produced, consume=consumed)
+
+
+def nats(args: argparse.Namespace) -> Row:
+    with nats_server() as url:
+        _step("NATS JetStream, file storage: acknowledged publish (nats-py)")
+        produced = jetstream.produce(url, args.num_records, args.record_size, args.timeout_s)
+        print(f"{produced.records} records sent, {produced.records_per_s:.1f} records/sec "
+              f"({produced.mb_per_s:.2f} MB/sec)", flush=True)
+        _step(f"NATS JetStream: pull consumer, batches of {jetstream.FETCH_BATCH} (nats-py)")
+        consumed = jetstream.consume(url, args.num_records, args.record_size, args.timeout_s)
+        print(f"{consumed.records} records consumed, {consumed.records_per_s:.1f} records/sec "
+              f"({consumed.mb_per_s:.2f} MB/sec)", flush=True)
+    return Row("NATS JetStream", "file storage; nats-py acked publish, pull consumer",
+               DURABILITY["nats"], produce=produced, consume=consumed)
+
+
+def _load() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--num-records", type=int, default=None,
+                        help="records per system (default 1,000,000; --quick: 100,000)")
+    parser.add_argument("--quick", action="store_true", help="100,000 records, for smoke use")
+    parser.add_argument("--record-size", type=int, default=100)
+    parser.add_argument("--latency-rate", type=int, default=20_000)
+    parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument("--timeout-s", type=float, default=600.0,
+                        help="give up on any one step after this long")
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="py-spy the 1-broker Strata during produce and consume")
+    args = parser.parse_args(argv)
+    if args.num_records is None:
+        args.num_records = QUICK_RECORDS if args.quick else 1_000_000
+    if args.record_size < latency.STAMP.size:
+        parser.error(f"--record-size must be at least {latency.STAMP.size}")
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+    # SIGTERM unwinds like Ctrl-C, so every server is stopped by the context managers.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+    load_before = _load()
+    started = time.monotonic()
+    print(f"# Strata benchmark suite: {args.num_records:,} records of {args.record_size} bytes "
+          f"per system; load average {load_before}", flush=True)
+    rows = strata_single(args)
+    rows.insert(1, strata_cluster(args))
+    rows.append(redis(args, appendonly=False))
+    rows.append(redis(args, appendonly=True))
+    rows.append(nats(args))
+    print(f"\n# Results: {args.num_records:,} records of {args.record_size} bytes per system, "
+          f"{os.cpu_count()} cores; load average before {load_before}, after {_load()}; "
+          f"{time.monotonic() - started:.0f} s\n", flush=True)
+    print(render_table(rows), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
