@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from strata.cli import admin, cluster, consume, groups, produce, topic
+from strata.cli import admin, cluster, consume, groups, produce, topic, users
 from strata.cli.errors import OneLineErrorsGroup
 
 app = typer.Typer(
@@ -97,6 +97,7 @@ def dev(
 app.add_typer(topic.app, name="topic")
 app.add_typer(groups.app, name="groups")
 app.add_typer(cluster.app, name="cluster")
+app.add_typer(users.app, name="users")
 app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)
 app.command("admin")(admin.admin)

@@ -56,6 +56,8 @@ def build_registry() -> HandlerRegistry[Handler]:
         offset_fetch,
         offset_for_leader_epoch,
         produce,
+        sasl_authenticate,
+        sasl_handshake,
         sync_group,
     )
     from strata.protocol.api_keys import ApiKey
@@ -90,6 +92,8 @@ def build_registry() -> HandlerRegistry[Handler]:
         (ApiKey.ELECT_LEADERS, 0, 2, elect_leaders.handle),
         (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0, alter_partition_reassignments.handle),
         (ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, list_partition_reassignments.handle),
+        (ApiKey.SASL_HANDSHAKE, 0, 1, sasl_handshake.handle),
+        (ApiKey.SASL_AUTHENTICATE, 0, 1, sasl_authenticate.handle),
     ]
     registry: HandlerRegistry[Handler] = HandlerRegistry()
     for api_key, min_version, max_version, handler in routes:
