@@ -1,6 +1,6 @@
 """Fixtures of the security suite: a test PKI and one broker with every kind of listener.
 
-``secure_broker`` (one per module) serves four listeners on loopback::
+``secure_broker`` (one for the package) serves four listeners on loopback::
 
     PLAINTEXT://127.0.0.1:<port>        (the BrokerProcess's own port: health of the broker)
     SASL_SSL://127.0.0.1:<port>         PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
@@ -29,7 +29,7 @@ MECHANISMS = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
 
 
 @dataclass(frozen=True)
-class TestPki:
+class PkiFiles:
     ca: Pki
     other_ca: Pki
     broker: Issued
@@ -39,7 +39,7 @@ class TestPki:
 @dataclass(frozen=True)
 class SecureBroker:
     process: BrokerProcess
-    pki: TestPki
+    pki: PkiFiles
     sasl_ssl: int
     sasl_plaintext: int
     ssl: int
@@ -55,23 +55,23 @@ def create_user(user: str, password: str, *where: str) -> None:
     assert done.returncode == 0, f"strata users create: {done.stdout}{done.stderr}"
 
 
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> TestPki:
+@pytest.fixture(scope="package")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> PkiFiles:
     directory = tmp_path_factory.mktemp("pki")
     ca = Pki(directory, "strata")
-    return TestPki(ca, Pki(directory, "other"),
+    return PkiFiles(ca, Pki(directory, "other"),
                    ca.issue("broker", "/CN=localhost/O=Strata", server=True),
                    ca.issue("alice", "/O=Strata/OU=eng/CN=alice"))
 
 
-def tls_config(pki: TestPki) -> dict[str, str]:
+def tls_config(pki: PkiFiles) -> dict[str, str]:
     return {"ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(pki.broker.keystore),
             "ssl.truststore.location": str(pki.ca.ca_cert)}
 
 
-@pytest.fixture(scope="module")
-def secure_broker(tmp_path_factory: pytest.TempPathFactory, pki: TestPki
+@pytest.fixture(scope="package")
+def secure_broker(tmp_path_factory: pytest.TempPathFactory, pki: PkiFiles
                   ) -> Iterator[SecureBroker]:
     workdir = tmp_path_factory.mktemp("secure-broker")
     ports = [free_port() for _ in range(3)]
