@@ -40,7 +40,7 @@ def test_custom_map_and_unknown_listener() -> None:
                            "listeners": "EXT://127.0.0.1:0,INTERNAL://127.0.0.1:0"})
     assert security_protocol(config, "INTERNAL") is SecurityProtocol.SASL_SSL
     assert security_protocol(config, "EXT") is SecurityProtocol.PLAINTEXT
-    with pytest.raises(ConfigError, match="not in listener.security.protocol.map"):
+    with pytest.raises(ConfigError, match=r"not in listener\.security\.protocol\.map"):
         security_protocol(config, "OTHER")
     with pytest.raises(ConfigError, match="NAME:PROTOCOL"):
         protocol_map(BrokerConfig({"listener.security.protocol.map": "A:KERBEROS"}))
@@ -99,7 +99,7 @@ def test_parse_jaas() -> None:
 
 
 def test_tls_settings_refused_at_startup(tmp_path: object) -> None:
-    with pytest.raises(ConfigError, match="ssl.keystore.location"):
+    with pytest.raises(ConfigError, match=r"ssl\.keystore\.location"):
         server_context(BrokerConfig({}), "SSL")
     with pytest.raises(ConfigError, match="PEM"):
         server_context(BrokerConfig({"ssl.keystore.type": "JKS"}), "SSL")

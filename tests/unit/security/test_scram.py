@@ -7,6 +7,7 @@ import base64
 import pytest
 
 from strata.broker.security.scram import (
+    CredentialLookup,
     ScramClient,
     ScramCredential,
     ScramError,
@@ -28,7 +29,7 @@ CLIENT_FINAL = (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
 SERVER_FINAL = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
 
 
-def _lookup(credential: ScramCredential | None):  # type: ignore[no-untyped-def]
+def _lookup(credential: ScramCredential | None) -> CredentialLookup:
     async def lookup(mechanism: str, username: str) -> ScramCredential | None:
         return credential if username == "user" else None
     return lookup
