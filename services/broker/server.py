@@ -113,6 +113,7 @@ class BrokerState:
     registry: HandlerRegistry[Handler] = field(default_factory=HandlerRegistry)
     metrics: BrokerMetrics | None = None
     cluster: Cluster | None = None  # set when metadata.store is (a multi-broker cluster)
+    credentials: CredentialStore | None = None  # SCRAM users (strata.broker.security)
     # listener name -> (host, port) advertised; the first listener is advertised_host/_port
     advertised_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
     group_coordinator: GroupCoordinator = field(init=False)
@@ -265,6 +266,7 @@ class KafkaServer:
             advertised_host=advertised.host,
             advertised_port=advertised.port or bound_port, cluster=cluster,
             advertised_endpoints={name: (host, port) for name, host, port in endpoints},
+            credentials=credentials,
         )
         state.registry = build_registry()
         def controller_state() -> tuple[bool, int]:

@@ -35,6 +35,8 @@ from typing import Final
 
 MECHANISMS: Final[dict[str, str]] = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 """Kafka's SCRAM mechanism names -> hashlib algorithm."""
+MECHANISM_TYPES: Final[dict[int, str]] = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+"""Kafka's ``ScramMechanism`` type bytes (Describe/AlterUserScramCredentials) -> name."""
 
 DEFAULT_ITERATIONS: Final = 4096
 MIN_ITERATIONS: Final = 4096  # Kafka's ScramMechanism.minIterations for both mechanisms
@@ -112,6 +114,16 @@ def make_credential(mechanism: str, password: str, *, iterations: int = DEFAULT_
     salt = secrets.token_bytes(32) if salt is None else salt
     _, stored_key, server_key = _keys(mechanism, password, salt, iterations)
     return ScramCredential(mechanism, salt, iterations, stored_key, server_key)
+
+
+def credential_from_salted_password(mechanism: str, salt: bytes, iterations: int,
+                                    salted: bytes) -> ScramCredential:
+    """What AlterUserScramCredentials sends (the client salts and iterates): never a password."""
+    algorithm = _algorithm(mechanism)
+    client_key = _hmac(algorithm, salted, b"Client Key")
+    return ScramCredential(mechanism, salt, iterations,
+                           hashlib.new(algorithm, client_key).digest(),
+                           _hmac(algorithm, salted, b"Server Key"))
 
 
 def _normalize(password: str) -> str:

@@ -9,6 +9,7 @@ connection).
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import ssl
 import struct
@@ -21,6 +22,9 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer, KafkaProducer
 
+from strata.broker.broker_client import BrokerClient
+from strata.broker.security.listeners import ClientSecurity
+from strata.broker.security.scram import salted_password
 from strata.protocol import RequestHeader, build_request, decode_response, encode_request
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
@@ -222,3 +226,49 @@ def test_wrong_password_fails_and_nothing_else_works(secure_broker: SecureBroker
         "sasl.username": "alice", "sasl.password": "wrong"})
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=5)
+
+
+def _admin_request(port: int, api_key: int, fields: dict[str, Any]) -> Any:
+    """One request as alice over SASL/SCRAM-SHA-512 with Strata's own ``BrokerClient``."""
+    security = ClientSecurity(None, "SCRAM-SHA-512", "alice", "alice-secret")
+
+    async def send() -> Any:
+        client = BrokerClient("127.0.0.1", port, client_id="admin",
+                              request_timeout_s=TIMEOUT_S, security=security)
+        try:
+            return await client.request(api_key, 0, fields)
+        finally:
+            await client.close()
+
+    return asyncio.run(send())
+
+
+def test_scram_users_through_the_kafka_admin_api(secure_broker: SecureBroker) -> None:
+    """Alter/DescribeUserScramCredentials from a SASL-authenticated client, then a login as the
+    new user. (Sent with Strata's codec: librdkafka 2.16's AlterUserScramCredentials v0 carries
+    one byte past the body, which Strata's strict decoder refuses.)"""
+    port = secure_broker.sasl_plaintext
+    salt = b"some-salt-0123456789"
+    altered = _admin_request(port, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, {
+        "deletions": [], "upsertions": [{
+            "name": "carol", "mechanism": 1, "iterations": 4096, "salt": salt,
+            "salted_password": salted_password("SCRAM-SHA-256", "carol-secret", salt, 4096)}]})
+    assert [(r.user, r.error_code) for r in altered.results] == [("carol", ErrorCode.none)]
+    described = _admin_request(port, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+                               {"users": [{"name": "carol"}, {"name": "dave"}]})
+    assert [(r.user, r.error_code, [(c.mechanism, c.iterations) for c in r.credential_infos])
+            for r in described.results] == [("carol", ErrorCode.none, [(1, 4096)]),
+                                             ("dave", ErrorCode.resource_not_found, [])]
+    _kafka_python_roundtrip({
+        "bootstrap_servers": f"127.0.0.1:{port}",
+        "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_plain_username": "carol", "sasl_plain_password": "carol-secret"})
+    deletion = {"deletions": [{"name": "carol", "mechanism": 1}], "upsertions": []}
+    deleted = _admin_request(port, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, deletion)
+    assert [r.error_code for r in deleted.results] == [ErrorCode.none]
+    again = _admin_request(port, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, deletion)
+    assert [r.error_code for r in again.results] == [ErrorCode.resource_not_found]
+    refused = _admin_request(port, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, {
+        "deletions": [], "upsertions": [{"name": "erin", "mechanism": 1, "iterations": 10,
+                                         "salt": salt, "salted_password": b"x"}]})
+    assert [r.error_code for r in refused.results] == [ErrorCode.unacceptable_credential]
