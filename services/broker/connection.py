@@ -419,7 +419,7 @@ class KafkaConnection(asyncio.Protocol):
         if self._write_paused:
             await self._wait_drained()
         await asyncio.sleep(self._listener.failed_authentication_delay_s)
-        self._close_for(f"SASL authentication failed as {self._session.mechanism}", quiet=True)
+        self._close_for(f"failed authentication ({self._session.mechanism})")
         raise ConnectionClosed
 
     # ------------------------------------------------------------ writing
