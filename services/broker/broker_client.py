@@ -10,6 +10,11 @@ Failures: connecting, sending or reading raise ``BrokerUnavailableError`` (with 
 what failed) after closing the socket; the next ``request`` reconnects. Each request is bounded
 by ``request_timeout_s`` (``replica.socket.timeout.ms`` for fetchers, which must exceed their
 ``replica.fetch.wait.max.ms`` long poll). ``close`` is idempotent. Event-loop only.
+
+Security: with a ``ClientSecurity`` the connection is TLS (its ``ssl_context``, the server's
+host name checked when the context says so) and/or logs in with SASL right after connecting
+(``strata.broker.security.sasl_client``), before the first request; a refused login is a
+``BrokerUnavailableError`` too.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import struct
 from collections.abc import Mapping
 from typing import Any, Final
 
+from strata.broker.security.listeners import ClientSecurity
+from strata.broker.security.sasl_client import SaslClientError, sasl_login
 from strata.protocol import RequestHeader, build_request, decode_response, encode_request
 
 _SIZE: Final = struct.Struct(">i")
@@ -32,7 +39,9 @@ class BrokerUnavailableError(ConnectionError):
 
 class BrokerClient:
     def __init__(self, host: str, port: int, *, client_id: str,
-                 request_timeout_s: float = 30.0, connect_timeout_s: float = 5.0) -> None:
+                 request_timeout_s: float = 30.0, connect_timeout_s: float = 5.0,
+                 security: ClientSecurity | None = None) -> None:
+        self.security = security
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -47,17 +56,27 @@ class BrokerClient:
 
     async def request(self, api_key: int, version: int, fields: Mapping[str, Any]) -> Any:
         """Send one request and return its decoded response body."""
+        try:
+            async with asyncio.timeout(self.request_timeout_s):
+                reader, writer = await self._connected()
+                return await self._exchange(reader, writer, api_key, version, fields)
+        except (OSError, EOFError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            await self.close()
+            raise BrokerUnavailableError(
+                f"request {api_key} v{version} to {self.host}:{self.port} failed: "
+                f"{type(exc).__name__}: {exc}") from exc
+
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                        api_key: int, version: int, fields: Mapping[str, Any]) -> Any:
         body = build_request(api_key, version, fields)
         correlation_id = next(self._correlation_ids)
         frame = encode_request(RequestHeader(api_key, version, correlation_id, self.client_id),
                                body)
         try:
-            async with asyncio.timeout(self.request_timeout_s):
-                reader, writer = await self._connected()
-                writer.write(frame)
-                await writer.drain()
-                (size,) = _SIZE.unpack(await reader.readexactly(4))
-                response = await reader.readexactly(size)
+            writer.write(frame)
+            await writer.drain()
+            (size,) = _SIZE.unpack(await reader.readexactly(4))
+            response = await reader.readexactly(size)
         except (OSError, EOFError, TimeoutError, asyncio.IncompleteReadError) as exc:
             await self.close()
             raise BrokerUnavailableError(
@@ -72,8 +91,23 @@ class BrokerClient:
 
     async def _connected(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if self._reader is None or self._writer is None or self._writer.is_closing():
+            security = self.security
+            context = security.ssl_context if security is not None else None
             async with asyncio.timeout(self.connect_timeout_s):
-                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+                reader, writer = await asyncio.open_connection(
+                    self.host, self.port, ssl=context,
+                    server_hostname=self.host if context is not None else None)
+            if security is not None and security.sasl_mechanism is not None:
+                async def send(api_key: int, version: int, fields: Mapping[str, Any]) -> Any:
+                    return await self._exchange(reader, writer, api_key, version, fields)
+
+                try:
+                    await sasl_login(send, security.sasl_mechanism, security.username,
+                                     security.password)
+                except SaslClientError:
+                    writer.close()
+                    raise
+            self._reader, self._writer = reader, writer
         return self._reader, self._writer
 
     async def close(self) -> None:

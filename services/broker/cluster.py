@@ -33,6 +33,10 @@ from strata.broker.metadata_cache import MetadataCache
 from strata.broker.metadata_publisher import MetadataPublisher
 from strata.broker.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from strata.broker.replica_manager import ReplicaManager
+from strata.broker.security.listeners import (
+    inter_broker_client_security,
+    inter_broker_listener_name,
+)
 from strata.metadata.factory import open_store
 from strata.metadata.store import MetadataStore
 from strata.storage.log_manager import LogManager
@@ -112,20 +116,25 @@ class Cluster:
             return None
         return registration.leader
 
-    async def attach(self, *, host: str, port: int, replica_manager: ReplicaManager,
+    async def attach(self, *, host: str, port: int,
+                     endpoints: tuple[tuple[str, str, int], ...] = (),
+                     replica_manager: ReplicaManager,
                      log_manager: LogManager, group_coordinator: GroupCoordinator,
                      on_configs: Callable[[ClusterImage], None],
                      on_fenced: Callable[[], None]) -> None:
         config = self.config
         rack = config.get("broker.rack") or None
         self.lifecycle = lifecycle = BrokerLifecycle(
-            self.store, self.cache, BrokerRegistration(self.node_id, host, port, rack),
+            self.store, self.cache,
+            BrokerRegistration(self.node_id, host, port, rack, endpoints=endpoints),
             session_timeout_s=config.get_int("broker.session.timeout.ms") / 1000,
             on_fenced=on_fenced)
-        self.fetchers = ReplicaFetcherManager(replica_manager, fetcher_config(config))
+        self.fetchers = ReplicaFetcherManager(replica_manager, fetcher_config(config),
+                                              security=inter_broker_client_security(config))
         self.publisher = publisher = MetadataPublisher(
             self.node_id, replica_manager, self.fetchers, log_manager, group_coordinator,
-            broker_epoch=lambda: lifecycle.epoch, on_configs=on_configs)
+            broker_epoch=lambda: lifecycle.epoch, on_configs=on_configs,
+            listener=inter_broker_listener_name(config))
         await asyncio.to_thread(publisher.remove_stray_logs, self.image)
         replica_manager.isr_change_handler = lifecycle.propose_isr
         group_coordinator.leader_lookup = self.leader_of

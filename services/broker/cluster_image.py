@@ -84,23 +84,41 @@ def broker_configs_key(scope: str) -> str:
 # ----------------------------------------------------------------------------- values
 @dataclass(frozen=True, slots=True)
 class BrokerRegistration:
-    """A live broker: where clients reach it, its rack; ``epoch`` is the entry's version."""
+    """A live broker: where clients reach it, its rack; ``epoch`` is the entry's version.
+
+    ``endpoints`` are its advertised listeners, ``(name, host, port)`` in ``listeners`` order
+    (JSON ``"endpoints": [{"name", "host", "port"}]``); ``host`` / ``port`` stay the first one's,
+    so readers that predate listeners keep working. A registration without endpoints (from an
+    older Strata) serves every listener name at ``host:port``.
+    """
 
     node_id: int
     host: str
     port: int
     rack: str | None = None
     epoch: int = 0
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """(host, port) of the named listener; None if this broker has no such listener."""
+        if not self.endpoints:
+            return self.host, self.port
+        return next(((h, p) for name, h, p in self.endpoints if name == listener), None)
 
     def encode(self) -> bytes:
-        return _dump({"node_id": self.node_id, "host": self.host, "port": self.port,
-                      "rack": self.rack})
+        doc: dict[str, Any] = {"node_id": self.node_id, "host": self.host, "port": self.port,
+                               "rack": self.rack}
+        if self.endpoints:
+            doc["endpoints"] = [{"name": n, "host": h, "port": p} for n, h, p in self.endpoints]
+        return _dump(doc)
 
     @classmethod
     def decode(cls, raw: bytes, epoch: int) -> BrokerRegistration:
         doc = _load(raw)
+        endpoints = tuple((str(e["name"]), str(e["host"]), int(e["port"]))
+                          for e in doc.get("endpoints") or ())
         return cls(int(doc["node_id"]), str(doc["host"]), int(doc["port"]),
-                   doc.get("rack") or None, epoch)
+                   doc.get("rack") or None, epoch, endpoints)
 
 
 @dataclass(frozen=True, slots=True)

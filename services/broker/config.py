@@ -168,6 +168,42 @@ BROKER_SETTINGS: Final[tuple[BrokerSetting, ...]] = (
                   "How often expired offsets are removed."),
     BrokerSetting("offset.metadata.max.bytes", "4096", ConfigType.INT,
                   "The largest metadata string an offset commit may carry."),
+    # Security (strata.broker.security). Any of the ssl.* / sasl.* keys may also be set per
+    # listener as listener.name.<name>.<key> (Kafka's rule; those keys are always known).
+    BrokerSetting("listener.security.protocol.map",
+                  "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+                  ConfigType.STRING,
+                  "Listener name -> PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
+    BrokerSetting("inter.broker.listener.name", None, ConfigType.STRING,
+                  "The listener followers fetch from; default: by security.inter.broker.protocol."),
+    BrokerSetting("security.inter.broker.protocol", "PLAINTEXT", ConfigType.STRING,
+                  "The inter-broker listener's protocol when inter.broker.listener.name is unset."),
+    BrokerSetting("sasl.mechanism.inter.broker.protocol", None, ConfigType.STRING,
+                  "The SASL mechanism a follower logs in to a SASL inter-broker listener with."),
+    BrokerSetting("sasl.enabled.mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", ConfigType.LIST,
+                  "SASL mechanisms served: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default, "
+                  "GSSAPI, is not served)."),
+    BrokerSetting("sasl.jaas.config", None, ConfigType.PASSWORD,
+                  "A login module line with this broker's username=\"..\" password=\"..\"."),
+    BrokerSetting("connection.failed.authentication.delay.ms", "100", ConfigType.INT,
+                  "How long a connection whose authentication failed stays open."),
+    BrokerSetting("ssl.keystore.type", "PEM", ConfigType.STRING, "PEM only."),
+    BrokerSetting("ssl.keystore.location", None, ConfigType.STRING,
+                  "A PEM file with this broker's certificate chain and private key."),
+    BrokerSetting("ssl.keystore.certificate.chain", None, ConfigType.PASSWORD,
+                  "The certificate chain as PEM text (with ssl.keystore.key)."),
+    BrokerSetting("ssl.keystore.key", None, ConfigType.PASSWORD, "The private key as PEM text."),
+    BrokerSetting("ssl.key.password", None, ConfigType.PASSWORD,
+                  "The password of an encrypted private key."),
+    BrokerSetting("ssl.truststore.type", "PEM", ConfigType.STRING, "PEM only."),
+    BrokerSetting("ssl.truststore.location", None, ConfigType.STRING,
+                  "A PEM file of the CA certificates trusted for peers."),
+    BrokerSetting("ssl.truststore.certificates", None, ConfigType.PASSWORD,
+                  "The trusted CA certificates as PEM text."),
+    BrokerSetting("ssl.client.auth", "none", ConfigType.STRING,
+                  "Client certificates: required, requested or none."),
+    BrokerSetting("ssl.endpoint.identification.algorithm", "https", ConfigType.STRING,
+                  "https: a follower checks the leader's host name against its certificate."),
 )
 
 SETTINGS_BY_NAME: Final[Mapping[str, BrokerSetting]] = {s.name: s for s in BROKER_SETTINGS}
@@ -287,7 +323,8 @@ class BrokerConfig:
         return Origin.DEFAULT
 
     def unknown_keys(self) -> list[str]:
-        return sorted(k for k in self._values if k not in KNOWN_KEYS)
+        return sorted(k for k in self._values
+                      if k not in KNOWN_KEYS and not k.startswith("listener.name."))
 
     def get(self, key: str) -> str | None:
         """The value set, else the default of a known setting, else None."""
@@ -343,7 +380,7 @@ class BrokerConfig:
 
     @property
     def listener(self) -> Listener:
-        """The listener the Kafka protocol is served on: the first one (PLAINTEXT only, yet)."""
+        """The first listener (its host also serves HTTP; every listener is served)."""
         return self.listeners[0]
 
     @property

@@ -18,12 +18,20 @@ Invariants:
 - back pressure: reading pauses while the connection holds ``MAX_QUEUED_FRAMES`` frames or the
   broker holds ``queued.max.requests`` frames across all connections, and while the transport's
   write buffer is not empty (write-buffer limits are 0/0, so ``pause_writing`` fires on any
-  unsent byte); the serve task handles the next request only once the previous response has been
-  handed to the kernel entirely.
+  unsent byte; a TLS transport keeps its default limits, as uvloop's never resumes from 0/0);
+  the serve task handles the next request only once the previous response has been handed to
+  the kernel entirely (on TLS: to the TLS layer, within its high-water mark).
 - a ``Response``'s ``FileSlice`` chunks go out with ``os.sendfile`` on a ``dup`` of the socket fd
   (uvloop refuses ``add_writer`` on a fd its transport owns and has no ``loop.sendfile``) once
   the transport's buffer is empty, so bytes never overtake each other; if ``sendfile`` fails for
-  any reason but a dead peer, the rest of the slice is ``pread`` and written normally.
+  any reason but a dead peer, the rest of the slice is ``pread`` and written normally. On a
+  TLS connection (SSL, SASL_SSL listeners) bytes must pass through the TLS layer: slices are
+  always ``pread`` and written.
+- security (``strata.broker.security``): each connection has a ``SecuritySession`` of its
+  listener. A request its session does not allow (anything but ApiVersions and the SASL APIs
+  before SASL authentication) closes the connection; after a failed SaslAuthenticate the answer
+  is sent, and the connection closes ``connection.failed.authentication.delay.ms`` later,
+  handling nothing else. The session's principal reaches handlers as ``RequestContext.principal``.
 - protocol violations (a frame over ``socket.request.max.bytes``, a bad size, an undecodable
   request, a version we do not advertise) log one line naming the peer and close only this
   connection. ApiVersions at an unknown version is negotiation, not a violation: it gets the v0
@@ -49,6 +57,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from strata.broker.security import principal as principals
+from strata.broker.security.listeners import ListenerSecurity, SecurityProtocol
+from strata.broker.security.session import SecuritySession
 from strata.protocol.api_versions import encode_unsupported_version_response
 from strata.protocol.codec import decode_request, encode_response
 from strata.protocol.error_codes import ErrorCode
@@ -71,6 +82,7 @@ MAX_QUEUED_FRAMES: Final = 16
 """Frames one connection may hold decoded-but-unhandled before it stops reading."""
 
 _SIZE: Final = struct.Struct(">i")
+_API_KEY: Final = struct.Struct(">h")
 _PEER_GONE: Final = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.EBADF})
 
 
@@ -82,6 +94,13 @@ class RequestContext:
     client_host: str
     client_port: int
     state: BrokerState
+    listener: str = "PLAINTEXT"  # the listener name the request came in on
+    session: SecuritySession | None = None
+
+    @property
+    def principal(self) -> str:
+        """``User:alice``, ``User:CN=...`` or ``User:ANONYMOUS`` (what ACLs will check)."""
+        return self.session.principal if self.session is not None else principals.ANONYMOUS
 
 
 @dataclass(slots=True)
@@ -141,8 +160,12 @@ class KafkaConnection(asyncio.Protocol):
     """The Kafka protocol on one accepted socket. Created by ``KafkaServer`` per connection."""
 
     def __init__(self, state: BrokerState, limit: RequestQueueLimit,
-                 on_close: Callable[[KafkaConnection], None]) -> None:
+                 on_close: Callable[[KafkaConnection], None],
+                 listener: ListenerSecurity | None = None) -> None:
         self._state = state
+        self._listener = listener or ListenerSecurity("PLAINTEXT", SecurityProtocol.PLAINTEXT)
+        self._session = SecuritySession(self._listener)
+        self._tls = False
         self._closing_counted = False
         self._limit = limit
         self._on_close = on_close
@@ -165,11 +188,20 @@ class KafkaConnection(asyncio.Protocol):
         self._transport = typing.cast(asyncio.Transport, transport)
         if self._state.metrics is not None:
             self._state.metrics.requests.connections.inc()
-        # 0/0: pause_writing as soon as any byte is left unsent, resume when all are sent.
-        self._transport.set_write_buffer_limits(high=0, low=0)
+        self._tls = transport.get_extra_info("ssl_object") is not None
+        if not self._tls:
+            # 0/0: pause_writing as soon as any byte is left unsent, resume when all are sent.
+            # (uvloop's TLS transport never resumes from 0/0: it keeps its default limits.)
+            self._transport.set_write_buffer_limits(high=0, low=0)
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self._peer = (str(peer[0]), int(peer[1]))
+        if self._tls:
+            self._session = SecuritySession(self._listener, principals.from_certificate(
+                transport.get_extra_info("peercert")))
+            if self._session.principal != principals.ANONYMOUS:
+                logger.info("TLS client %s on listener %s is %s", self.peer,
+                            self._listener.name, self._session.principal)
         self._task = asyncio.get_running_loop().create_task(self._serve())
 
     def data_received(self, data: bytes) -> None:
@@ -312,6 +344,14 @@ class KafkaConnection(asyncio.Protocol):
 
     async def _handle(self, frame: bytes) -> None:
         state = self._state
+        session = self._session
+        # Checked on the header's first field, before the body is parsed (Kafka's
+        # SaslServerAuthenticator): an unauthenticated peer gets nothing decoded.
+        api_key = _API_KEY.unpack_from(frame)[0] if len(frame) >= 2 else -1
+        if not session.allows(api_key):
+            self._close_for(f"API key {api_key} from {session.principal} before SASL "
+                            "authentication")
+            return
         ranges = state.registry.version_ranges()
         try:
             request = decode_request(frame, ranges)
@@ -325,12 +365,14 @@ class KafkaConnection(asyncio.Protocol):
             self._close_for(str(exc))
             return
         header = request.header
+        session = self._session
         started = time.perf_counter()
         handler = state.registry.lookup(header.api_key, header.api_version)
         if handler is None:  # pragma: no cover - decode_request checked the same ranges
             self._close_for(f"no handler for {header.describe()}")
             return
-        context = RequestContext(header, self._peer[0], self._peer[1], state)
+        context = RequestContext(header, self._peer[0], self._peer[1], state,
+                                 self._listener.name, session)
         body: Any = None
         try:
             result = body = await handler(context, request.body)
@@ -355,6 +397,8 @@ class KafkaConnection(asyncio.Protocol):
             if metrics is not None:
                 metrics.requests.sent_bytes.inc(len(result))
             self._write(result)
+            if session.failed:
+                await self._close_after_failed_authentication()
             return
         if metrics is not None:
             metrics.requests.sent_bytes.inc(result.size + 4)
@@ -367,6 +411,16 @@ class KafkaConnection(asyncio.Protocol):
             logger.exception("writing the answer to %s failed", header.describe())
             self._close_for(f"writing a response failed: {exc}")
             raise ConnectionClosed from exc
+
+    async def _close_after_failed_authentication(self) -> None:
+        """Kafka's ``connection.failed.authentication.delay.ms``: the answer goes out, nothing
+        more is handled, and the connection closes after the delay."""
+        self._maybe_pause_reading()
+        if self._write_paused:
+            await self._wait_drained()
+        await asyncio.sleep(self._listener.failed_authentication_delay_s)
+        self._close_for(f"failed authentication ({self._session.mechanism})")
+        raise ConnectionClosed
 
     # ------------------------------------------------------------ writing
     def _write(self, data: bytes) -> None:
@@ -422,6 +476,8 @@ class KafkaConnection(asyncio.Protocol):
             await self._wait_drained()
 
     def _socket_fd_for_sendfile(self) -> int | None:
+        if self._tls:
+            return None  # the bytes must go through TLS: the caller preads and writes
         if self._sendfile_fd is None and self._transport is not None:
             sock = self._transport.get_extra_info("socket")
             if sock is None:

@@ -77,8 +77,10 @@ class MetadataPublisher:
                  fetchers: ReplicaFetcherManager, log_manager: LogManager,
                  group_coordinator: GroupCoordinator, *,
                  broker_epoch: Callable[[], int],
-                 on_configs: Callable[[ClusterImage], None]) -> None:
+                 on_configs: Callable[[ClusterImage], None],
+                 listener: str | None = None) -> None:
         self.node_id = node_id
+        self.listener = listener  # the inter-broker listener name: followers fetch from it
         self.replica_manager = replica_manager
         self.fetchers = fetchers
         self.log_manager = log_manager
@@ -130,8 +132,10 @@ class MetadataPublisher:
             leader = None
             if not leads and registration.has_leader and registration.leader != self.node_id:
                 broker = image.brokers.get(registration.leader)
-                if broker is not None:
-                    leader = LeaderEndpoint(broker.node_id, broker.host, broker.port)
+                endpoint = (None if broker is None else broker.endpoint(self.listener)
+                            if self.listener else (broker.host, broker.port))
+                if broker is not None and endpoint is not None:
+                    leader = LeaderEndpoint(broker.node_id, *endpoint)
             applied = (registration, leader, leads)
             if self._applied.get(tp) == applied:
                 continue

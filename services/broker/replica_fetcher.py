@@ -38,6 +38,7 @@ from strata.broker.broker_client import BrokerClient, BrokerUnavailableError
 from strata.broker.follower_truncation import truncation_for
 from strata.broker.partition import Partition
 from strata.broker.replica_manager import ReplicaManager
+from strata.broker.security.listeners import ClientSecurity
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.storage import record_batch as rb
@@ -89,14 +90,15 @@ class ReplicaFetcher:
     """Fetches every partition this broker follows from one leader."""
 
     def __init__(self, replica_manager: ReplicaManager, leader: LeaderEndpoint,
-                 config: FetcherConfig) -> None:
+                 config: FetcherConfig, security: ClientSecurity | None = None) -> None:
         self.replica_manager = replica_manager
         self.leader = leader
         self.config = config
         self.node_id = replica_manager.node_id
         self.client = BrokerClient(leader.host, leader.port,
                                    client_id=f"strata-replica-fetcher-{self.node_id}",
-                                   request_timeout_s=config.socket_timeout_ms / 1000)
+                                   request_timeout_s=config.socket_timeout_ms / 1000,
+                                   security=security)
         self.partitions: dict[TopicPartition, _FetchState] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -317,9 +319,11 @@ def whole_batches(records: bytes | memoryview) -> memoryview:
 class ReplicaFetcherManager:
     """One ``ReplicaFetcher`` per leader broker; partitions move between them as leaders do."""
 
-    def __init__(self, replica_manager: ReplicaManager, config: FetcherConfig) -> None:
+    def __init__(self, replica_manager: ReplicaManager, config: FetcherConfig,
+                 security: ClientSecurity | None = None) -> None:
         self.replica_manager = replica_manager
         self.config = config
+        self.security = security  # TLS / SASL towards the leaders' inter-broker listener
         self.fetchers: dict[LeaderEndpoint, ReplicaFetcher] = {}
         self._leader_of: dict[TopicPartition, LeaderEndpoint] = {}
 
@@ -335,7 +339,7 @@ class ReplicaFetcherManager:
             fetcher = self.fetchers.get(leader)
             if fetcher is None:
                 fetcher = self.fetchers[leader] = ReplicaFetcher(self.replica_manager, leader,
-                                                                 self.config)
+                                                                 self.config, self.security)
                 fetcher.start()
             fetcher.add_partitions(epochs)
 

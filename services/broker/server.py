@@ -16,8 +16,12 @@ Startup, in order (each step needs the one before):
    persisted leader epoch; then the ``GroupCoordinator`` starts replaying the
    ``__consumer_offsets`` partitions it leads (groups of a partition still loading answer
    COORDINATOR_LOAD_IN_PROGRESS);
-5. the Kafka listener (``listeners``; port 0 picks a free port, and ``advertised.listeners``
-   with port 0 follows it), then the HTTP health server (``http.port``), then the periodic tasks:
+5. the Kafka listeners (``listeners``, each with its security protocol from
+   ``listener.security.protocol.map``: TLS and SASL per ``strata.broker.security``; port 0
+   picks a free port, and ``advertised.listeners`` with port 0 follows it; a cluster registers
+   every advertised listener, and Metadata answers each client with the endpoints of the
+   listener it connected to, Kafka's rule), then the HTTP health server (``http.port``), then
+   the periodic tasks:
    ``flush_dirty_logs`` and both checkpoints in worker threads (fsync never runs on the loop),
    retention on the loop (it changes the segment lists, which the loop owns), and
    ``log.cleaner.threads`` compaction workers (``clean_one`` in a thread, backing off
@@ -58,6 +62,12 @@ from strata.broker.http import HealthServer
 from strata.broker.metrics import BrokerMetrics
 from strata.broker.producer_id_manager import ClusterProducerIdManager, ProducerIdManager
 from strata.broker.replica_manager import ReplicaManager
+from strata.broker.security.credentials import (
+    CredentialStore,
+    FileCredentialStore,
+    MetadataCredentialStore,
+)
+from strata.broker.security.listeners import advertised_endpoints, listener_security
 from strata.broker.topic_store import FileTopicStore, TopicRecord, TopicStore, TopicStoreError
 from strata.metadata.errors import MetadataStoreError
 from strata.protocol.registry import HandlerRegistry
@@ -103,6 +113,9 @@ class BrokerState:
     registry: HandlerRegistry[Handler] = field(default_factory=HandlerRegistry)
     metrics: BrokerMetrics | None = None
     cluster: Cluster | None = None  # set when metadata.store is (a multi-broker cluster)
+    credentials: CredentialStore | None = None  # SCRAM users (strata.broker.security)
+    # listener name -> (host, port) advertised; the first listener is advertised_host/_port
+    advertised_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
     group_coordinator: GroupCoordinator = field(init=False)
 
     def __post_init__(self) -> None:
@@ -111,14 +124,20 @@ class BrokerState:
             clock=self.clock, replica_manager=self.replica_manager,
             topic_store=self.topic_store, create_topic=self.create_internal_topic)
 
-    def live_brokers(self) -> list[BrokerEndpoint]:
+    def live_brokers(self, listener: str | None = None) -> list[BrokerEndpoint]:
         """The brokers clients are told about (Metadata, DescribeCluster), by node id: the
-        registered ones in a cluster, else this one."""
+        registered ones in a cluster, else this one. With ``listener``, each broker's endpoint
+        of that listener (a broker without one is left out, as in Kafka); else its first."""
         if self.cluster is not None:
-            return [BrokerEndpoint(b.node_id, b.host, b.port, b.rack)
-                    for _, b in sorted(self.cluster.image.brokers.items())]
-        return [BrokerEndpoint(self.node_id, self.advertised_host, self.advertised_port,
-                               self.config.get("broker.rack") or None)]
+            out = []
+            for _, b in sorted(self.cluster.image.brokers.items()):
+                endpoint = b.endpoint(listener) if listener else (b.host, b.port)
+                if endpoint is not None:
+                    out.append(BrokerEndpoint(b.node_id, endpoint[0], endpoint[1], b.rack))
+            return out
+        host, port = self.advertised_endpoints.get(
+            listener or "", (self.advertised_host, self.advertised_port))
+        return [BrokerEndpoint(self.node_id, host, port, self.config.get("broker.rack") or None)]
 
     def live_broker_ids(self) -> set[int]:
         if self.cluster is not None:
@@ -178,7 +197,8 @@ class KafkaServer:
         self.ready = False
         self.kafka_port = 0
         self.http_port = 0
-        self._kafka_server: asyncio.Server | None = None
+        self._kafka_server: asyncio.Server | None = None  # the first listener's
+        self._kafka_servers: list[asyncio.Server] = []
         self._http = HealthServer(lambda: self.ready)
         self._connections: set[KafkaConnection] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -228,9 +248,16 @@ class KafkaServer:
 
         listener = config.listener
         advertised = config.advertised_listener
-        # The socket is bound first: a cluster registers the port clients will be told.
-        sock = _bind(listener.host, listener.port)
-        bound_port = int(sock.getsockname()[1])
+        credentials: CredentialStore = (MetadataCredentialStore(cluster.store)
+                                        if cluster is not None
+                                        else FileCredentialStore(log_dirs[0]))
+        securities = {entry.name: listener_security(config, entry.name, credentials)
+                      for entry in config.listeners}
+        # The sockets are bound first: a cluster registers the ports clients will be told.
+        socks = {entry.name: _bind(entry.host, entry.port) for entry in config.listeners}
+        bound_ports = {name: int(sock.getsockname()[1]) for name, sock in socks.items()}
+        bound_port = bound_ports[listener.name]
+        endpoints = advertised_endpoints(config, bound_ports)
         self.state = state = BrokerState(
             config=config, node_id=node_id, cluster_id=cluster_id, clock=self.clock,
             log_manager=log_manager, replica_manager=replica_manager, topic_store=store,
@@ -238,6 +265,8 @@ class KafkaServer:
                                  else ProducerIdManager(log_dirs[0])),
             advertised_host=advertised.host,
             advertised_port=advertised.port or bound_port, cluster=cluster,
+            advertised_endpoints={name: (host, port) for name, host, port in endpoints},
+            credentials=credentials,
         )
         state.registry = build_registry()
         def controller_state() -> tuple[bool, int]:
@@ -258,6 +287,7 @@ class KafkaServer:
                 state.apply_broker_defaults()
 
             await cluster.attach(host=state.advertised_host, port=state.advertised_port,
+                                 endpoints=tuple(endpoints),
                                  replica_manager=replica_manager, log_manager=log_manager,
                                  group_coordinator=state.group_coordinator,
                                  on_configs=on_configs, on_fenced=self.request_stop)
@@ -266,12 +296,22 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         limit = RequestQueueLimit(config.queued_max_requests)
 
-        def accept() -> KafkaConnection:
-            connection = KafkaConnection(state, limit, self._connections.discard)
-            self._connections.add(connection)
-            return connection
+        def acceptor(name: str) -> Callable[[], KafkaConnection]:
+            def accept() -> KafkaConnection:
+                connection = KafkaConnection(state, limit, self._connections.discard,
+                                             securities[name])
+                self._connections.add(connection)
+                return connection
+            return accept
 
-        self._kafka_server = await loop.create_server(accept, sock=sock, backlog=1024)
+        for name, sock in socks.items():
+            server = await loop.create_server(acceptor(name), sock=sock, backlog=1024,
+                                              ssl=securities[name].ssl_context)
+            self._kafka_servers.append(server)
+            if name != listener.name:
+                logger.info("serving Kafka listener %s (%s) on port %d", name,
+                            securities[name].protocol.value, bound_ports[name])
+        self._kafka_server = self._kafka_servers[0]
         self.kafka_port = bound_port
         self.http_port = await self._http.start(listener.host, config.http_port)
 
@@ -368,8 +408,8 @@ class KafkaServer:
         self.ready = False
         if self._cluster is not None and self.state is not None:
             await self._cluster.leave()  # leadership moves while this broker still serves
-        if self._kafka_server is not None:
-            self._kafka_server.close()
+        for kafka_server in self._kafka_servers:
+            kafka_server.close()
         if self.state is not None:  # parked JoinGroup/SyncGroup answered NOT_COORDINATOR
             await self.state.group_coordinator.shutdown()
         connections = list(self._connections)
@@ -390,9 +430,9 @@ class KafkaServer:
         if self._log_manager is not None:
             await asyncio.to_thread(self._log_manager.shutdown)
         await self._http.close()
-        if self._kafka_server is not None:
+        for kafka_server in self._kafka_servers:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._kafka_server.wait_closed(), 1.0)
+                await asyncio.wait_for(kafka_server.wait_closed(), 1.0)
         logger.info("shut down cleanly")
 
 

@@ -12,8 +12,8 @@ Invariants (each checked by a unit test):
 - every (api key, version) in the table has a request and a response class in kio;
 - every version is non-flexible except where Kafka has no other: ApiVersions v3 (flexible body,
   but its response still uses response header v0, KIP-511), IncrementalAlterConfigs v1 (Kafka's
-  first flexible version of that API), ListGroups v3-4 (group states, KIP-518) and DescribeCluster
-  (flexible-only). Other APIs are raised
+  first flexible version of that API), ListGroups v3-4 (group states, KIP-518), DescribeCluster
+  and Describe/AlterUserScramCredentials (flexible-only). Other APIs are raised
   to flexible versions once tagged fields are handled end to end;
 - ranges are inclusive and ``0 <= min_version <= max_version``.
 
@@ -87,6 +87,8 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, VersionRange]] = MappingProxyType(
         ApiKey.ELECT_LEADERS: VersionRange(0, 2),
         ApiKey.ALTER_PARTITION_REASSIGNMENTS: VersionRange(0, 0),
         ApiKey.LIST_PARTITION_REASSIGNMENTS: VersionRange(0, 0),
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: VersionRange(0, 0),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: VersionRange(0, 0),
     }
 )
 """API key -> the inclusive version range Strata serves (ARCHITECTURE.md §5)."""

@@ -30,6 +30,7 @@ def build_registry() -> HandlerRegistry[Handler]:
     from strata.broker.handlers import (
         alter_configs,
         alter_partition_reassignments,
+        alter_user_scram_credentials,
         api_versions,
         create_partitions,
         create_topics,
@@ -39,6 +40,7 @@ def build_registry() -> HandlerRegistry[Handler]:
         describe_cluster,
         describe_configs,
         describe_groups,
+        describe_user_scram_credentials,
         elect_leaders,
         fetch,
         find_coordinator,
@@ -56,6 +58,8 @@ def build_registry() -> HandlerRegistry[Handler]:
         offset_fetch,
         offset_for_leader_epoch,
         produce,
+        sasl_authenticate,
+        sasl_handshake,
         sync_group,
     )
     from strata.protocol.api_keys import ApiKey
@@ -90,6 +94,10 @@ def build_registry() -> HandlerRegistry[Handler]:
         (ApiKey.ELECT_LEADERS, 0, 2, elect_leaders.handle),
         (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0, alter_partition_reassignments.handle),
         (ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, list_partition_reassignments.handle),
+        (ApiKey.SASL_HANDSHAKE, 0, 1, sasl_handshake.handle),
+        (ApiKey.SASL_AUTHENTICATE, 0, 1, sasl_authenticate.handle),
+        (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, describe_user_scram_credentials.handle),
+        (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, alter_user_scram_credentials.handle),
     ]
     registry: HandlerRegistry[Handler] = HandlerRegistry()
     for api_key, min_version, max_version, handler in routes:

@@ -31,7 +31,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         "endpoint_type": endpoint_type, "cluster_id": state.cluster_id,
         "controller_id": state.controller_id,
         "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in state.live_brokers()],
+                    for b in state.live_brokers(ctx.listener)],
         "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }
     if endpoint_type != BROKER_ENDPOINTS:

@@ -249,13 +249,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for entry in entries:
             if wanted is not None and entry.name not in wanted:
                 continue
+            sensitive = int(entry.config_type) == ConfigType.PASSWORD  # never sent (Kafka)
             configs.append({
                 "name": entry.name,
-                "value": entry.value,
+                "value": None if sensitive else entry.value,
                 "read_only": entry.read_only,
                 "config_source": int(entry.source),
-                "is_sensitive": False,
-                "synonyms": [{"name": n, "value": v, "source": int(s)}
+                "is_sensitive": sensitive,
+                "synonyms": [{"name": n, "value": None if sensitive else v, "source": int(s)}
                              for n, v, s in entry.synonyms] if with_synonyms else [],
                 "config_type": int(entry.config_type),
                 "documentation": entry.documentation if with_docs else None,

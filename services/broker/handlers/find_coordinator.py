@@ -50,7 +50,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if error != ErrorCode.none:
         return _error(version, error, "the group coordinator topic cannot be created")
     node = coordinator.coordinator_node(key)
-    endpoint = next((b for b in state.live_brokers() if b.node_id == node), None)
+    endpoint = next((b for b in state.live_brokers(ctx.listener) if b.node_id == node), None)
     if endpoint is None:
         return _error(version, ErrorCode.coordinator_not_available,
                       f"the partition of group {key!r} has no leader this broker knows")

@@ -65,7 +65,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return build_response(ApiKey.METADATA, version, {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in state.live_brokers()],
+                    for b in state.live_brokers(ctx.listener)],
         "cluster_id": state.cluster_id,
         "controller_id": state.controller_id,
         "topics": topics,

@@ -44,6 +44,8 @@ EXPECTED = {
     "LIST_PARTITION_REASSIGNMENTS": (0, 0),
     "SASL_HANDSHAKE": (0, 1),
     "SASL_AUTHENTICATE": (0, 1),
+    "DESCRIBE_USER_SCRAM_CREDENTIALS": (0, 0),
+    "ALTER_USER_SCRAM_CREDENTIALS": (0, 0),
 }
 
 
@@ -70,9 +72,12 @@ def test_every_served_version_has_kio_classes_and_few_are_flexible() -> None:
     # ApiVersions v3 and IncrementalAlterConfigs v1 are flexible (KIP-482 "flexibleVersions":
     # "3+" and "1+"), ListGroups v3-4 (for the group states of KIP-518) and DescribeCluster
     # (only flexible versions exist), ElectLeaders v2 and Alter/ListPartitionReassignments (only
-    # flexible versions exist); no other served version is.
-    assert sorted(flexible) == [("ALTER_PARTITION_REASSIGNMENTS", 0), ("API_VERSIONS", 3),
+    # flexible versions exist), Describe/AlterUserScramCredentials (only flexible versions);
+    # no other served version is.
+    assert sorted(flexible) == [("ALTER_PARTITION_REASSIGNMENTS", 0),
+                                ("ALTER_USER_SCRAM_CREDENTIALS", 0), ("API_VERSIONS", 3),
                                 ("DESCRIBE_CLUSTER", 0), ("DESCRIBE_CLUSTER", 1),
+                                ("DESCRIBE_USER_SCRAM_CREDENTIALS", 0),
                                 ("ELECT_LEADERS", 2), ("INCREMENTAL_ALTER_CONFIGS", 1),
                                 ("LIST_GROUPS", 3), ("LIST_GROUPS", 4),
                                 ("LIST_PARTITION_REASSIGNMENTS", 0)]
