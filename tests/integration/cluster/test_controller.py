@@ -3,6 +3,7 @@ controlled shutdown, zombie fencing and topic ids."""
 
 from __future__ import annotations
 
+import urllib.request
 from collections.abc import Callable
 
 import pytest
@@ -11,6 +12,9 @@ from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition
 
+from strata.broker.metadata_publisher import read_partition_topic_id
+
+from ..broker_process import BrokerProcess
 from .cluster_processes import BackgroundProducer, ClusterProcesses, read_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -122,27 +126,47 @@ def test_a_zombie_with_a_reused_node_id_is_fenced(
         twin.kill()
 
 
+def log_end_offset(broker: BrokerProcess, topic: str, partition: int) -> float | None:
+    """The broker's ``strata_log_end_offset`` of one partition (None: not hosted)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{broker.http_port}/metrics",
+                                timeout=5) as response:
+        text = response.read().decode()
+    wanted = f'strata_log_end_offset{{partition="{partition}",topic="{topic}"}} '
+    for line in text.splitlines():
+        if line.startswith(wanted):
+            return float(line.split()[-1])
+    return None
+
+
 @SQLITE_ONLY
 def test_a_recreated_topic_never_serves_the_old_data(
         make_cluster: Callable[..., ClusterProcesses]) -> None:
-    cluster = make_cluster()
+    # A long session: the stopped broker stays registered, so the new topic can name it.
+    cluster = make_cluster(overrides={"broker.session.timeout.ms": "60000"})
     cluster.create_topic("again", assignment=[[0, 1, 2]])
     with BackgroundProducer(cluster.bootstrap, "again", {"acks": "all"}) as prod:
         cluster.wait_for(lambda: prod.acked.count() >= 100, "old records")
-        prod.stop()
-    cluster.broker(2).kill()  # away while the topic is deleted and created again
-    # Admin clients send DeleteTopics to the controller: wait until it is a live broker.
-    cluster.wait_for(lambda: cluster.controller() in (0, 1), "a live controller")
+        acked = prod.stop()
+    controller = cluster.controller()
+    away = next(b for b in (2, 1, 0) if b != controller)  # DeleteTopics goes to the controller
+    broker = cluster.broker(away)
+    cluster.wait_for(lambda: (log_end_offset(broker, "again", 0) or 0) >= len(acked.records),
+                     f"broker {away} has the old records")
+    old_id = read_partition_topic_id(broker.data_dir / "again-0")
+    assert old_id is not None
+    broker.kill()  # away while the topic is deleted and created again
     cluster.admin().delete_topics(["again"])["again"].result(timeout=30)
     cluster.wait_for(lambda: cluster.partition("again") is None, "the topic gone")
     cluster.create_topic("again", assignment=[[0, 1, 2]])
-    old_dir = cluster.broker(2).data_dir / "again-0"
-    assert old_dir.exists()  # broker 2 still has the old topic's log
-    cluster.broker(2).start()
-    cluster.wait_for(lambda: (p := cluster.partition("again")) is not None and 2 in p.isr,
-                     "broker 2 in the new topic's ISR")
-    for node in (0, 1):
-        cluster.broker(node).kill()
-    cluster.wait_for(lambda: (p := cluster.partition("again")) is not None and p.leader == 2,
-                     "broker 2 leads the new topic")
+    assert (broker.data_dir / "again-0").exists()  # it still has the old topic's log
+    broker.start()
+    cluster.wait_for(lambda: (p := cluster.partition("again")) is not None and away in p.isr,
+                     f"broker {away} in the new topic's ISR")
+    # Its replica is the new topic's (empty), not the old one's records: the old log was
+    # deleted for its topic id, not merely truncated by the follower's KIP-101 rounds.
+    cluster.wait_for(lambda: log_end_offset(broker, "again", 0) == 0,
+                     f"broker {away} hosting the new, empty partition")
+    new_id = read_partition_topic_id(broker.data_dir / "again-0")
+    assert new_id is not None and new_id != old_id
+    assert "deleted and recreated while this broker was away" in broker.log_tail(200)
     assert read_all(cluster.live_bootstrap(), "again", 1, 0, timeout=10) == {0: []}

@@ -10,12 +10,14 @@ same delivery rule.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from ..broker_process import BrokerProcess
+from .group_worker import SESSION_TIMEOUT_MS
 from .kafka_ops import committed, describe, end_offsets, fresh_topic, produce
 from .ledger import all_committed, check_processing, expected_positions
 from .workers import CLIENTS, WAIT_S, Group
@@ -48,7 +50,9 @@ def test_committed_offsets_and_group_survive_a_broker_restart(
         assert state_before == "STABLE" and len(members_before) == 2, (state_before,
                                                                         members_before)
 
+        stopped_at = time.monotonic()
         code = broker.restart(hard=hard)
+        away_ms = (time.monotonic() - stopped_at) * 1000
         assert code == (-9 if hard else 0), f"broker stop exit code {code}"
 
         assert committed(bootstrap, group_id, everything) == offsets_before
@@ -60,10 +64,15 @@ def test_committed_offsets_and_group_survive_a_broker_restart(
         assert set(members_before) <= set(members_after), (
             f"members before the restart {sorted(members_before)}, after {sorted(members_after)}"
         )
+        # librdkafka-based clients also time their session out themselves: a coordinator away
+        # for about a session timeout (a slow restart on a loaded machine) makes them rejoin as
+        # new members, which starts a rebalance too.
+        client_session_expired = away_ms >= SESSION_TIMEOUT_MS - 1000
         if state_after == "STABLE":
             assert members_after == members_before
         else:
-            assert state_after == "PREPARING_REBALANCING" and client == "kafkajs", state_after
+            assert state_after == "PREPARING_REBALANCING" and (
+                client == "kafkajs" or client_session_expired), (state_after, away_ms)
         produce(bootstrap, topic, PARTITIONS, 2_000, start=2_000)
         ends = end_offsets(topic, PARTITIONS, 4_000)
         group.wait_processed(ends, "the members to process the records produced after the restart")
