@@ -79,14 +79,15 @@ def fsync_dir(dir: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically and durably (tmp, fsync, rename, fsync dir).
+def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``data`` atomically and durably (tmp, fsync, rename, fsync dir);
+    the new file gets ``mode`` (0o600 for secrets).
 
     Raises ``KafkaStorageError`` on any OS error; ``path`` is then unchanged.
     """
     tmp = path.with_name(path.name + TMP_FILE_SUFFIX)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         try:
             view = memoryview(data)
             while view:

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 
 from strata.metadata.store import MetadataStore
+from strata.storage.checkpoints import atomic_write
 
 FILE_NAME = "__strata_producer_ids.json"
 FORMAT_VERSION = 1
@@ -107,21 +107,8 @@ class ProducerIdManager:
 
     def _write_next_block_start(self, value: int) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
         body = json.dumps({"version": FORMAT_VERSION, "next_block_start": value}).encode()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, body)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
+        atomic_write(self.path, body)
 
 class ClusterProducerIdManager(ProducerIdManager):
     """Producer ids unique across a cluster: blocks taken from the metadata store.

@@ -36,6 +36,7 @@ from strata.broker.security.credentials import (
 from strata.broker.security.scram import DEFAULT_ITERATIONS, MECHANISMS, make_credential
 from strata.cli.errors import CliError, reported_errors, usage_error
 from strata.cli.output import OutputFormat, print_json_line, print_table
+from strata.storage.errors import StorageError
 
 app = typer.Typer(name="users", help="SCRAM users (SASL credentials).", no_args_is_help=True)
 
@@ -66,7 +67,7 @@ def _run(metadata_store: str | None, log_dir: Path | None,
 
     try:
         return asyncio.run(main())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, StorageError) as exc:
         raise CliError(f"{type(exc).__name__}: {exc}") from exc
 
 

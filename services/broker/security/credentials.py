@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import urllib.parse
 from pathlib import Path
 from typing import Final, Protocol
 
 from strata.broker.security.scram import MECHANISMS, ScramCredential
 from strata.metadata.store import MetadataStore
+from strata.storage.checkpoints import atomic_write
 
 FORMAT_VERSION: Final = 1
 CREDENTIALS_PREFIX: Final = "/strata/credentials/"
@@ -111,21 +111,9 @@ class FileCredentialStore:
 
     def _write(self, credentials: dict[str, dict[str, dict[str, object]]]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
         data = json.dumps({"v": FORMAT_VERSION, "credentials": credentials}, sort_keys=True,
                           indent=1).encode()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        atomic_write(self.path, data, mode=0o600)
 
     async def get(self, mechanism: str, username: str) -> ScramCredential | None:
         credentials = await asyncio.to_thread(self._read)
