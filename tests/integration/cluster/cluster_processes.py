@@ -158,10 +158,13 @@ class ClusterProcesses:
                if assignment else NewTopic(name, partitions, replication_factor,
                                            config=dict(config or {})))
         self.admin().create_topics([new])[name].result(timeout=30)
+        # Every running broker's metadata cache must show the leaders, not just the one a
+        # client happened to ask: brokers learn the image independently (as in Kafka).
+        live = [int(b.config["node.id"]) for b in self.brokers if b.is_running()]
         self.wait_for(lambda: all(
-            (p := self.partition(name, i)) is not None and p.leader >= 0
-            for i in range(len(assignment) if assignment else partitions)),
-            f"{name} has leaders")
+            (p := self.partition(name, i, via=node)) is not None and p.leader >= 0
+            for i in range(len(assignment) if assignment else partitions) for node in live),
+            f"{name} has leaders on every running broker")
 
     def wait_for(self, condition: Callable[[], T], what: str, timeout: float = 30.0) -> T:
         deadline = time.monotonic() + timeout
