@@ -1,4 +1,10 @@
-"""``strata cluster status``: brokers, the controller, and every partition's replication state.
+"""``strata cluster status|elect``: a cluster's replication state, and leader elections.
+
+``elect`` is ``kafka-leader-election.sh``: ElectLeaders (KIP-460) for ``--type preferred`` (move
+leadership back to each partition's first replica, when it is in the ISR) or ``unclean`` (elect
+from outside the ISR, for offline partitions only), on ``--topic``/``--partition`` or every
+partition. ELECTION_NOT_NEEDED is a result, not a failure; exit 1 if any partition failed.
+
 
 Three admin requests through confluent-kafka's ``AdminClient``: DescribeCluster (cluster id,
 controller, brokers with racks), Metadata (per partition: leader, replicas, ISR) and ListOffsets
@@ -14,13 +20,14 @@ partitions: [{topic, partition, leader, replicas, isr, high_watermark}]}``.
 
 from __future__ import annotations
 
+import enum
 from typing import Annotated, Any
 
 import typer
-from confluent_kafka import TopicPartition
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from strata.cli.errors import reported_errors
+from strata.cli.errors import CliError, reported_errors
 from strata.cli.kafka_client import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_TIMEOUT_S,
@@ -29,7 +36,9 @@ from strata.cli.kafka_client import (
     ConnectionErrors,
     TimeoutOption,
     admin_result,
+    check_partitions,
     cluster_metadata,
+    kafka_error_name,
     new_admin,
     topic_metadata,
 )
@@ -99,3 +108,63 @@ def status(
                   "offline" if p["leader"] < 0 else
                   "under-replicated" if len(p["isr"]) < len(p["replicas"]) else "ok")
                  for p in partitions])
+
+
+class Election(enum.StrEnum):
+    PREFERRED = "preferred"
+    UNCLEAN = "unclean"
+
+
+@app.command()
+def elect(
+    ctx: typer.Context,
+    election: Annotated[Election, typer.Option(
+        "--type", help="preferred: back to the first replica; unclean: offline partitions "
+                       "from outside the ISR.")] = Election.PREFERRED,
+    topic: Annotated[str | None, typer.Option(
+        "--topic", "-t", help="Only this topic (default: every partition).")] = None,
+    partition: Annotated[list[int] | None, typer.Option(
+        "--partition", "-p", min=0, help="Only this partition of --topic. Repeatable.")] = None,
+    output: Annotated[OutputFormat, typer.Option(
+        "--format", help="text (a table) or json (a line per partition).")] = OutputFormat.TEXT,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Elect leaders (ElectLeaders): preferred replicas back, or offline partitions unclean."""
+    with reported_errors(ctx):
+        if partition and topic is None:
+            raise CliError("--partition needs --topic", exit_code=2)
+        conn = Connection(bootstrap, timeout)
+        errors = ConnectionErrors()
+        admin = new_admin(conn, errors)
+        metadata = cluster_metadata(admin, conn, errors)
+        wanted: list[TopicPartition] | None = None
+        if topic is not None:
+            described = topic_metadata(metadata, topic)
+            numbers = sorted(set(partition)) if partition else sorted(described.partitions)
+            check_partitions(described, numbers)
+            wanted = [TopicPartition(topic, p) for p in numbers]
+        kind = ElectionType.PREFERRED if election is Election.PREFERRED else ElectionType.UNCLEAN
+        # No timeout keywords: confluent-kafka 2.16.1's elect_leaders fails on any
+        # (SystemError from its argument parsing); socket.timeout.ms (--timeout) bounds it.
+        results = admin_result(conn, admin.elect_leaders(kind, wanted), "the election")
+    rows = [_election_row(tp, outcome) for tp, outcome in
+            sorted(results.items(), key=lambda item: (item[0].topic, item[0].partition))]
+    if output is OutputFormat.JSON:
+        for row in rows:
+            print_json_line(row)
+    else:
+        print_table(("TOPIC", "PARTITION", "RESULT", "MESSAGE"),
+                    [(r["topic"], r["partition"], r["result"], r["message"]) for r in rows])
+    if any(r["result"] not in ("elected", "ELECTION_NOT_NEEDED") for r in rows):
+        raise typer.Exit(1)
+
+
+def _election_row(tp: TopicPartition, outcome: KafkaException | KafkaError | None
+                  ) -> dict[str, Any]:
+    error = outcome.args[0] if isinstance(outcome, KafkaException) and outcome.args else outcome
+    if isinstance(error, KafkaError):
+        name = kafka_error_name(error)
+        return {"topic": tp.topic, "partition": tp.partition, "result": name,
+                "message": error.str()}
+    return {"topic": tp.topic, "partition": tp.partition, "result": "elected", "message": ""}

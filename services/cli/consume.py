@@ -55,6 +55,7 @@ from strata.cli.kafka_client import (
     ConnectionErrors,
     TimeoutOption,
     check_partitions,
+    client_created,
     cluster_metadata,
     exception_error,
     kafka_error,
@@ -266,17 +267,18 @@ def consume(
     with reported_errors(ctx):
         conn = Connection(bootstrap, timeout)
         errors = ConnectionErrors()
-        consumer = Consumer({
-            **conn.config(),
-            "error_cb": errors,
-            "group.id": GROUP_ID,
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": exit_at_end,
-            "auto.offset.reset": "error",
-            "isolation.level": "read_uncommitted",
-            "fetch.wait.max.ms": FETCH_WAIT_MAX_MS,
-        })
+        with client_created():
+            consumer = Consumer({
+                **conn.config(),
+                "error_cb": errors,
+                "group.id": GROUP_ID,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": exit_at_end,
+                "auto.offset.reset": "error",
+                "isolation.level": "read_uncommitted",
+                "fetch.wait.max.ms": FETCH_WAIT_MAX_MS,
+            })
         try:
             described = topic_metadata(cluster_metadata(consumer, conn, errors), topic)
             wanted = sorted(set(partition)) if partition else sorted(described.partitions)

@@ -24,17 +24,22 @@ librdkafka's own for its local errors (negative codes, e.g. ``_MSG_TIMED_OUT``).
 from __future__ import annotations
 
 import concurrent.futures
-from dataclasses import dataclass
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, Final
 
 import typer
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
 
-from strata.cli.errors import CliError
+from strata.cli.errors import EXIT_USAGE, CliError
 
 DEFAULT_BOOTSTRAP: Final = "127.0.0.1:9092"
 BOOTSTRAP_ENV: Final = "STRATA_BOOTSTRAP_SERVERS"
+COMMAND_CONFIG_ENV: Final = "STRATA_COMMAND_CONFIG"
 DEFAULT_TIMEOUT_S: Final = 30.0
 CLIENT_ID: Final = "strata-cli"
 
@@ -61,12 +66,27 @@ TimeoutOption = Annotated[
 ]
 
 
+def command_config_properties() -> dict[str, str]:
+    """The client properties of ``--command-config`` (``$STRATA_COMMAND_CONFIG``), if given."""
+    from strata.cli.client_properties import CommandConfigError, load_client_properties
+
+    path = os.environ.get(COMMAND_CONFIG_ENV)
+    if not path:
+        return {}
+    try:
+        return load_client_properties(Path(path))
+    except CommandConfigError as exc:
+        raise CliError(f"--command-config {exc}", exit_code=EXIT_USAGE) from None
+
+
 @dataclass(frozen=True, slots=True)
 class Connection:
-    """Where the brokers are and how long to wait for them."""
+    """Where the brokers are, how long to wait for them, and how to log in (the client
+    properties of ``--command-config``: security.protocol, SASL credentials, TLS files)."""
 
     bootstrap: str = DEFAULT_BOOTSTRAP
     timeout_s: float = DEFAULT_TIMEOUT_S
+    properties: dict[str, str] = field(default_factory=command_config_properties)
 
     @property
     def timeout_ms(self) -> int:
@@ -75,6 +95,7 @@ class Connection:
     def config(self) -> dict[str, str | int | float | bool]:
         """librdkafka properties every client of the CLI gets."""
         return {
+            **self.properties,
             "bootstrap.servers": self.bootstrap,
             "client.id": CLIENT_ID,
             "socket.timeout.ms": self.timeout_ms,
@@ -83,6 +104,18 @@ class Connection:
             "reconnect.backoff.max.ms": 1000,
             "log_level": 0,
         }
+
+
+@contextmanager
+def client_created() -> Iterator[None]:
+    """Around making a client: a property librdkafka refuses is a usage error naming it."""
+    try:
+        yield
+    except KafkaException as exc:
+        cause = exc.args[0] if exc.args else None
+        if isinstance(cause, KafkaError) and cause.code() == KafkaError._INVALID_ARG:
+            raise CliError(f"--command-config: {cause.str()}", exit_code=EXIT_USAGE) from None
+        raise
 
 
 class ConnectionErrors:
@@ -107,7 +140,8 @@ class ConnectionErrors:
 
 
 def new_admin(conn: Connection, errors: ConnectionErrors) -> AdminClient:
-    return AdminClient(conn.config(), error_cb=errors)
+    with client_created():
+        return AdminClient(conn.config(), error_cb=errors)
 
 
 def kafka_error_name(error: KafkaError) -> str:

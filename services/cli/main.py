@@ -12,6 +12,7 @@ runs the same command. ``strata dev`` runs a local cluster (``strata.cli.dev``),
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -44,8 +45,19 @@ LogLevelOption = Annotated[
 
 
 @app.callback()
-def main() -> None:
+def main(
+    command_config: Annotated[
+        Path | None,
+        typer.Option("--command-config", envvar="STRATA_COMMAND_CONFIG", dir_okay=False,
+                     help="Kafka client properties for the client commands (as Kafka's tools "
+                          "take them): security.protocol, sasl.mechanism, sasl.jaas.config, "
+                          "ssl.truststore.location (PEM)... Default $STRATA_COMMAND_CONFIG."),
+    ] = None,
+) -> None:
     """Strata: a Kafka-compatible commit log."""
+    if command_config is not None:
+        # Read by every client command's Connection (strata.cli.kafka_client).
+        os.environ["STRATA_COMMAND_CONFIG"] = str(command_config)
 
 
 @app.command()

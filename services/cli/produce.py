@@ -38,6 +38,7 @@ from strata.cli.kafka_client import (
     ConnectionErrors,
     TimeoutOption,
     check_partitions,
+    client_created,
     cluster_metadata,
     exception_error,
     kafka_error,
@@ -198,16 +199,17 @@ def produce(
     with reported_errors(ctx):
         conn = Connection(bootstrap, timeout)
         errors = ConnectionErrors()
-        producer = Producer({
-            **conn.config(),
-            "error_cb": errors,
-            "acks": "all" if acks is Acks.MINUS_ONE else acks.value,
-            "compression.type": compression.value,
-            "partitioner": "murmur2_random",
-            "linger.ms": 5,
-            "message.timeout.ms": conn.timeout_ms,
-            "request.timeout.ms": conn.timeout_ms,
-        })
+        with client_created():
+            producer = Producer({
+                **conn.config(),
+                "error_cb": errors,
+                "acks": "all" if acks is Acks.MINUS_ONE else acks.value,
+                "compression.type": compression.value,
+                "partitioner": "murmur2_random",
+                "linger.ms": 5,
+                "message.timeout.ms": conn.timeout_ms,
+                "request.timeout.ms": conn.timeout_ms,
+            })
         described = topic_metadata(cluster_metadata(producer, conn, errors), topic)
         if partition is not None:
             check_partitions(described, [partition])
