@@ -18,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from strata.cli import admin, cluster, consume, groups, produce, spark, topic, users
+from strata.cli import admin, cluster, consume, groups, produce, reassign, spark, topic, users
 from strata.cli.errors import OneLineErrorsGroup
 
 app = typer.Typer(
@@ -108,6 +108,8 @@ def dev(
 
 app.add_typer(topic.app, name="topic")
 app.add_typer(groups.app, name="groups")
+cluster.app.command("reassign")(reassign.reassign)
+cluster.app.command("reassignments")(reassign.reassignments)
 app.add_typer(cluster.app, name="cluster")
 app.add_typer(spark.app, name="spark")
 app.add_typer(users.app, name="users")

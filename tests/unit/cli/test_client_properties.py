@@ -61,7 +61,7 @@ def test_unusable_properties_name_the_key(text: str, named: str) -> None:
 
 def test_load_names_the_file(tmp_path: Path) -> None:
     missing = tmp_path / "client.properties"
-    with pytest.raises(CommandConfigError, match="cannot read .*client.properties"):
+    with pytest.raises(CommandConfigError, match=r"cannot read .*client\.properties"):
         load_client_properties(missing)
     missing.write_text("ssl.keystore.type=JKS\n")
     with pytest.raises(CommandConfigError, match=r"client\.properties: ssl\.keystore\.type"):
