@@ -42,7 +42,13 @@ from strata.cli.kafka_client import (
     new_admin,
     topic_metadata,
 )
-from strata.cli.output import OutputFormat, print_json_line, print_table
+from strata.cli.output import (
+    OutputFormat,
+    RowsFormatOption,
+    print_json_line,
+    print_rows,
+    print_table,
+)
 
 app = typer.Typer(name="cluster", help="The state of a cluster.", no_args_is_help=True)
 
@@ -125,8 +131,7 @@ def elect(
         "--topic", "-t", help="Only this topic (default: every partition).")] = None,
     partition: Annotated[list[int] | None, typer.Option(
         "--partition", "-p", min=0, help="Only this partition of --topic. Repeatable.")] = None,
-    output: Annotated[OutputFormat, typer.Option(
-        "--format", help="text (a table) or json (a line per partition).")] = OutputFormat.TEXT,
+    output: RowsFormatOption = OutputFormat.TEXT,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
@@ -150,12 +155,7 @@ def elect(
         results = admin_result(conn, admin.elect_leaders(kind, wanted), "the election")
     rows = [_election_row(tp, outcome) for tp, outcome in
             sorted(results.items(), key=lambda item: (item[0].topic, item[0].partition))]
-    if output is OutputFormat.JSON:
-        for row in rows:
-            print_json_line(row)
-    else:
-        print_table(("TOPIC", "PARTITION", "RESULT", "MESSAGE"),
-                    [(r["topic"], r["partition"], r["result"], r["message"]) for r in rows])
+    print_rows(output, rows)
     if any(r["result"] not in ("elected", "ELECTION_NOT_NEEDED") for r in rows):
         raise typer.Exit(1)
 

@@ -16,8 +16,9 @@ import enum
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich import box
 from rich.console import Console
 from rich.progress import (
@@ -39,6 +40,12 @@ class OutputFormat(enum.StrEnum):
     JSON = "json"
 
 
+RowsFormatOption = Annotated[
+    OutputFormat,
+    typer.Option("--format", help="text (a table) or json (a line per row)."),
+]
+
+
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """``rows`` under ``headers``: a Rich table on a terminal, plain columns otherwise."""
     cells = [[str(cell) for cell in row] for row in rows]
@@ -58,6 +65,23 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
 
 def print_json_line(document: Any) -> None:
     sys.stdout.write(json.dumps(document, separators=(",", ":")) + "\n")
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, list):
+        return ",".join(map(str, value)) or "-"
+    return "-" if value is None else str(value)
+
+
+def print_rows(output: OutputFormat, rows: Sequence[dict[str, Any]]) -> None:
+    """Result rows (dicts with the same keys): a JSON line each, or a table headed by the
+    upper-cased keys, lists shown as ``1,2,3`` and empty ones or None as ``-``."""
+    if output is OutputFormat.JSON:
+        for row in rows:
+            print_json_line(row)
+    elif rows:
+        print_table([key.upper() for key in rows[0]],
+                    [[_cell(value) for value in row.values()] for row in rows])
 
 
 def stderr_console() -> Console:

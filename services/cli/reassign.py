@@ -28,7 +28,7 @@ from strata.cli.kafka_client import (
     Connection,
     TimeoutOption,
 )
-from strata.cli.output import OutputFormat, print_json_line, print_table
+from strata.cli.output import OutputFormat, RowsFormatOption, print_rows
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import kafka_error_name
 
@@ -96,8 +96,7 @@ def reassign(
         help="Kafka's reassignment JSON: every partition in it.")] = None,
     cancel: Annotated[bool, typer.Option(
         "--cancel", help="Cancel the reassignments in progress instead.")] = False,
-    output: Annotated[OutputFormat, typer.Option(
-        "--format", help="text (a table) or json (a line per partition).")] = OutputFormat.TEXT,
+    output: RowsFormatOption = OutputFormat.TEXT,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
@@ -124,14 +123,7 @@ def reassign(
                          "replicas": targets.get((t.name, int(p.partition_index))),
                          "result": ("cancelled" if cancel else "started") if not code
                          else kafka_error_name(code), "message": p.error_message or ""})
-    if output is OutputFormat.JSON:
-        for row in rows:
-            print_json_line(row)
-    else:
-        print_table(("TOPIC", "PARTITION", "REPLICAS", "RESULT", "MESSAGE"),
-                    [(r["topic"], r["partition"],
-                      ",".join(map(str, r["replicas"])) if r["replicas"] else "-",
-                      r["result"], r["message"]) for r in rows])
+    print_rows(output, rows)
     if any(r["result"] not in ("started", "cancelled") for r in rows):
         raise typer.Exit(1)
 
@@ -140,8 +132,7 @@ def reassignments(
     ctx: typer.Context,
     topic: Annotated[list[str] | None, typer.Option(
         "--topic", "-t", help="Only this topic. Repeatable.")] = None,
-    output: Annotated[OutputFormat, typer.Option(
-        "--format", help="text (a table) or json (a line per partition).")] = OutputFormat.TEXT,
+    output: RowsFormatOption = OutputFormat.TEXT,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
@@ -159,11 +150,4 @@ def reassignments(
              "removing": [int(r) for r in p.removing_replicas]}
             for t in response.topics if not topic or t.name in topic for p in t.partitions]
     rows.sort(key=lambda r: (r["topic"], r["partition"]))
-    if output is OutputFormat.JSON:
-        for row in rows:
-            print_json_line(row)
-        return
-    print_table(("TOPIC", "PARTITION", "REPLICAS", "ADDING", "REMOVING"),
-                [(r["topic"], r["partition"], ",".join(map(str, r["replicas"])),
-                  ",".join(map(str, r["adding"])) or "-",
-                  ",".join(map(str, r["removing"])) or "-") for r in rows])
+    print_rows(output, rows)
