@@ -134,6 +134,11 @@ AUTHORIZED_OPERATIONS_OMITTED: Final = -2147483648
 """The ``*_authorized_operations`` value when the client did not ask (Kafka's INT32 min)."""
 
 
+def all_operations(resource_type: ResourceType) -> int:
+    """The ``authorized_operations`` bit field of every operation supported on the type."""
+    return sum(1 << op.value for op in SUPPORTED_OPERATIONS.get(resource_type, ()))
+
+
 def implying(operation: AclOperation) -> frozenset[AclOperation]:
     """The operations whose ALLOW grants ``operation`` (itself, ``All``, and the implying ones)."""
     return _IMPLIED_BY.get(operation, frozenset({operation})) | {AclOperation.ALL}

@@ -41,6 +41,7 @@ from strata.broker.security.acl import (
     AclOperation,
     Authorizer,
     ResourceType,
+    all_operations,
     parse_super_users,
     select,
 )
@@ -79,6 +80,14 @@ class AuthorizationFailed(Exception):
                          "is not authorized")
         self.error_code = AUTHORIZATION_FAILED.get(resource_type,
                                                    ErrorCode.cluster_authorization_failed)
+
+
+def authorized_operations(authorizer: BrokerAuthorizer | None, principal: str, host: str,
+                          resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
+    """A ``*_authorized_operations`` bit field (every supported operation without ACLs)."""
+    if authorizer is None:
+        return all_operations(resource_type)
+    return authorizer.rules.authorized_operations(principal, host, resource_type, name)
 
 
 def authorizer_enabled(config: BrokerConfig) -> bool:
