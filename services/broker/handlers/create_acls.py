@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from strata.broker.connection import RequestContext
-from strata.broker.handlers.describe_acls import NO_AUTHORIZER
+from strata.broker.handlers.describe_acls import NO_AUTHORIZER, NOT_AUTHORIZED
 from strata.broker.security.acl import (
     AccessControlEntry,
     AclBinding,
@@ -48,7 +48,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if authorizer is None:
         results = [(ErrorCode.security_disabled, NO_AUTHORIZER)] * len(request.creations)
     elif not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER):
-        results = [(ErrorCode.cluster_authorization_failed, None)] * len(request.creations)
+        results = [(ErrorCode.cluster_authorization_failed, NOT_AUTHORIZED)] * len(
+            request.creations)
     else:
         for creation in request.creations:
             try:

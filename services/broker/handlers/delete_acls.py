@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from strata.broker.connection import RequestContext
-from strata.broker.handlers.describe_acls import NO_AUTHORIZER, acl_filter
+from strata.broker.handlers.describe_acls import NO_AUTHORIZER, NOT_AUTHORIZED, acl_filter
 from strata.broker.security.acl import AclBinding, AclBindingFilter, AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
@@ -36,7 +36,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     "matching_acls": []}] * count
     elif not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER):
         results = [{"error_code": ErrorCode.cluster_authorization_failed,
-                    "error_message": None, "matching_acls": []}] * count
+                    "error_message": NOT_AUTHORIZED, "matching_acls": []}] * count
     else:
         filters: list[AclBindingFilter] = []
         errors: dict[int, str] = {}

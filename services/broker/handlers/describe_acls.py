@@ -27,6 +27,7 @@ from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
 
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
+NOT_AUTHORIZED = "Cluster authorization failed."
 
 
 def acl_filter(request: Any) -> AclBindingFilter:
@@ -46,7 +47,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if authorizer is None:
         error, message = ErrorCode.security_disabled, NO_AUTHORIZER
     elif not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER):
-        error = ErrorCode.cluster_authorization_failed
+        error, message = ErrorCode.cluster_authorization_failed, NOT_AUTHORIZED
     else:
         selected = acl_filter(request)
         try:
