@@ -18,7 +18,18 @@ from typing import Annotated
 
 import typer
 
-from strata.cli import admin, cluster, consume, groups, produce, reassign, spark, topic, users
+from strata.cli import (
+    acls,
+    admin,
+    cluster,
+    consume,
+    groups,
+    produce,
+    reassign,
+    spark,
+    topic,
+    users,
+)
 from strata.cli.errors import OneLineErrorsGroup
 
 app = typer.Typer(
@@ -113,6 +124,7 @@ cluster.app.command("reassignments")(reassign.reassignments)
 app.add_typer(cluster.app, name="cluster")
 app.add_typer(spark.app, name="spark")
 app.add_typer(users.app, name="users")
+app.add_typer(acls.app, name="acls")
 app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)
 app.command("admin")(admin.admin)

@@ -9,7 +9,8 @@ One module per concept:
 * ``scram`` — RFC 5802/7677 math, credentials and both sides of an exchange;
 * ``credentials`` — where salted credentials live (metadata store, or a file for one broker);
 * ``session`` — one connection's SASL state machine and principal;
-* ``sasl_client`` — the follower's login to a leader.
+* ``sasl_client`` — the follower's login to a leader;
+* ``acl`` — Kafka's ACL vocabulary, filters and the pure authorization rule.
 
-The principal of every request is ``RequestContext.principal``: what ACLs will check.
+The principal of every request is ``RequestContext.principal``: what ACLs check.
 """
