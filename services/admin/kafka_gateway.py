@@ -17,14 +17,17 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
 
 from strata.admin.problems import ProblemError
+
+if TYPE_CHECKING:
+    from strata.admin.authentication import AuthSettings
 
 CLIENT_ID: Final = "strata-admin"
 DEFAULT_TIMEOUT_S: Final = 10.0
@@ -33,16 +36,52 @@ _FUTURE_GRACE_S: Final = 2.0
 T = TypeVar("T")
 
 
+# librdkafka properties the service sets itself: ``kafka_config`` may not override them.
+RESERVED_CLIENT_KEYS: Final = frozenset({"bootstrap.servers", "client.id"})
+KAFKA_ENV_PREFIX: Final = "STRATA_ADMIN_KAFKA_"
+
+
 @dataclass(frozen=True, slots=True)
 class AdminSettings:
-    """Where the brokers are and how long one Kafka request may take."""
+    """Where the brokers are, how the service logs in to them, how long one Kafka request may
+    take, and who may call the API (``auth``; None: no authentication, as before security).
+
+    ``kafka_config``: extra librdkafka properties for every client of the service — the
+    brokers' security settings (``security.protocol``, ``sasl.mechanism``, ``sasl.username``,
+    ``sasl.password``, ``ssl.ca.location``, ``ssl.certificate.location``...).
+    """
 
     bootstrap_servers: str
     timeout_s: float = DEFAULT_TIMEOUT_S
+    kafka_config: Mapping[str, str] = field(default_factory=dict)
+    auth: AuthSettings | None = None
 
     @property
     def timeout_ms(self) -> int:
         return int(self.timeout_s * 1000)
+
+
+def kafka_client_config(env: Mapping[str, str], properties: str = "") -> dict[str, str]:
+    """librdkafka properties from a properties file's text, then ``STRATA_ADMIN_KAFKA_*``
+    environment variables (``STRATA_ADMIN_KAFKA_SASL_PASSWORD`` -> ``sasl.password``: lower
+    case, ``_`` -> ``.``), which win. Raises ``ValueError`` on a malformed line or a reserved
+    key."""
+    out: dict[str, str] = {}
+    for number, raw in enumerate(properties.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"line {number}: expected key=value, got {line!r}")
+        out[key.strip()] = value.strip()
+    for name, value in env.items():
+        if name.startswith(KAFKA_ENV_PREFIX) and len(name) > len(KAFKA_ENV_PREFIX):
+            out[name[len(KAFKA_ENV_PREFIX):].lower().replace("_", ".")] = value
+    reserved = sorted(RESERVED_CLIENT_KEYS & set(out))
+    if reserved:
+        raise ValueError(f"{', '.join(reserved)} may not be set here (use --bootstrap-servers)")
+    return out
 
 
 def error_name(error: KafkaError) -> str:
@@ -84,9 +123,11 @@ class KafkaGateway:
         self._producer: Producer | None = None
 
     def config(self) -> dict[str, str | int | float | bool]:
-        """librdkafka properties every client of the service gets."""
+        """librdkafka properties every client of the service gets (the security settings of
+        ``kafka_config`` included)."""
         timeout_ms = self.settings.timeout_ms
         return {
+            **self.settings.kafka_config,
             "bootstrap.servers": self.settings.bootstrap_servers,
             "client.id": CLIENT_ID,
             "socket.timeout.ms": timeout_ms,
