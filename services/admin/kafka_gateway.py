@@ -121,8 +121,25 @@ class KafkaGateway:
         self._lock = threading.Lock()
         self._admin: AdminClient | None = None
         self._producer: Producer | None = None
+        self.last_client_error: str | None = None  # librdkafka's latest (e.g. SASL refused)
 
-    def config(self) -> dict[str, str | int | float | bool]:
+    def _on_error(self, error: KafkaError) -> None:
+        """librdkafka's ``error_cb``: keep the latest error (a failed SASL login, a refused
+        certificate), which its request errors ("transport failure") do not name."""
+        self.last_client_error = str(error.str())
+
+    def unreachable_detail(self, exc: KafkaException) -> str:
+        """Why the cluster cannot be reached, with librdkafka's latest error when it says
+        more (an authentication failure)."""
+        detail = problem_from(exc, f"the cluster at {self.settings.bootstrap_servers}").detail
+        admin = self._admin
+        if admin is not None:
+            admin.poll(0)  # serves error_cb, which librdkafka calls only from poll()
+        last = self.last_client_error
+        return f"{detail} (latest client error: {last})" if last and last not in detail \
+            else detail
+
+    def config(self) -> dict[str, Any]:
         """librdkafka properties every client of the service gets (the security settings of
         ``kafka_config`` included)."""
         timeout_ms = self.settings.timeout_ms
@@ -135,6 +152,7 @@ class KafkaGateway:
             "reconnect.backoff.ms": 100,
             "reconnect.backoff.max.ms": 1000,
             "log_level": 0,
+            "error_cb": self._on_error,
         }
 
     # ------------------------------------------------------------------------------ clients
@@ -203,6 +221,7 @@ class KafkaGateway:
             if problem.status >= 500:
                 problem.status = 503
                 problem.title = "CLUSTER_UNREACHABLE"
+                problem.detail = self.unreachable_detail(exc)
             raise problem from None
         return metadata
 
