@@ -15,6 +15,8 @@ later Strata can upgrade them in a rolling restart; a reader refuses a newer ver
     /strata/configs/brokers/<scope>     -                     {"configs": {...}}  ("" = default)
     /strata/shutting_down/<node.id>     leased by the broker  {} (in controlled shutdown: no
                                                               leadership is handed to it)
+    /strata/acls/...                    -                     one ACL binding per key
+                                                              (``strata.broker.security.acl_store``)
 
 Invariants:
 
@@ -39,6 +41,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final
+
+from strata.broker.security.acl import AclBinding
+from strata.broker.security.acl_store import ACLS_PREFIX, decode_binding
 
 ROOT: Final = "/strata/"
 BROKERS: Final = ROOT + "brokers/"
@@ -250,6 +255,7 @@ class ClusterImage:
     topic_versions: Mapping[str, int] = field(default_factory=dict)
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     shutting_down: frozenset[int] = frozenset()
+    acls: frozenset[AclBinding] = frozenset()  # /strata/acls/ (strata.broker.security.acl_store)
 
     def electable(self) -> Mapping[int, BrokerRegistration]:
         """The live brokers that may take leadership (not in controlled shutdown)."""
@@ -280,6 +286,7 @@ def build_image(entries: Mapping[str, tuple[bytes, int]], revision: int) -> Clus
     controller = None
     controller_epoch = 0
     controller_epoch_version = 0
+    acls: set[AclBinding] = set()
     for key, (value, version) in entries.items():
         try:
             if key.startswith(BROKERS):
@@ -302,6 +309,8 @@ def build_image(entries: Mapping[str, tuple[bytes, int]], revision: int) -> Clus
                 shutting_down.add(int(key[len(SHUTTING_DOWN):]))
             elif key.startswith(BROKER_CONFIGS):
                 configs[key[len(BROKER_CONFIGS):]] = MappingProxyType(decode_configs(value))
+            elif key.startswith(ACLS_PREFIX):
+                acls.add(decode_binding(json.loads(value)))
         except (ImageFormatError, ValueError, KeyError, TypeError):
             continue
     # Partitions of a topic that is gone (a deletion in progress) are not part of the image.
@@ -312,7 +321,7 @@ def build_image(entries: Mapping[str, tuple[bytes, int]], revision: int) -> Clus
                         MappingProxyType(partitions),
                         MappingProxyType({tp: versions[tp] for tp in partitions}),
                         MappingProxyType(topic_versions), MappingProxyType(configs),
-                        frozenset(shutting_down))
+                        frozenset(shutting_down), frozenset(acls))
 
 
 def _dump(doc: dict[str, Any]) -> bytes:

@@ -204,6 +204,14 @@ BROKER_SETTINGS: Final[tuple[BrokerSetting, ...]] = (
                   "Client certificates: required, requested or none."),
     BrokerSetting("ssl.endpoint.identification.algorithm", "https", ConfigType.STRING,
                   "https: a follower checks the leader's host name against its certificate."),
+    # Authorization (strata.broker.security.authorization).
+    BrokerSetting("authorizer.class.name", None, ConfigType.STRING,
+                  "Enables ACLs: org.apache.kafka.metadata.authorizer.StandardAuthorizer, "
+                  "kafka.security.authorizer.AclAuthorizer or strata.acl; unset: all allowed."),
+    BrokerSetting("super.users", None, ConfigType.STRING,
+                  "Principals allowed everything, separated by semicolons (User:admin;User:b)."),
+    BrokerSetting("allow.everyone.if.no.acl.found", "false", ConfigType.BOOLEAN,
+                  "With an authorizer: allow a resource that no ACL names at all."),
 )
 
 SETTINGS_BY_NAME: Final[Mapping[str, BrokerSetting]] = {s.name: s for s in BROKER_SETTINGS}

@@ -27,11 +27,14 @@ Invariants:
   any reason but a dead peer, the rest of the slice is ``pread`` and written normally. On a
   TLS connection (SSL, SASL_SSL listeners) bytes must pass through the TLS layer: slices are
   always ``pread`` and written.
-- security (``strata.broker.security``): each connection has a ``SecuritySession`` of its
-  listener. A request its session does not allow (anything but ApiVersions and the SASL APIs
-  before SASL authentication) closes the connection; after a failed SaslAuthenticate the answer
-  is sent, and the connection closes ``connection.failed.authentication.delay.ms`` later,
-  handling nothing else. The session's principal reaches handlers as ``RequestContext.principal``.
+- security (``strata.broker.security``): each connection has a ``ConnectionSecurity`` of its
+  listener (``pre_authentication``), which refuses a request its session does not allow yet
+  (anything but ApiVersions and the SASL APIs before SASL authentication): the connection
+  closes. After a failed SaslAuthenticate the answer is sent, and the connection closes
+  ``connection.failed.authentication.delay.ms`` later, handling nothing else. The session's
+  principal reaches handlers as ``RequestContext.principal``.
+- authorization: handlers ask ``RequestContext.authorize`` (always True without an authorizer);
+  ``require`` refuses a whole request (``AuthorizationFailed``, answered with its error code).
 - protocol violations (a frame over ``socket.request.max.bytes``, a bad size, an undecodable
   request, a version we do not advertise) log one line naming the peer and close only this
   connection. ApiVersions at an unknown version is negotiation, not a violation: it gets the v0
@@ -45,32 +48,34 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 import errno
 import logging
 import os
 import struct
 import time
-import types
 import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from strata.broker.error_response import error_response
+from strata.broker.request_queue_limit import RequestQueueLimit
 from strata.broker.security import principal as principals
-from strata.broker.security.listeners import ListenerSecurity, SecurityProtocol
+from strata.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from strata.broker.security.authorization import AuthorizationFailed
+from strata.broker.security.listeners import ListenerSecurity
+from strata.broker.security.pre_authentication import ConnectionSecurity
 from strata.broker.security.session import SecuritySession
 from strata.protocol.api_versions import encode_unsupported_version_response
 from strata.protocol.codec import decode_request, encode_response
 from strata.protocol.error_codes import ErrorCode
-from strata.protocol.errors import MessageBuildError, ProtocolError, UnsupportedVersion
+from strata.protocol.errors import ProtocolError, UnsupportedVersion
 from strata.protocol.framing import FrameReader
 from strata.protocol.header import (
     RequestHeader,
     encode_response_header,
     response_header_version,
 )
-from strata.protocol.messages import build_response, response_type
 from strata.storage.file_records import FileSlice, pread_fully
 
 if TYPE_CHECKING:
@@ -82,7 +87,6 @@ MAX_QUEUED_FRAMES: Final = 16
 """Frames one connection may hold decoded-but-unhandled before it stops reading."""
 
 _SIZE: Final = struct.Struct(">i")
-_API_KEY: Final = struct.Struct(">h")
 _PEER_GONE: Final = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.EBADF})
 
 
@@ -99,17 +103,28 @@ class RequestContext:
 
     @property
     def principal(self) -> str:
-        """``User:alice``, ``User:CN=...`` or ``User:ANONYMOUS`` (what ACLs will check)."""
+        """``User:alice``, ``User:CN=...`` or ``User:ANONYMOUS`` (what ACLs check)."""
         return self.session.principal if self.session is not None else principals.ANONYMOUS
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType,
+                  name: str = CLUSTER_NAME) -> bool:
+        """May this request's principal, from its host, do ``operation`` on the resource?"""
+        authorizer = self.state.authorizer
+        return authorizer is None or authorizer.authorize(
+            self.principal, self.client_host, operation, resource_type, name)
+
+    def require(self, operation: AclOperation, resource_type: ResourceType,
+                name: str = CLUSTER_NAME) -> None:
+        """``AuthorizationFailed`` (the whole request refused) unless ``authorize``."""
+        if not self.authorize(operation, resource_type, name):
+            raise AuthorizationFailed(resource_type, name, operation)
 
 
 @dataclass(slots=True)
 class Response:
     """A pre-encoded response body in chunks, written in order after the response header.
 
-    ``FileSlice`` chunks are sent with ``os.sendfile`` (zero copy). The connection adds the size
-    prefix and the response header.
-    """
+    ``FileSlice`` chunks go out with ``os.sendfile``; the connection adds size and header."""
 
     chunks: list[bytes | FileSlice]
 
@@ -121,35 +136,8 @@ class Response:
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 """``async def handle(ctx, request) -> kio response body | Response | None`` (None: no answer)."""
 
-
-class RequestQueueLimit:
-    """``queued.max.requests`` across all connections: frames read but not yet handled.
-
-    Connections over the limit stop reading and are resumed, in order, as frames drain. Only
-    touched from the event loop.
-    """
-
-    def __init__(self, max_requests: int) -> None:
-        self.max_requests = max(1, max_requests)
-        self.queued = 0
-        self._waiting: dict[KafkaConnection, None] = {}
-
-    @property
-    def full(self) -> bool:
-        return self.queued >= self.max_requests
-
-    def wait(self, connection: KafkaConnection) -> None:
-        self._waiting[connection] = None
-
-    def forget(self, connection: KafkaConnection) -> None:
-        self._waiting.pop(connection, None)
-
-    def release(self, count: int = 1) -> None:
-        self.queued -= count
-        while self._waiting and not self.full:
-            connection = next(iter(self._waiting))
-            del self._waiting[connection]
-            connection.maybe_resume_reading()
+__all__ = ["ConnectionClosed", "Handler", "KafkaConnection", "RequestContext",
+           "RequestQueueLimit", "Response"]
 
 
 class ConnectionClosed(Exception):
@@ -163,8 +151,7 @@ class KafkaConnection(asyncio.Protocol):
                  on_close: Callable[[KafkaConnection], None],
                  listener: ListenerSecurity | None = None) -> None:
         self._state = state
-        self._listener = listener or ListenerSecurity("PLAINTEXT", SecurityProtocol.PLAINTEXT)
-        self._session = SecuritySession(self._listener)
+        self._security = ConnectionSecurity(listener)
         self._tls = False
         self._closing_counted = False
         self._limit = limit
@@ -197,11 +184,7 @@ class KafkaConnection(asyncio.Protocol):
         if isinstance(peer, tuple) and len(peer) >= 2:
             self._peer = (str(peer[0]), int(peer[1]))
         if self._tls:
-            self._session = SecuritySession(self._listener, principals.from_certificate(
-                transport.get_extra_info("peercert")))
-            if self._session.principal != principals.ANONYMOUS:
-                logger.info("TLS client %s on listener %s is %s", self.peer,
-                            self._listener.name, self._session.principal)
+            self._security.on_tls(transport.get_extra_info("peercert"), self.peer)
         self._task = asyncio.get_running_loop().create_task(self._serve())
 
     def data_received(self, data: bytes) -> None:
@@ -344,13 +327,10 @@ class KafkaConnection(asyncio.Protocol):
 
     async def _handle(self, frame: bytes) -> None:
         state = self._state
-        session = self._session
-        # Checked on the header's first field, before the body is parsed (Kafka's
-        # SaslServerAuthenticator): an unauthenticated peer gets nothing decoded.
-        api_key = _API_KEY.unpack_from(frame)[0] if len(frame) >= 2 else -1
-        if not session.allows(api_key):
-            self._close_for(f"API key {api_key} from {session.principal} before SASL "
-                            "authentication")
+        security = self._security
+        refusal = security.refusal(frame)  # before the body is decoded
+        if refusal is not None:
+            self._close_for(refusal)
             return
         ranges = state.registry.version_ranges()
         try:
@@ -365,14 +345,13 @@ class KafkaConnection(asyncio.Protocol):
             self._close_for(str(exc))
             return
         header = request.header
-        session = self._session
         started = time.perf_counter()
         handler = state.registry.lookup(header.api_key, header.api_version)
         if handler is None:  # pragma: no cover - decode_request checked the same ranges
             self._close_for(f"no handler for {header.describe()}")
             return
         context = RequestContext(header, self._peer[0], self._peer[1], state,
-                                 self._listener.name, session)
+                                 security.listener.name, security.session)
         body: Any = None
         try:
             result = body = await handler(context, request.body)
@@ -380,9 +359,16 @@ class KafkaConnection(asyncio.Protocol):
                 result = encode_response(header, result)
         except asyncio.CancelledError:
             raise
+        except AuthorizationFailed as exc:
+            logger.info("%s from %s (%s): %s", header.describe(), self.peer,
+                        context.principal, exc)
+            result = error_response(header, exc.error_code)
+            if result is None:
+                self._close_for(f"{header.describe()} refused and has no error field")
+                return
         except Exception:
             logger.exception("%s from %s failed", header.describe(), self.peer)
-            result = _error_response(header, ErrorCode.unknown_server_error)
+            result = error_response(header, ErrorCode.unknown_server_error)
             if result is None:
                 self._close_for(f"{header.describe()} failed and has no error field")
                 return
@@ -397,7 +383,7 @@ class KafkaConnection(asyncio.Protocol):
             if metrics is not None:
                 metrics.requests.sent_bytes.inc(len(result))
             self._write(result)
-            if session.failed:
+            if security.failed:
                 await self._close_after_failed_authentication()
             return
         if metrics is not None:
@@ -418,8 +404,8 @@ class KafkaConnection(asyncio.Protocol):
         self._maybe_pause_reading()
         if self._write_paused:
             await self._wait_drained()
-        await asyncio.sleep(self._listener.failed_authentication_delay_s)
-        self._close_for(f"failed authentication ({self._session.mechanism})")
+        await asyncio.sleep(self._security.failed_authentication_delay_s)
+        self._close_for(self._security.closing_reason)
         raise ConnectionClosed
 
     # ------------------------------------------------------------ writing
@@ -513,63 +499,3 @@ class KafkaConnection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()  # a misbehaving peer may never read what is queued
         self._wake()
-
-
-# ------------------------------------------------------------------ error responses
-
-
-def _error_response(header: RequestHeader, code: ErrorCode) -> bytes | None:
-    """The whole response frame answering ``header`` with ``code`` in a top-level error field.
-
-    Every other field gets its empty value (0, "", None, an empty array). ``None`` when the
-    response has no top-level ``error_code`` (its errors are per resource) or cannot be built.
-    """
-    try:
-        cls = response_type(header.api_key, header.api_version)
-    except LookupError:
-        return None
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    if "error_code" not in fields:
-        return None
-    values: dict[str, object] = {}
-    for field in fields.values():
-        if field.name == "error_code":
-            values[field.name] = code
-        elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
-            empty = _empty_value(field)
-            if empty is _NO_EMPTY:
-                return None
-            values[field.name] = empty
-    try:
-        body = build_response(header.api_key, header.api_version, values)
-        return encode_response(header, body)
-    except MessageBuildError:
-        return None
-
-
-_NO_EMPTY: Final = object()
-
-
-def _empty_value(field: dataclasses.Field[Any]) -> object:
-    kind = field.metadata.get("kafka_type")
-    annotation = field.type
-    args = typing.get_args(annotation)
-    nullable = typing.get_origin(annotation) in (types.UnionType, typing.Union) and (
-        type(None) in args
-    )
-    if nullable:
-        return None
-    if typing.get_origin(annotation) is tuple:
-        return ()
-    if kind in ("timedelta_i32", "timedelta_i64", "datetime_i64"):
-        return 0
-    if kind == "bool":
-        return False
-    if kind in ("string", "bytes", "records"):
-        return "" if kind == "string" else b""
-    if kind in ("int8", "int16", "int32", "int64", "uint16", "uint32", "float64"):
-        return 0
-    if kind == "uuid":
-        return None
-    return _NO_EMPTY
-

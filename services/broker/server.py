@@ -62,6 +62,7 @@ from strata.broker.http import HealthServer
 from strata.broker.metrics import BrokerMetrics
 from strata.broker.producer_id_manager import ClusterProducerIdManager, ProducerIdManager
 from strata.broker.replica_manager import ReplicaManager
+from strata.broker.security.authorization import BrokerAuthorizer, open_authorizer
 from strata.broker.security.credentials import (
     CredentialStore,
     FileCredentialStore,
@@ -114,6 +115,7 @@ class BrokerState:
     metrics: BrokerMetrics | None = None
     cluster: Cluster | None = None  # set when metadata.store is (a multi-broker cluster)
     credentials: CredentialStore | None = None  # SCRAM users (strata.broker.security)
+    authorizer: BrokerAuthorizer | None = None  # ACLs, with authorizer.class.name
     # listener name -> (host, port) advertised; the first listener is advertised_host/_port
     advertised_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
     group_coordinator: GroupCoordinator = field(init=False)
@@ -269,6 +271,7 @@ class KafkaServer:
             credentials=credentials,
         )
         state.registry = build_registry()
+        state.authorizer = await open_authorizer(config, cluster, log_dirs[0])
         def controller_state() -> tuple[bool, int]:
             if cluster is None:
                 return True, 0
@@ -425,6 +428,8 @@ class KafkaServer:
                 self._log_manager.cleaner.abort_and_pause_cleaning(tp)
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.state is not None and self.state.authorizer is not None:
+            await self.state.authorizer.close()
         if self._cluster is not None:
             await self._cluster.close()
         if self._log_manager is not None:

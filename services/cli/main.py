@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from strata.cli import admin, cluster, consume, groups, produce, spark, topic, users
+from strata.cli import acls, admin, cluster, consume, groups, produce, spark, topic, users
 from strata.cli.errors import OneLineErrorsGroup
 
 app = typer.Typer(
@@ -99,6 +99,7 @@ app.add_typer(groups.app, name="groups")
 app.add_typer(cluster.app, name="cluster")
 app.add_typer(spark.app, name="spark")
 app.add_typer(users.app, name="users")
+app.add_typer(acls.app, name="acls")
 app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)
 app.command("admin")(admin.admin)

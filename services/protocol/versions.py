@@ -18,8 +18,8 @@ Invariants (each checked by a unit test):
 - ranges are inclusive and ``0 <= min_version <= max_version``.
 
 Not in the table yet, on purpose: the transaction APIs (not built; an InitProducerId with a
-transactional id gets a clear error instead), the ACL APIs and the flexible-only APIs
-(ElectLeaders 2, partition reassignments), which come with their handlers.
+transactional id gets a clear error instead). The ACL APIs are served at v1 only (kio, like
+Kafka 4, has no v0; every client in use speaks v1).
 """
 
 from __future__ import annotations
@@ -89,6 +89,9 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, VersionRange]] = MappingProxyType(
         ApiKey.LIST_PARTITION_REASSIGNMENTS: VersionRange(0, 0),
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: VersionRange(0, 0),
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: VersionRange(0, 0),
+        ApiKey.DESCRIBE_ACLS: VersionRange(1, 1),
+        ApiKey.CREATE_ACLS: VersionRange(1, 1),
+        ApiKey.DELETE_ACLS: VersionRange(1, 1),
     }
 )
 """API key -> the inclusive version range Strata serves (ARCHITECTURE.md §5)."""

@@ -32,11 +32,14 @@ def build_registry() -> HandlerRegistry[Handler]:
         alter_partition_reassignments,
         alter_user_scram_credentials,
         api_versions,
+        create_acls,
         create_partitions,
         create_topics,
+        delete_acls,
         delete_groups,
         delete_records,
         delete_topics,
+        describe_acls,
         describe_cluster,
         describe_configs,
         describe_groups,
@@ -98,6 +101,9 @@ def build_registry() -> HandlerRegistry[Handler]:
         (ApiKey.SASL_AUTHENTICATE, 0, 1, sasl_authenticate.handle),
         (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, describe_user_scram_credentials.handle),
         (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, alter_user_scram_credentials.handle),
+        (ApiKey.DESCRIBE_ACLS, 1, 1, describe_acls.handle),
+        (ApiKey.CREATE_ACLS, 1, 1, create_acls.handle),
+        (ApiKey.DELETE_ACLS, 1, 1, delete_acls.handle),
     ]
     registry: HandlerRegistry[Handler] = HandlerRegistry()
     for api_key, min_version, max_version, handler in routes:

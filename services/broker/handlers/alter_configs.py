@@ -13,7 +13,8 @@ Rules (Kafka's, KRaft flavour):
   changed dynamically, others are INVALID_CONFIG;
 * a null value is INVALID_REQUEST; a resource named twice in one request is INVALID_REQUEST;
   other resource types are INVALID_REQUEST;
-* ``validate_only`` checks and changes nothing.
+* ``validate_only`` checks and changes nothing;
+* with an authorizer, AlterConfigs on the topic or the Cluster (``check_config_access``).
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ from strata.broker.handlers.describe_configs import (
     DYNAMIC_BROKER_KEYS,
     ConfigResourceType,
     broker_scope,
+    check_config_access,
     topic_record,
 )
+from strata.broker.security.acl import AclOperation
 from strata.broker.server import BrokerState
 from strata.broker.topic_store import UnknownTopicError
 from strata.protocol.api_keys import ApiKey
@@ -112,7 +115,7 @@ def result(resource: Any, error: ErrorCode, message: str | None) -> dict[str, ob
 
 
 async def alter_each(
-    state: BrokerState, request: Any, new_configs: Callable[[Any], dict[str, str]]
+    ctx: RequestContext, request: Any, new_configs: Callable[[Any], dict[str, str]]
 ) -> list[dict[str, object]]:
     """Apply ``new_configs(resource)`` to each resource of an AlterConfigs or
     IncrementalAlterConfigs request; one result per resource, errors per resource."""
@@ -124,7 +127,9 @@ async def alter_each(
             if (int(resource.resource_type), resource.resource_name) in repeated:
                 raise ApiError(ErrorCode.invalid_request,
                                f"Duplicate resource {resource.resource_name} in the request")
-            await alter_resource(state, int(resource.resource_type), resource.resource_name,
+            check_config_access(ctx, int(resource.resource_type), resource.resource_name,
+                                AclOperation.ALTER_CONFIGS)
+            await alter_resource(ctx.state, int(resource.resource_type), resource.resource_name,
                                  new_configs(resource), bool(request.validate_only))
         except ApiError as exc:
             error, message = exc.error_code, exc.message
@@ -136,7 +141,7 @@ async def alter_each(
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     responses = await alter_each(
-        ctx.state, request,
+        ctx, request,
         lambda resource: {c.name: non_null(c.name, c.value) for c in resource.configs})
     return build_response(ApiKey.ALTER_CONFIGS, ctx.header.api_version,
                           {"throttle_time_ms": 0, "responses": responses})

@@ -6,6 +6,8 @@ an empty list, duplicates or unregistered brokers), null cancels one in progress
 that does not exist. The new replicas are hosted and fetch at once; the controller completes
 the move when they are in the ISR. A single broker (no ``metadata.store``) has nowhere to move
 partitions: every partition is answered INVALID_REPLICA_ASSIGNMENT unless the target is itself.
+
+Authorization: Alter on the Cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from typing import Any
 
 from strata.broker.connection import RequestContext
 from strata.broker.partition_admin import PartitionAdminError, alter_reassignment
+from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    ctx.require(AclOperation.ALTER, ResourceType.CLUSTER)
     state = ctx.state
     responses = []
     for topic in request.topics:

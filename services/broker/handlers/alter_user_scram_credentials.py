@@ -8,6 +8,8 @@ change for the same mechanism, or in both a deletion and an upsertion, DUPLICATE
 unknown mechanism UNSUPPORTED_SASL_MECHANISM; iterations outside 4096..16384, an empty name or an
 empty salt/salted password UNACCEPTABLE_CREDENTIAL; deleting a credential that does not exist
 RESOURCE_NOT_FOUND. Authorization (Alter on the cluster) comes with the ACL slice.
+
+Authorization: Alter on the Cluster, else CLUSTER_AUTHORIZATION_FAILED for every user.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections import Counter
 from typing import Any
 
 from strata.broker.connection import RequestContext
+from strata.broker.security.acl import AclOperation, ResourceType
 from strata.broker.security.scram import (
     MAX_ITERATIONS,
     MECHANISM_TYPES,
@@ -42,6 +45,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     changes = [*request.deletions, *request.upsertions]
     duplicates = Counter((c.name, int(c.mechanism)) for c in changes)
     errors: dict[str, tuple[ErrorCode, str | None]] = {}
+    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER):
+        errors = {c.name: (ErrorCode.cluster_authorization_failed, None) for c in changes}
     for change in changes:
         refusal = _refusal(change, duplicates)
         if refusal is None and store is None:

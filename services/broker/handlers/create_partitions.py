@@ -1,6 +1,7 @@
 """CreatePartitions (key 37, v0-1): grow a topic's partition count (never shrink it).
 
-Per topic, Kafka's rules: a name given twice in one request is INVALID_REQUEST; an unknown
+Per topic, Kafka's rules: a name given twice in one request is INVALID_REQUEST; without Alter
+on the topic (with an authorizer), TOPIC_AUTHORIZATION_FAILED; an unknown
 topic is UNKNOWN_TOPIC_OR_PARTITION; a count not above the current one is INVALID_PARTITIONS;
 manual ``assignments`` must list exactly the new partitions, each with valid replicas on live
 brokers (INVALID_REPLICA_ASSIGNMENT). ``validate_only`` checks and changes nothing. The new
@@ -19,6 +20,7 @@ from strata.broker.handlers.create_topics import (
     check_replication_factor,
     host_partitions,
 )
+from strata.broker.security.acl import AclOperation, ResourceType
 from strata.broker.server import BrokerState
 from strata.broker.topic_store import UnknownTopicError
 from strata.protocol.api_keys import ApiKey
@@ -79,6 +81,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if counts[topic.name] > 1:
                 raise ApiError(ErrorCode.invalid_request,
                                  f"Duplicate topic in request: {topic.name}")
+            if not ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+                raise ApiError(ErrorCode.topic_authorization_failed, "Authorization failed.")
             await _create_partitions(state, topic, bool(request.validate_only))
         except ApiError as exc:
             error, message = exc.error_code, exc.message

@@ -3,6 +3,7 @@
 Kafka's rules, per topic, in the order Kafka checks them (each failure answers that topic only):
 
 * a name given twice in one request: INVALID_REQUEST for every occurrence;
+* with an authorizer: neither Create on the Cluster nor on the topic: TOPIC_AUTHORIZATION_FAILED;
 * an illegal name (``[a-zA-Z0-9._-]``, 1..249 characters, not ``.`` / ``..``) or one colliding
   with an existing topic by ``.`` vs ``_``: INVALID_TOPIC_EXCEPTION;
 * a taken name: TOPIC_ALREADY_EXISTS;
@@ -32,6 +33,7 @@ from typing import Any
 from strata.broker.connection import RequestContext
 from strata.broker.handlers import ApiError
 from strata.broker.replica_placement import PlacementError
+from strata.broker.security.acl import AclOperation, ResourceType
 from strata.broker.server import BrokerState
 from strata.broker.topic_store import (
     TopicExistsError,
@@ -186,6 +188,7 @@ def host_partitions(state: BrokerState, record: TopicRecord, indexes: range) -> 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     state = ctx.state
     counts = Counter(t.name for t in request.topics)
+    cluster_create = ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER)
     results = []
     for topic in request.topics:
         error, message, spec = ErrorCode.none, None, None
@@ -195,6 +198,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                  f"Create topics request from client `{ctx.header.client_id}` "
                                  f"contains multiple entries for the following topics: "
                                  f"{topic.name}")
+            if not cluster_create and not ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC,
+                                                        topic.name):
+                raise ApiError(ErrorCode.topic_authorization_failed, "Authorization failed.")
             spec = resolve(state, topic)
             if not request.validate_only:
                 await create_topic(state, spec)

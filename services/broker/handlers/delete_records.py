@@ -7,6 +7,8 @@ A topic whose ``cleanup.policy`` lacks ``delete`` refuses with POLICY_VIOLATION 
 Whole segments below the new log start offset are deleted at once; readers already holding them
 are not disturbed (``Log`` keeps deleted files open for ``file.delete.delay.ms``).
 
+Authorization: Delete on the topic, else TOPIC_AUTHORIZATION_FAILED for its partitions.
+
 Single node: done when the leader moved its log start offset. With replication, Kafka waits
 (up to ``timeout_ms``) for every follower's log start offset; that becomes a delayed operation.
 """
@@ -16,7 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 from strata.broker.connection import RequestContext
+from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
+from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
 
 MIN_VERSION = 0
@@ -24,13 +28,19 @@ MAX_VERSION = 1
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    allowed = {t.name for t in request.topics
+               if ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, t.name)}
     entries = [((t.name, p.partition_index), p.offset)
-               for t in request.topics for p in t.partitions]
+               for t in request.topics if t.name in allowed for p in t.partitions]
     results = iter(ctx.state.replica_manager.delete_records(entries))
     topics = []
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
+            if topic.name not in allowed:
+                partitions.append({"partition_index": p.partition_index, "low_watermark": -1,
+                                   "error_code": ErrorCode.topic_authorization_failed})
+                continue
             result = next(results)
             partitions.append({"partition_index": p.partition_index,
                                "low_watermark": result.low_watermark,

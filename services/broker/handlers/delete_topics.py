@@ -1,6 +1,8 @@
 """DeleteTopics (key 20, v1-3): remove topics, their partitions and their data.
 
-Per topic: an unknown name (legal or not) is UNKNOWN_TOPIC_OR_PARTITION; with
+Per topic: without Delete on it (with an authorizer), TOPIC_AUTHORIZATION_FAILED, checked
+first so nothing tells an unauthorized caller whether the topic exists; an unknown name
+(legal or not) is UNKNOWN_TOPIC_OR_PARTITION; with
 ``delete.topic.enable=false`` every topic gets TOPIC_DELETION_DISABLED. Otherwise the topic is
 removed from the ``TopicStore`` first (from then on it does not exist for any client), then each
 partition stops being hosted (waiting fetches wake and see it gone) and its log directory is
@@ -17,6 +19,7 @@ import logging
 from typing import Any
 
 from strata.broker.connection import RequestContext
+from strata.broker.security.acl import AclOperation, ResourceType
 from strata.broker.server import BrokerState
 from strata.broker.topic_store import UnknownTopicError
 from strata.protocol.api_keys import ApiKey
@@ -45,7 +48,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     for name in dict.fromkeys(request.topic_names):
         error = ErrorCode.none
-        if not state.config.delete_topic_enable:
+        if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name):
+            error = ErrorCode.topic_authorization_failed
+        elif not state.config.delete_topic_enable:
             error = ErrorCode.topic_deletion_disabled
         else:
             try:

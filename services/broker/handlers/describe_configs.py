@@ -16,6 +16,10 @@ Broker resources (type 4): the resource name is this node id (every broker setti
 ``log.*`` defaults dynamically alterable, the rest read-only) or "" (the dynamic cluster
 defaults only). Another id, or BROKER_LOGGER (8), is INVALID_REQUEST.
 
+Authorization (shared with the alter handlers, ``check_config_access``): DescribeConfigs (or
+AlterConfigs) on the topic, else TOPIC_AUTHORIZATION_FAILED; on the Cluster for broker
+resources, else CLUSTER_AUTHORIZATION_FAILED.
+
 ``configuration_keys`` null means every key; a list means those keys only (Kafka's rule, so an
 empty list answers none). v3 adds ``config_type`` and, when asked, ``documentation``.
 """
@@ -37,6 +41,7 @@ from strata.broker.config import (
 )
 from strata.broker.connection import RequestContext
 from strata.broker.handlers import ApiError
+from strata.broker.security.acl import AclOperation, ResourceType
 from strata.broker.server import BrokerState
 from strata.broker.topic_store import TopicRecord, invalid_topic_name_reason
 from strata.protocol.api_keys import ApiKey
@@ -224,6 +229,20 @@ def topic_record(state: BrokerState, name: str) -> TopicRecord:
 # ------------------------------------------------------------------ the handler
 
 
+def check_config_access(ctx: RequestContext, resource_type: int, name: str,
+                        operation: AclOperation) -> None:
+    """``ApiError`` TOPIC/CLUSTER_AUTHORIZATION_FAILED unless ``operation`` is allowed on the
+    config resource (a topic, or the Cluster for a broker or broker-logger resource)."""
+    if resource_type == ConfigResourceType.TOPIC:
+        if not ctx.authorize(operation, ResourceType.TOPIC, name):
+            raise ApiError(ErrorCode.topic_authorization_failed,
+                           f"{operation.kafka_name} on topic {name} is not authorized")
+    elif resource_type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER) and \
+            not ctx.authorize(operation, ResourceType.CLUSTER):
+        raise ApiError(ErrorCode.cluster_authorization_failed,
+                       f"{operation.kafka_name} on the cluster is not authorized")
+
+
 def _entries(state: BrokerState, resource: Any) -> list[ConfigEntry]:
     resource_type = int(resource.resource_type)
     if resource_type == ConfigResourceType.TOPIC:
@@ -242,6 +261,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     for resource in request.resources:
         error, message, configs = ErrorCode.none, None, []
         try:
+            check_config_access(ctx, int(resource.resource_type), resource.resource_name,
+                                AclOperation.DESCRIBE_CONFIGS)
             entries = _entries(state, resource)
         except ApiError as exc:
             error, message, entries = exc.error_code, exc.message, []

@@ -5,6 +5,8 @@ cluster, ``credentials.json`` for a single broker. ``users`` null or empty lists
 a named user without credentials is RESOURCE_NOT_FOUND, a name given twice DUPLICATE_RESOURCE
 (Kafka's answers). Only mechanism and iteration count are reported, never salts or keys.
 Authorization (Describe on the cluster) comes with the ACL slice.
+
+Authorization: Describe on the Cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections import Counter
 from typing import Any
 
 from strata.broker.connection import RequestContext
+from strata.broker.security.acl import AclOperation, ResourceType
 from strata.broker.security.scram import MECHANISM_TYPES
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
@@ -22,6 +25,7 @@ _TYPE_OF = {name: code for code, name in MECHANISM_TYPES.items()}
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    ctx.require(AclOperation.DESCRIBE, ResourceType.CLUSTER)
     store = ctx.state.credentials
     results: list[dict[str, Any]] = []
     all_users = await store.users() if store is not None else {}

@@ -6,6 +6,9 @@ PREFERRED_LEADER_NOT_AVAILABLE otherwise); UNCLEAN elects the first live replica
 without a live leader (ELECTION_NOT_NEEDED if it has one, ELIGIBLE_LEADERS_NOT_AVAILABLE when
 no replica is live). A single broker leads everything already: ELECTION_NOT_NEEDED. The change
 itself is ``strata.broker.partition_admin.elect_leader``.
+
+Authorization: Alter on the Cluster, else CLUSTER_AUTHORIZATION_FAILED (top level, and per
+partition for v0, which has no top-level error).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 from strata.broker.connection import RequestContext
 from strata.broker.partition_admin import PREFERRED, PartitionAdminError, elect_leader
+from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
@@ -28,11 +32,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     else:
         wanted = [(t.topic, [int(p) for p in t.partitions]) for t in request.topic_partitions]
     results = []
+    allowed = ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER)
     for topic, indexes in wanted:
         partition_results = []
         for index in indexes:
             error, message = ErrorCode.none, None
             try:
+                if not allowed:
+                    raise PartitionAdminError(ErrorCode.cluster_authorization_failed,
+                                              "Alter on the cluster is not authorized")
                 if state.cluster is None:
                     record = state.topic_store.get(topic)
                     if record is None or not 0 <= index < record.partitions:
@@ -47,5 +55,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                       "error_message": message})
         results.append({"topic": topic, "partition_result": partition_results})
     return build_response(ApiKey.ELECT_LEADERS, ctx.header.api_version, {
-        "throttle_time_ms": 0, "error_code": ErrorCode.none,
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.none if allowed else ErrorCode.cluster_authorization_failed,
         "replica_election_results": results})

@@ -13,6 +13,10 @@ fetch requests (kafka-python, librdkafka and the Java client all handle this). A
 fetch (epoch > 0) names a session we never created: FETCH_SESSION_ID_NOT_FOUND, like Kafka,
 after which clients start over with a full fetch. ``forgotten_topics_data`` and ``rack_id``
 are ignored.
+
+Authorization (with ``authorizer.class.name``): a follower (``replica_id`` >= 0) needs
+ClusterAction on the Cluster, a consumer Read on each topic; a partition refused is
+TOPIC_AUTHORIZATION_FAILED (Kafka answers a follower without ClusterAction so, too).
 """
 
 from __future__ import annotations
@@ -22,13 +26,16 @@ from typing import Any
 from strata.broker.connection import RequestContext, Response
 from strata.broker.fetch_response import encode_fetch_response
 from strata.broker.partition import FetchIsolation
-from strata.broker.replica_manager import PartitionFetchInfo
+from strata.broker.replica_manager import FetchPartitionResult, PartitionFetchInfo
+from strata.broker.security.acl import AclOperation, ResourceType
+from strata.protocol.error_codes import ErrorCode
 
 MIN_VERSION = 4
 MAX_VERSION = 11
 
 FETCH_SESSION_ID_NOT_FOUND = 70
 READ_COMMITTED = 1
+_REFUSED = FetchPartitionResult(ErrorCode.topic_authorization_failed)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Response:
@@ -45,14 +52,21 @@ async def handle(ctx: RequestContext, request: Any) -> Response:
         isolation = FetchIsolation.HIGH_WATERMARK
     with_epoch = version >= 9
     fetch_infos = []
+    refused: set[str] = set()
+    follower_allowed = request.replica_id < 0 or ctx.authorize(AclOperation.CLUSTER_ACTION,
+                                                               ResourceType.CLUSTER)
     for topic in request.topics:
         name = topic.topic
+        if not follower_allowed or (request.replica_id < 0 and not ctx.authorize(
+                AclOperation.READ, ResourceType.TOPIC, name)):
+            refused.add(name)
+            continue
         for p in topic.partitions:
             info = PartitionFetchInfo(p.fetch_offset, p.partition_max_bytes,
                                       p.current_leader_epoch if with_epoch else -1)
             fetch_infos.append(((name, p.partition), info))
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
-    results = await ctx.state.replica_manager.fetch_messages(
+    results = [] if refused and not fetch_infos else await ctx.state.replica_manager.fetch_messages(
         fetch_infos,
         max_wait_ms=max_wait_ms,
         min_bytes=request.min_bytes,
@@ -65,6 +79,9 @@ async def handle(ctx: RequestContext, request: Any) -> Response:
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
+            if topic.topic in refused:
+                partitions.append((p.partition, _REFUSED))
+                continue
             partitions.append((p.partition, results[i]))
             i += 1
         topics.append((topic.topic, partitions))

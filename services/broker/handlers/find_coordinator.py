@@ -12,6 +12,9 @@ Key type 1 (TRANSACTION) answers COORDINATOR_NOT_AVAILABLE: transactions are not
 error is retriable-then-fatal in every client, naming the coordinator. An empty group id is
 INVALID_GROUP_ID (Kafka's ``isValidGroupId``).
 
+Authorization: Describe on the group (GROUP_AUTHORIZATION_FAILED) or on the transactional id
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED), checked before anything else.
+
 Advertising FindCoordinator matters beyond groups: librdkafka enables LZ4 only when the broker
 advertises FindCoordinator (its feature map dates LZ4 support by that API).
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from strata.broker.connection import RequestContext
+from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
@@ -37,6 +41,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     key = request.key
     key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
     state = ctx.state
+    if key_type == TRANSACTION_KEY_TYPE and not ctx.authorize(
+            AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return _error(version, ErrorCode.transactional_id_authorization_failed,
+                      f"Describe on transactional id {key!r} is not authorized")
+    if key_type == GROUP_KEY_TYPE and not ctx.authorize(AclOperation.DESCRIBE,
+                                                        ResourceType.GROUP, key):
+        return _error(version, ErrorCode.group_authorization_failed,
+                      f"Describe on group {key!r} is not authorized")
     if key_type == TRANSACTION_KEY_TYPE:
         return _error(version, ErrorCode.coordinator_not_available,
                       "Strata does not support transactions yet: no transaction coordinator")

@@ -101,7 +101,7 @@ def apply_operations(state: BrokerState, resource: Any) -> dict[str, str]:
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     state = ctx.state
-    responses = await alter_each(state, request,
+    responses = await alter_each(ctx, request,
                                  lambda resource: apply_operations(state, resource))
     return build_response(ApiKey.INCREMENTAL_ALTER_CONFIGS, ctx.header.api_version,
                           {"throttle_time_ms": 0, "responses": responses})

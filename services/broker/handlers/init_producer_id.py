@@ -15,6 +15,10 @@
   ``max.block.ms`` and report a timeout, hiding the cause); TRANSACTIONAL_ID_AUTHORIZATION_FAILED
   is fatal too but blames ACLs that do not exist. The broker logs why at WARNING.
   (librdkafka stops even earlier: it needs FindCoordinator for a transaction coordinator.)
+
+Authorization (Kafka's, KIP-679): an idempotent producer needs IdempotentWrite on the Cluster
+or Write on some topic (CLUSTER_AUTHORIZATION_FAILED); a transactional id needs Write on it
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ import logging
 from typing import Any
 
 from strata.broker.connection import RequestContext
+from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
+from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
 
 logger = logging.getLogger(__name__)
@@ -39,6 +45,15 @@ INVALID_REQUEST = 42
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.header.api_version
     transactional_id = request.transactional_id
+    authorizer = ctx.state.authorizer
+    if transactional_id is None and authorizer is not None and not (
+            ctx.authorize(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER)
+            or authorizer.rules.authorize_any(ctx.principal, ctx.client_host,
+                                              AclOperation.WRITE, ResourceType.TOPIC)):
+        return _response(version, ErrorCode.cluster_authorization_failed)
+    if transactional_id and not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                              transactional_id):
+        return _response(version, ErrorCode.transactional_id_authorization_failed)
     if transactional_id is None:
         producer_id = await ctx.state.producer_id_manager.generate_producer_id()
         return _response(version, NONE, producer_id, 0)

@@ -11,6 +11,8 @@ rebalance completes. Version rules:
 
 The member's client host is Kafka's ``InetAddress.toString`` form, ``/127.0.0.1``, as
 DescribeGroups and the group tools show it.
+
+Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED for the request.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 from strata.broker.connection import RequestContext
 from strata.broker.group_membership import JoinRequest
+from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.messages import build_response
 
@@ -28,6 +31,7 @@ MAX_VERSION = 5
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.header.api_version
+    ctx.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
     session_timeout_ms = _ms(request.session_timeout)
     instance = request.group_instance_id if version >= 5 else None
     join = JoinRequest(

@@ -4,6 +4,8 @@ v0-v2 name one member; its error is the response's error (Kafka's rule: the top-
 there is one, else the member's). v3 (KIP-345) names a batch of ``(member id, group instance
 id)``; an empty member id with an instance id removes that static member (an administrator's
 removal); each member gets its own error and the top level carries group-wide errors only.
+
+Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED for the request.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from strata.broker.connection import RequestContext
+from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
@@ -21,6 +24,7 @@ MAX_VERSION = 3
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.header.api_version
+    ctx.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
     if version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:

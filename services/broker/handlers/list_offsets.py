@@ -14,6 +14,8 @@ Per partition (Kafka's ``Partition.fetchOffsetForTimestamp``):
 v4+ checks ``current_leader_epoch`` (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH) and answers
 the leader epoch of the found offset (-1 when unknown). A partition listed twice in one request
 gets INVALID_REQUEST (Kafka's rule). Unknown partitions: UNKNOWN_TOPIC_OR_PARTITION.
+Authorization: Describe on the topic (or ClusterAction on the Cluster, a replica's right), else
+TOPIC_AUTHORIZATION_FAILED for its partitions.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from typing import Any
 
 from strata.broker.connection import RequestContext
 from strata.broker.partition import NONE, FetchIsolation, PartitionError
+from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
+from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
 from strata.storage.errors import StorageError
 
@@ -45,11 +49,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         isolation = FetchIsolation.HIGH_WATERMARK
     seen = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
     topics = []
+    cluster_action = ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
     for topic in request.topics:
         partitions = []
+        allowed = cluster_action or ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                                  topic.name)
         for p in topic.partitions:
             answer: dict[str, Any] = {"partition_index": p.partition_index, "error_code": NONE,
                                       "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            if not allowed:
+                answer["error_code"] = ErrorCode.topic_authorization_failed
+                partitions.append(answer)
+                continue
             if seen[(topic.name, p.partition_index)] > 1:
                 answer["error_code"] = INVALID_REQUEST
                 partitions.append(answer)

@@ -3,6 +3,8 @@
 For each partition asked (every partition when ``topics`` is null) whose registration has
 adding or removing replicas: its replicas (the union of old and new), the adding and the
 removing ones. Partitions without a reassignment are left out, as Kafka does.
+
+Authorization: Describe on the Cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ from typing import Any
 
 from strata.broker.connection import RequestContext
 from strata.broker.partition_admin import ongoing_reassignments
+from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    ctx.require(AclOperation.DESCRIBE, ResourceType.CLUSTER)
     state = ctx.state
     topics = []
     if state.cluster is not None:

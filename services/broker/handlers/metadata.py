@@ -14,6 +14,13 @@ partition looks like). Kafka's rules:
   partition registered but not hosted (its log dir is offline) is LEADER_NOT_AVAILABLE with
   leader -1 and this node among the offline replicas (v5+).
 
+Authorization (with ``authorizer.class.name``, Kafka's ``handleTopicMetadataRequest``): a
+request for every topic lists only the topics the principal may Describe; a name asked for
+that it may not Describe is TOPIC_AUTHORIZATION_FAILED (existing or not: nothing leaks);
+auto-creation needs Create on the Cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED.
+``include_topic_authorized_operations`` / ``include_cluster_authorized_operations`` (v8) fill
+the ``*_authorized_operations`` bit fields; otherwise they say "not requested" (INT32 min).
+
 Brokers: this node with the advertised host and port; the controller is this node (v1+); the
 cluster id from ``meta.properties`` (v2+). Topic ids appear only from v10, which is not served.
 """
@@ -26,6 +33,12 @@ from typing import Any, Final
 from strata.broker.connection import RequestContext
 from strata.broker.handlers import ApiError
 from strata.broker.handlers.create_topics import TopicSpec, create_topic
+from strata.broker.security.acl import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    AclOperation,
+    ResourceType,
+)
+from strata.broker.security.authorization import authorized_operations
 from strata.broker.server import BrokerState
 from strata.broker.topic_store import TopicRecord, invalid_topic_name_reason
 from strata.protocol.api_keys import ApiKey
@@ -44,24 +57,41 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     requested = request.topics
     store = state.topic_store
     if requested is None or (version == 0 and not requested):
-        names = sorted(store.topics())
+        names = [n for n in sorted(store.topics())
+                 if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, n)]
         allow_auto_create = False
     else:
         names = list(dict.fromkeys(t.name for t in requested))
         allow_auto_create = state.config.auto_create_topics_enable and (
             version < 4 or bool(request.allow_auto_topic_creation)
         )
+    with_topic_ops = version >= 8 and bool(request.include_topic_authorized_operations)
     topics = []
     for name in names:
         record = store.get(name)
-        if record is not None:
-            topics.append(_topic(state, record))
+        if name is not None and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                                  name):
+            topics.append(_topic_error(name, ErrorCode.topic_authorization_failed))
+        elif record is not None:
+            topic = _topic(state, record)
+            if with_topic_ops:
+                topic["topic_authorized_operations"] = authorized_operations(
+                    state.authorizer, ctx.principal, ctx.client_host, ResourceType.TOPIC, name)
+            topics.append(topic)
         elif name is None or invalid_topic_name_reason(name) is not None:
             topics.append(_topic_error(name or "", ErrorCode.invalid_topic_exception))
+        elif allow_auto_create and not (
+                ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER)
+                or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)):
+            topics.append(_topic_error(name, ErrorCode.topic_authorization_failed))
         elif allow_auto_create:
             topics.append(_topic_error(name, await _auto_create(state, name)))
         else:
             topics.append(_topic_error(name, ErrorCode.unknown_topic_or_partition))
+    cluster_ops = AUTHORIZED_OPERATIONS_OMITTED
+    if version >= 8 and request.include_cluster_authorized_operations:
+        cluster_ops = authorized_operations(state.authorizer, ctx.principal, ctx.client_host,
+                                            ResourceType.CLUSTER)
     return build_response(ApiKey.METADATA, version, {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
@@ -69,7 +99,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         "cluster_id": state.cluster_id,
         "controller_id": state.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": -2147483648,
+        "cluster_authorized_operations": cluster_ops,
     })
 
 
@@ -99,7 +129,7 @@ def _topic(state: BrokerState, record: TopicRecord) -> dict[str, object]:
         "topic_id": record.topic_id,
         "is_internal": record.name in INTERNAL_TOPICS,
         "partitions": partitions,
-        "topic_authorized_operations": -2147483648,
+        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }
 
 
@@ -152,4 +182,4 @@ def _cluster_partitions(state: BrokerState, record: TopicRecord) -> list[dict[st
 
 def _topic_error(name: str, error: ErrorCode) -> dict[str, object]:
     return {"error_code": error, "name": name, "is_internal": False, "partitions": [],
-            "topic_authorized_operations": -2147483648}
+            "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}

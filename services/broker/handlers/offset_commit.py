@@ -12,6 +12,9 @@ anyone while the group has no members) and appends one batch. Version rules:
 * v7 carries ``group_instance_id`` (static members are checked against it).
 
 The commit timestamp is the broker's clock at the request; null metadata is stored as "".
+
+Authorization: Read on the group (else GROUP_AUTHORIZATION_FAILED for every partition) and
+Read on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from strata.broker.connection import RequestContext
 from strata.broker.group import OffsetAndMetadata, TopicPartition
+from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
@@ -44,10 +48,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     store = state.topic_store
     errors: dict[TopicPartition, ErrorCode] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    group_allowed = ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id)
     for topic in request.topics:
         record = store.get(topic.name)
+        refused = (ErrorCode.group_authorization_failed if not group_allowed
+                   else None if ctx.authorize(AclOperation.READ, ResourceType.TOPIC, topic.name)
+                   else ErrorCode.topic_authorization_failed)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
+            if refused is not None:
+                errors[tp] = refused
+                continue
             if record is None or not 0 <= p.partition_index < record.partitions:
                 errors[tp] = ErrorCode.unknown_topic_or_partition
                 continue

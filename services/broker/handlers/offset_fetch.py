@@ -6,6 +6,9 @@ v2+ may ask for every partition the group committed (``topics`` null). Errors of
 whole (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...) are the top-level ``error_code``
 from v2 (with no topics), and each requested partition's error in v1, which has no top-level
 field (Kafka's ``getErrorResponse``).
+
+Authorization: Describe on the group (else GROUP_AUTHORIZATION_FAILED); topics asked for
+without Describe on them are TOPIC_AUTHORIZATION_FAILED, and left out of an all-topics answer.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 from strata.broker.connection import RequestContext
 from strata.broker.group import OffsetAndMetadata, TopicPartition
+from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
@@ -31,15 +35,24 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     requested: list[TopicPartition] | None = None
     if request.topics is not None:
         requested = [(t.name, int(p)) for t in request.topics for p in t.partition_indexes]
-    error, offsets = coordinator.fetch_offsets(request.group_id, requested)
+    offsets: dict[TopicPartition, OffsetAndMetadata | None] = {}
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, request.group_id):
+        error = ErrorCode.group_authorization_failed
+    else:
+        error, offsets = coordinator.fetch_offsets(request.group_id, requested)
     if error != ErrorCode.none:
         if version >= 2:
             return _response(version, error, [])
         return _response(version, error, [(tp, None, error) for tp in requested or []])
-    if requested is None:
-        requested = sorted(offsets)
-    return _response(version, ErrorCode.none,
-                     [(tp, offsets.get(tp), ErrorCode.none) for tp in requested])
+
+    def described(topic: str) -> bool:
+        return ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
+
+    if requested is None:  # every committed offset: those of undescribable topics are left out
+        requested = [tp for tp in sorted(offsets) if described(tp[0])]
+    return _response(version, ErrorCode.none, [
+        (tp, offsets.get(tp), ErrorCode.none) if described(tp[0])
+        else (tp, None, ErrorCode.topic_authorization_failed) for tp in requested])
 
 
 def _response(version: int, error: ErrorCode,

@@ -14,6 +14,9 @@ metadata moved. Per partition (Kafka's ``Partition.lastOffsetForLeaderEpoch``):
 * an unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION; a log on a failed disk is
   KAFKA_STORAGE_ERROR.
 
+Authorization: ClusterAction on the Cluster (a follower's right) or Describe on the topic,
+else TOPIC_AUTHORIZATION_FAILED for its partitions (Kafka's rule).
+
 v3 adds ``replica_id`` (-1 from consumers, the follower's node id from brokers); v2 has none
 and is treated as a consumer's.
 """
@@ -24,7 +27,9 @@ from typing import Any, Final
 
 from strata.broker.connection import RequestContext
 from strata.broker.partition import NONE, PartitionError, error_code_of
+from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
+from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
 from strata.storage.errors import StorageError
 
@@ -34,16 +39,26 @@ DEBUGGING_REPLICA_ID: Final = -2
 UNDEFINED: Final = -1
 
 
+class _NotAuthorized(PartitionError):
+    error_code = int(ErrorCode.topic_authorization_failed)
+    error_name = "TOPIC_AUTHORIZATION_FAILED"
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     replica_id = getattr(request, "replica_id", -1)
     fetch_only_from_leader = replica_id != DEBUGGING_REPLICA_ID
     replica_manager = ctx.state.replica_manager
     topics = []
+    cluster_action = ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
     for topic in request.topics:
         partitions = []
+        allowed = cluster_action or ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                                  topic.topic)
         for p in topic.partitions:
             error, epoch, end_offset = NONE, UNDEFINED, UNDEFINED
             try:
+                if not allowed:
+                    raise _NotAuthorized
                 partition = replica_manager.get_partition_or_error(topic.topic, p.partition)
                 epoch, end_offset = partition.last_offset_for_leader_epoch(
                     p.current_leader_epoch, p.leader_epoch,

@@ -17,6 +17,10 @@ Answers, per partition (Kafka's codes; v8 also carries ``error_message``):
   disk: KAFKA_STORAGE_ERROR; partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
   NOT_ENOUGH_REPLICAS (acks=-1 below ``min.insync.replicas``); INVALID_REQUIRED_ACKS;
 * more than one batch in a partition's record set: INVALID_RECORD (Kafka's rule for v3+);
+* authorization (with ``authorizer.class.name``): Write on the topic, else
+  TOPIC_AUTHORIZATION_FAILED for its partitions; a ``transactional_id`` needs Write on that
+  TransactionalId, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition (Kafka's
+  order). An idempotent producer needs nothing more here: InitProducerId checked it (KIP-679);
 * transactions: Strata does not serve them yet (the transaction APIs are not advertised and a
   transactional InitProducerId is refused), so a request with a ``transactional_id`` or a batch
   with the transactional flag is refused with INVALID_RECORD and a message saying so. That is
@@ -38,6 +42,8 @@ from typing import Any
 
 from strata.broker.connection import RequestContext, Response
 from strata.broker.replica_manager import PartitionAppendResult
+from strata.broker.security.acl import AclOperation, ResourceType
+from strata.protocol.error_codes import ErrorCode
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +66,9 @@ ONE_BATCH_ONLY = (
     "Produce requests with version 3 or later may only contain exactly one record batch per "
     "partition"
 )
+_TOPIC_AUTHORIZATION_FAILED = PartitionAppendResult(ErrorCode.topic_authorization_failed)
+_TRANSACTIONAL_ID_AUTHORIZATION_FAILED = PartitionAppendResult(
+    ErrorCode.transactional_id_authorization_failed)
 
 
 def _rejection(records: bytes | None) -> PartitionAppendResult | None:
@@ -80,14 +89,21 @@ async def handle(ctx: RequestContext, request: Any) -> Response | None:
     acks = request.acks
     refused: PartitionAppendResult | None = None
     if request.transactional_id is not None:
-        refused = PartitionAppendResult(INVALID_RECORD, error_message=TRANSACTIONS_UNSUPPORTED)
+        refused = (PartitionAppendResult(INVALID_RECORD, error_message=TRANSACTIONS_UNSUPPORTED)
+                   if ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                    request.transactional_id)
+                   else _TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     slots: list[PartitionAppendResult | None] = []
     entries: list[tuple[tuple[str, int], bytes]] = []
     for topic in request.topic_data:
         name = topic.name
+        topic_refused = refused
+        if topic_refused is None and not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC,
+                                                       name):
+            topic_refused = _TOPIC_AUTHORIZATION_FAILED
         for data in topic.partition_data:
             records = data.records
-            early = refused or _rejection(records)
+            early = topic_refused or _rejection(records)
             slots.append(early)
             if early is None:
                 entries.append(((name, data.index), records if records is not None else b""))

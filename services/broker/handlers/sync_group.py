@@ -3,6 +3,8 @@
 The leader's request carries the assignment of every member; followers' requests wait until it
 is stored (``GroupCoordinator.sync_group``). v3 adds ``group_instance_id``. A member id listed
 twice in the assignments keeps its last entry.
+
+Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED for the request.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from strata.broker.connection import RequestContext
+from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.messages import build_response
 
@@ -19,6 +22,7 @@ MAX_VERSION = 3
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.header.api_version
+    ctx.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
     assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
     result = await ctx.state.group_coordinator.sync_group(
         request.group_id, request.generation_id, request.member_id,

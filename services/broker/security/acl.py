@@ -28,7 +28,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Self
 
 WILDCARD: Final = "*"
 """A LITERAL resource name matching every resource of its type; also the any-host value."""
@@ -41,7 +41,7 @@ class _Named(enum.IntEnum):
     """An enum parsed from Kafka's spellings: ``DESCRIBE_CONFIGS``, ``DescribeConfigs``, ``3``."""
 
     @classmethod
-    def parse(cls, text: str | int) -> _Named:
+    def parse(cls, text: str | int) -> Self:
         if isinstance(text, int) or text.strip().lstrip("-").isdigit():
             return cls(int(text))
         key = text.strip().replace("_", "").replace("-", "").lower()
@@ -50,6 +50,14 @@ class _Named(enum.IntEnum):
                 return member
         choices = ", ".join(m.kafka_name for m in cls if m.name not in ("UNKNOWN",))
         raise ValueError(f"unknown {cls.__name__} {text!r} (one of: {choices})")
+
+    @classmethod
+    def of(cls, code: int) -> Self:
+        """The member of a wire code; UNKNOWN (0) for a code this Strata does not know."""
+        try:
+            return cls(code)
+        except ValueError:
+            return cls(0)
 
     @property
     def kafka_name(self) -> str:
@@ -124,6 +132,11 @@ SUPPORTED_OPERATIONS: Final[dict[ResourceType, tuple[AclOperation, ...]]] = {
 
 AUTHORIZED_OPERATIONS_OMITTED: Final = -2147483648
 """The ``*_authorized_operations`` value when the client did not ask (Kafka's INT32 min)."""
+
+
+def all_operations(resource_type: ResourceType) -> int:
+    """The ``authorized_operations`` bit field of every operation supported on the type."""
+    return sum(1 << op.value for op in SUPPORTED_OPERATIONS.get(resource_type, ()))
 
 
 def implying(operation: AclOperation) -> frozenset[AclOperation]:

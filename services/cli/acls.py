@@ -1,0 +1,241 @@
+"""``strata acls add|list|remove``: the ACLs of a cluster or of a single broker.
+
+Like ``strata users`` (and Kafka's ``kafka-acls.sh --authorizer-properties``), it writes straight
+to where brokers read ACLs (``strata.broker.security.acl_store``), so the first ACLs can be
+created before any principal is allowed to call CreateAcls:
+
+* ``--metadata-store URL``: a cluster's store (``/strata/acls/...``): every broker applies a
+  change within one metadata watch event;
+* ``--log-dir DIR``: a single broker's ``acls.json`` (replaced atomically; a running broker
+  re-reads it within a second).
+
+A resource is one of ``--topic NAME``, ``--group NAME``, ``--transactional-id NAME`` or
+``--cluster``; ``--pattern-type`` is literal (default for ``add``; ``*`` is every resource of the
+type) or prefixed (and, to select, any or match: Kafka's filter semantics). ``add`` takes
+``--principal User:NAME`` and ``--operation`` (repeatable; Kafka's names: Read, Write, Create,
+Delete, Alter, Describe, DescribeConfigs, AlterConfigs, ClusterAction, IdempotentWrite, All),
+``--host`` (default ``*``) and ``--deny`` (default: allow). ``list`` and ``remove`` select with
+the same options, each one narrowing the selection; ``remove`` needs at least one of them.
+
+Exit codes: 0 done, 1 the store refused (or ``remove`` matched nothing), 2 usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+
+from strata.broker.security.acl import (
+    CLUSTER_NAME,
+    AccessControlEntry,
+    AccessControlEntryFilter,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
+)
+from strata.broker.security.acl_store import AclStore, FileAclStore, MetadataAclStore
+from strata.cli.errors import CliError, reported_errors, usage_error
+from strata.cli.output import OutputFormat, print_json_line, print_table
+from strata.storage.errors import StorageError
+
+app = typer.Typer(name="acls", help="Kafka ACLs (authorization).", no_args_is_help=True)
+
+T = TypeVar("T")
+
+StoreOption = Annotated[str | None, typer.Option(
+    "--metadata-store", help="A cluster's metadata store: sqlite:///path or etcd://host:port.")]
+LogDirOption = Annotated[Path | None, typer.Option(
+    "--log-dir", help="A single broker's first log dir (no metadata.store).")]
+TopicOption = Annotated[str | None, typer.Option("--topic", help="A topic (or prefix, or *).")]
+GroupOption = Annotated[str | None, typer.Option("--group", help="A consumer group.")]
+TxnOption = Annotated[str | None, typer.Option("--transactional-id",
+                                               help="A transactional id.")]
+ClusterOption = Annotated[bool, typer.Option("--cluster", help="The Cluster resource.")]
+PrincipalOption = Annotated[str | None, typer.Option(
+    "--principal", help="User:NAME (User:* is everyone).")]
+HostOption = Annotated[str | None, typer.Option("--host", help="A client address, or *.")]
+OperationOption = Annotated[list[str] | None, typer.Option(
+    "--operation", "-o", help="Read, Write, Create, Delete, Alter, Describe, DescribeConfigs, "
+    "AlterConfigs, ClusterAction, IdempotentWrite or All. Repeatable.")]
+PatternOption = Annotated[str | None, typer.Option(
+    "--pattern-type", help="literal or prefixed (to select also: any, match).")]
+
+
+def _run(metadata_store: str | None, log_dir: Path | None,
+         work: Callable[[AclStore], Awaitable[T]]) -> T:
+    if (metadata_store is None) == (log_dir is None):
+        raise usage_error("give exactly one of --metadata-store and --log-dir")
+
+    async def main() -> T:
+        if log_dir is not None:
+            return await work(FileAclStore(log_dir))
+        from strata.metadata.factory import open_store
+
+        assert metadata_store is not None
+        store = open_store(metadata_store)
+        try:
+            return await work(MetadataAclStore(store))
+        finally:
+            await store.close()
+
+    try:
+        return asyncio.run(main())
+    except (OSError, ValueError, StorageError) as exc:
+        raise CliError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _resource(topic: str | None, group: str | None, txn: str | None,
+              cluster: bool) -> tuple[ResourceType, str | None]:
+    given = [(ResourceType.TOPIC, topic), (ResourceType.GROUP, group),
+             (ResourceType.TRANSACTIONAL_ID, txn)]
+    chosen = [(t, n) for t, n in given if n is not None]
+    if cluster:
+        chosen.append((ResourceType.CLUSTER, CLUSTER_NAME))
+    if len(chosen) > 1:
+        raise usage_error("give at most one of --topic, --group, --transactional-id, --cluster")
+    return chosen[0] if chosen else (ResourceType.ANY, None)
+
+
+def _parse(parse: Callable[[str], T], text: str, option: str) -> T:
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise usage_error(f"{option}: {exc}") from None
+
+
+@app.command()
+def add(
+    ctx: typer.Context,
+    principal: PrincipalOption = None,
+    operation: OperationOption = None,
+    topic: TopicOption = None,
+    group: GroupOption = None,
+    transactional_id: TxnOption = None,
+    cluster: ClusterOption = False,
+    pattern_type: PatternOption = None,
+    host: HostOption = None,
+    deny: Annotated[bool, typer.Option("--deny", help="A DENY ACL (default ALLOW).")] = False,
+    metadata_store: StoreOption = None,
+    log_dir: LogDirOption = None,
+) -> None:
+    """Add ACLs: PRINCIPAL may (or, with --deny, may not) do OPERATIONs on a resource."""
+    with reported_errors(ctx):
+        resource_type, name = _resource(topic, group, transactional_id, cluster)
+        if name is None:
+            raise usage_error("name a resource: --topic, --group, --transactional-id or "
+                              "--cluster")
+        if principal is None or not operation:
+            raise usage_error("--principal and at least one --operation are required")
+        pattern = _parse(PatternType.parse, pattern_type or "literal", "--pattern-type")
+        permission = AclPermissionType.DENY if deny else AclPermissionType.ALLOW
+        bindings = []
+        for op in operation:
+            binding = AclBinding(ResourcePattern(resource_type, name, pattern),
+                                 AccessControlEntry(principal, host or "*",
+                                                    _parse(AclOperation.parse, op, "--operation"),
+                                                    permission))
+            try:
+                binding.validate()
+            except ValueError as exc:
+                raise usage_error(str(exc)) from None
+            bindings.append(binding)
+        _run(metadata_store, log_dir, lambda store: store.create(bindings))
+        for binding in bindings:
+            typer.echo(f"added {_describe(binding)}")
+
+
+def _filter(principal: str | None, operation: list[str] | None, topic: str | None,
+            group: str | None, txn: str | None, cluster: bool, pattern_type: str | None,
+            host: str | None) -> tuple[list[AclBindingFilter], bool]:
+    """The filters (one per operation) and whether any option narrowed them."""
+    resource_type, name = _resource(topic, group, txn, cluster)
+    pattern = _parse(PatternType.parse, pattern_type or "any", "--pattern-type")
+    ops = [_parse(AclOperation.parse, op, "--operation") for op in operation or ["any"]]
+    filters = [AclBindingFilter(ResourcePatternFilter(resource_type, name, pattern),
+                                AccessControlEntryFilter(principal, host, op)) for op in ops]
+    narrowed = (resource_type is not ResourceType.ANY or principal is not None
+                or host is not None or bool(operation) or pattern_type is not None)
+    return filters, narrowed
+
+
+def _describe(binding: AclBinding) -> str:
+    p, e = binding.pattern, binding.entry
+    return (f"{e.permission_type.kafka_name} {e.principal} {e.operation.kafka_name} from host "
+            f"{e.host} on {p.resource_type.kafka_name}:{p.pattern_type.name}:{p.name}")
+
+
+@app.command("list")
+def list_acls(
+    ctx: typer.Context,
+    principal: PrincipalOption = None,
+    operation: OperationOption = None,
+    topic: TopicOption = None,
+    group: GroupOption = None,
+    transactional_id: TxnOption = None,
+    cluster: ClusterOption = False,
+    pattern_type: PatternOption = None,
+    host: HostOption = None,
+    metadata_store: StoreOption = None,
+    log_dir: LogDirOption = None,
+    output: Annotated[OutputFormat, typer.Option(
+        "--format", help="text or json.")] = OutputFormat.TEXT,
+) -> None:
+    """List the ACLs the options select (all without options)."""
+    with reported_errors(ctx):
+        filters, _ = _filter(principal, operation, topic, group, transactional_id, cluster,
+                             pattern_type, host)
+        stored, _ = _run(metadata_store, log_dir, lambda store: store.bindings())
+        selected = sorted({b for b in stored if any(f.matches(b) for f in filters)})
+        if output is OutputFormat.JSON:
+            for b in selected:
+                print_json_line({
+                    "resource_type": b.pattern.resource_type.kafka_name,
+                    "pattern_type": b.pattern.pattern_type.name, "name": b.pattern.name,
+                    "principal": b.entry.principal, "host": b.entry.host,
+                    "operation": b.entry.operation.kafka_name,
+                    "permission_type": b.entry.permission_type.kafka_name})
+        else:
+            print_table(["RESOURCE", "PATTERN", "NAME", "PRINCIPAL", "HOST", "OPERATION",
+                         "PERMISSION"],
+                        [[b.pattern.resource_type.kafka_name, b.pattern.pattern_type.name,
+                          b.pattern.name, b.entry.principal, b.entry.host,
+                          b.entry.operation.kafka_name, b.entry.permission_type.kafka_name]
+                         for b in selected])
+
+
+@app.command()
+def remove(
+    ctx: typer.Context,
+    principal: PrincipalOption = None,
+    operation: OperationOption = None,
+    topic: TopicOption = None,
+    group: GroupOption = None,
+    transactional_id: TxnOption = None,
+    cluster: ClusterOption = False,
+    pattern_type: PatternOption = None,
+    host: HostOption = None,
+    metadata_store: StoreOption = None,
+    log_dir: LogDirOption = None,
+) -> None:
+    """Remove the ACLs the options select."""
+    with reported_errors(ctx):
+        filters, narrowed = _filter(principal, operation, topic, group, transactional_id,
+                                    cluster, pattern_type, host)
+        if not narrowed:
+            raise usage_error("select what to remove: --principal, --operation, --host, "
+                              "--pattern-type or a resource")
+        matched, _ = _run(metadata_store, log_dir, lambda store: store.delete(filters))
+        removed = sorted({b for found in matched for b in found})
+        if not removed:
+            raise CliError("no ACL matched")
+        for binding in removed:
+            typer.echo(f"removed {_describe(binding)}")
