@@ -13,17 +13,22 @@ progress without any event; handlers run more than once, so every step is idempo
 5. Status is patched explicitly (``status`` subresource), only when it changed.
 
 Passes over one Broker are serialised by a per-Broker lock (the timer and a change handler may
-overlap). The Kafka side comes from ``cluster_factory`` so tests can inject it.
+overlap). The Kafka side comes from ``cluster_factory`` so tests can inject it; ``connect``
+gives it the inter-broker listener's address and security settings (``client_security``), with
+the inter-broker password and the TLS material read from their Secrets at each pass (so a
+rotated Secret is used at once; the operator needs ``get`` on Secrets).
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from strata.operator import builders, conditions, rolling
+from strata.operator.client_security import TLS_KEYS, client_properties
 from strata.operator.kafka import Cluster, KafkaCluster, KafkaOperationError
 from strata.operator.kube import Kube, Obj
 from strata.operator.metrics import POD_RESTARTS
@@ -32,7 +37,7 @@ from strata.operator.settings import SETTINGS
 
 logger = logging.getLogger(__name__)
 
-ClusterFactory = Callable[[str], Cluster]
+ClusterFactory = Callable[[str, Mapping[str, str]], Cluster]
 
 _locks: dict[tuple[str, str], threading.Lock] = {}
 _locks_guard = threading.Lock()
@@ -43,13 +48,44 @@ def _lock(namespace: str, name: str) -> threading.Lock:
         return _locks.setdefault((namespace, name), threading.Lock())
 
 
-def default_cluster(bootstrap: str) -> Cluster:
-    return KafkaCluster(bootstrap, timeout=SETTINGS.kafka_timeout)
+def default_cluster(bootstrap: str, client_config: Mapping[str, str]) -> Cluster:
+    return KafkaCluster(bootstrap, timeout=SETTINGS.kafka_timeout, client_config=client_config)
 
 
 def bootstrap_for(names: BrokerNames, spec: BrokerSpec) -> str:
-    """Where the operator reaches this Broker's cluster over the Kafka protocol."""
-    return SETTINGS.bootstrap_override or names.bootstrap_servers(spec.kafka_port)
+    """Where the operator reaches this Broker's cluster over the Kafka protocol: the
+    inter-broker listener of the client Service."""
+    return SETTINGS.bootstrap_override or names.bootstrap_servers(
+        spec.inter_broker_listener.port)
+
+
+def _secret_data(kube: Kube, namespace: str, name: str) -> dict[str, str]:
+    secret = kube.read("Secret", namespace, name) or {}
+    return {k: base64.b64decode(v).decode("utf-8")
+            for k, v in (secret.get("data") or {}).items()}
+
+
+def client_config(kube: Kube, names: BrokerNames, spec: BrokerSpec) -> dict[str, str]:
+    """librdkafka settings for the inter-broker listener, secrets read from their Secrets
+    (none for a PLAINTEXT listener, so nothing is read then)."""
+    listener = spec.inter_broker_listener
+    if listener.protocol == "PLAINTEXT":
+        return {}
+    pem: dict[str, str] = {}
+    if spec.security.tls_secret and listener.protocol in ("SSL", "SASL_SSL"):
+        data = _secret_data(kube, names.namespace, spec.security.tls_secret)
+        pem = {k: data[k] for k in TLS_KEYS if k in data}
+    config = client_properties(spec, pem=pem)
+    password = spec.security.inter_broker_password
+    if listener.mechanism and password is not None:
+        config["sasl.password"] = _secret_data(kube, names.namespace,
+                                               password.name).get(password.key, "")
+    return config
+
+
+def connect(kube: Kube, names: BrokerNames, spec: BrokerSpec,
+            cluster_factory: ClusterFactory) -> Cluster:
+    return cluster_factory(bootstrap_for(names, spec), client_config(kube, names, spec))
 
 
 def pod_view(pod: Mapping[str, Any]) -> rolling.PodView:
@@ -109,7 +145,7 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
     def get_cluster() -> Cluster:
         nonlocal cluster
         if cluster is None:
-            cluster = cluster_factory(bootstrap_for(names, spec))
+            cluster = connect(kube, names, spec, cluster_factory)
         return cluster
 
     # Scale-down first moves partitions off the brokers that go.
@@ -156,7 +192,8 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
         "readyReplicas": ready_pods,
         "selector": builders.selector_string(selector),
         "bootstrapServers": names.bootstrap_servers(spec.kafka_port),
-        "adminUrl": names.admin_url() if spec.admin_enabled else "",
+        "adminUrl": (names.admin_url(https=bool(spec.security.admin_tls_secret))
+                     if spec.admin_enabled else ""),
         "conditions": [conditions.ready_condition(ready, reason, message, generation,
                                                   previous)],
     }

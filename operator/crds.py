@@ -6,7 +6,10 @@ changes at admission, before anything is applied (Strimzi reports them only afte
 
 - Topic: ``partitions`` never decreases; ``topicName`` and ``broker`` never change.
 - Broker: ``config`` may not set keys the operator owns (``node.id``, ``listeners``...);
-  ``metadata`` names etcd endpoints or ``managed: true``, not both, not neither.
+  ``metadata`` names etcd endpoints or ``managed: true``, not both, not neither; listener names
+  are short lower-case words with distinct ports; ``interBroker.listener`` is one of them, and
+  a SASL one comes with ``interBroker.username`` and ``passwordSecret``; a TLS listener needs
+  ``tls.secretName``.
 
 ``charts/strata/crds/*.yaml`` are generated from here::
 
@@ -24,10 +27,13 @@ from typing import Any, Final
 import yaml
 
 from strata.operator.model import (
+    AUTHENTICATION_TYPES,
+    AUTHORIZATION_TYPES,
     DEFAULT_ETCD_IMAGE,
     DEFAULT_IMAGE,
     GROUP,
     KAFKA_PORT,
+    LISTENER_NAME_PATTERN,
     OPERATOR_OWNED_CONFIG,
     VERSION,
 )
@@ -181,18 +187,82 @@ BROKER_SPEC: Final[Schema] = obj(
         "admin": obj("admin: the REST admin service.", {
             "enabled": boolean("enabled: deploy the admin service.", True),
             "replicas": integer("replicas of the admin Deployment.", 0, default=1),
+            "authentication": obj("authentication: callers of /v1 must log in.", {
+                "secretName": string("secretName: a Secret whose auth.json lists bearer "
+                                     "tokens and basic users, hashed (python -m "
+                                     "strata.admin.credentials)."),
+            }),
+            "tls": obj("tls: serve HTTPS.", {
+                "secretName": string("secretName: a kubernetes.io/tls Secret (tls.crt, "
+                                     "tls.key)."),
+            }),
         }),
         "metrics": obj("metrics: Prometheus metrics on port 9404.", {
             "enabled": boolean("enabled: annotate and expose the metrics port.", True),
         }),
-        "listeners": obj("listeners: where clients connect.", {
-            "plaintext": obj("plaintext: the PLAINTEXT listener.", {
+        "listeners": {
+            "type": "object",
+            "description": "listeners: Kafka listeners by name (lower case; Kafka's name is "
+                           f"the upper case). Default: plaintext on {KAFKA_PORT}.",
+            "maxProperties": 8,
+            "additionalProperties": obj("A listener.", {
                 "port": integer("port of the Kafka protocol.", 1, default=KAFKA_PORT,
                                 maximum=65535),
+                "tls": boolean("tls: encrypt with the certificate of tls.secretName.", False),
+                "authentication": obj("authentication: who may connect.", {
+                    "type": string("type: SASL mechanism, tls (client certificates) or none.",
+                                   enum=list(AUTHENTICATION_TYPES), default="none"),
+                }),
             }),
+            "x-kubernetes-validations": [
+                {"rule": f"self.all(k, k.matches('{LISTENER_NAME_PATTERN}'))",
+                 "message": "listener names are lower-case letters and digits, at most 15"},
+                {"rule": "self.all(a, self.all(b, a == b || "
+                         "(has(self[a].port) ? self[a].port : 9092) != "
+                         "(has(self[b].port) ? self[b].port : 9092)))",
+                 "message": "every listener needs its own port"},
+            ],
+        },
+        "tls": obj("tls: the brokers' TLS material.", {
+            "secretName": string("secretName: a Secret with tls.crt, tls.key and ca.crt "
+                                 "(cert-manager's layout); the certificate must name "
+                                 "*.<name>-brokers.<namespace>.svc and "
+                                 "<name>-bootstrap.<namespace>.svc."),
+        }),
+        "interBroker": obj("interBroker: how brokers (and the operator and admin service) "
+                           "connect to each other.", {
+            "listener": string("listener: the listener brokers replicate over; default: "
+                               "plaintext, else the lowest port."),
+            "username": string("username: the SCRAM user brokers log in as on a SASL listener "
+                               "(created at broker start; a super user)."),
+            "passwordSecret": obj("passwordSecret: the Secret key holding its password.", {
+                "name": string("name of the Secret."),
+                "key": string("key in the Secret.", default="password"),
+            }, ("name",)),
+        }),
+        "authorization": obj("authorization: ACLs on the brokers and the admin service.", {
+            "type": string("type: simple (Kafka's StandardAuthorizer, ACLs) or none.",
+                           enum=list(AUTHORIZATION_TYPES), default="none"),
+            "superUsers": {"type": "array", "items": {"type": "string",
+                                                      "pattern": "^[A-Za-z]+:.+$"},
+                           "description": "superUsers: principals allowed everything "
+                                          "(User:admin)."},
+            "allowEveryoneIfNoAclFound": boolean(
+                "allowEveryoneIfNoAclFound: a resource no ACL names is open to all.", False),
         }),
     },
     required=("metadata",),
+    **{"x-kubernetes-validations": [
+        {"rule": "!has(self.interBroker) || !has(self.interBroker.listener) || "
+                 "(has(self.listeners) && self.interBroker.listener in self.listeners)",
+         "message": "interBroker.listener must be one of listeners"},
+        {"rule": "!has(self.listeners) || has(self.tls) || !self.listeners.exists(k, "
+                 "(has(self.listeners[k].tls) && self.listeners[k].tls) || "
+                 "(has(self.listeners[k].authentication) && "
+                 "has(self.listeners[k].authentication.type) && "
+                 "self.listeners[k].authentication.type == 'tls'))",
+         "message": "a TLS listener needs tls.secretName"},
+    ]},
 )
 
 BROKER_STATUS: Final[Schema] = obj("Observed state, written by the operator.", {

@@ -77,10 +77,13 @@ def _wait(future: Any, timeout: float, what: str) -> Any:
 class KafkaCluster:
     """A cluster reached at ``bootstrap`` (``host:port,...``)."""
 
-    def __init__(self, bootstrap: str, timeout: float = 5.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 5.0,
+                 client_config: Mapping[str, str] | None = None) -> None:
+        """``client_config``: librdkafka security settings (``client_security``)."""
         self.bootstrap = bootstrap
         self.timeout = timeout
         self._admin = AdminClient({
+            **(client_config or {}),
             "bootstrap.servers": bootstrap,
             "socket.timeout.ms": int(timeout * 1000),
             "request.timeout.ms": int(timeout * 1000),

@@ -33,6 +33,7 @@ KINDS: Final[dict[str, tuple[str, str, bool]]] = {
     "Service": ("v1", "services", True),
     "Pod": ("v1", "pods", True),
     "Node": ("v1", "nodes", False),
+    "Secret": ("v1", "secrets", True),
     "Event": ("v1", "events", True),
     "StatefulSet": ("apps/v1", "statefulsets", True),
     "Deployment": ("apps/v1", "deployments", True),

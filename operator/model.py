@@ -7,10 +7,17 @@ on a value the schema would have refused, for CRs that reached us some other way
 
 Every object a Broker owns is named from the Broker's name by ``BrokerNames``: one place, so
 the builders, the reconcile and the tests cannot disagree about ``<name>-brokers``.
+
+Security (``SecuritySpec``): listeners by name (``plaintext`` on 9092 unless said otherwise),
+each with ``tls`` and an ``authentication`` type; the TLS Secret (``tls.crt``, ``tls.key``,
+``ca.crt``: cert-manager's layout); the inter-broker listener and, for a SASL one, the user
+brokers log in as (its password in a Secret); ACL authorization and super users; the admin
+service's credentials file and HTTPS Secrets. Secret *names* live in the spec, never values.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -39,7 +46,20 @@ OPERATOR_OWNED_CONFIG: Final = (
     "metadata.store",
     "broker.rack",
     "http.port",
+    "listener.security.protocol.map",
+    "inter.broker.listener.name",
+    "sasl.mechanism.inter.broker.protocol",
+    "authorizer.class.name",
+    "super.users",
 )
+
+# listeners[].authentication.type -> the listener's SASL mechanism (None: no SASL).
+AUTHENTICATION_TYPES: Final = {"none": None, "tls": None, "plain": "PLAIN",
+                               "scram-sha-256": "SCRAM-SHA-256",
+                               "scram-sha-512": "SCRAM-SHA-512"}
+AUTHORIZATION_TYPES: Final = ("none", "simple")
+STANDARD_AUTHORIZER: Final = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+LISTENER_NAME_PATTERN: Final = r"^[a-z][a-z0-9]{0,14}$"
 
 
 class SpecError(ValueError):
@@ -80,6 +100,105 @@ class MetadataSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ListenerSpec:
+    """One Kafka listener: name (lower case here, upper case in Kafka), port, TLS, who logs in."""
+
+    name: str
+    port: int
+    tls: bool = False
+    authentication: str = "none"
+
+    @property
+    def kafka_name(self) -> str:
+        return self.name.upper()
+
+    @property
+    def mechanism(self) -> str | None:
+        return AUTHENTICATION_TYPES[self.authentication]
+
+    @property
+    def protocol(self) -> str:
+        """Kafka's security protocol (``listener.security.protocol.map``)."""
+        sasl = self.mechanism is not None
+        if self.tls or self.authentication == "tls":
+            return "SASL_SSL" if sasl else "SSL"
+        return "SASL_PLAINTEXT" if sasl else "PLAINTEXT"
+
+
+@dataclass(frozen=True, slots=True)
+class SecretKeyRef:
+    name: str
+    key: str = "password"
+
+
+@dataclass(frozen=True, slots=True)
+class SecuritySpec:
+    """Everything about who may connect and what they may do (see the module docstring)."""
+
+    tls_secret: str | None = None
+    inter_broker_listener: str | None = None  # None: plaintext, else the first listener
+    inter_broker_username: str | None = None
+    inter_broker_password: SecretKeyRef | None = None
+    authorization: str = "none"
+    super_users: tuple[str, ...] = ()
+    allow_everyone_if_no_acl_found: bool = False
+    admin_auth_secret: str | None = None  # key auth.json: strata.admin.credentials' file
+    admin_tls_secret: str | None = None  # tls.crt + tls.key: the admin service serves HTTPS
+
+
+def _listeners(raw: Any) -> dict[str, ListenerSpec]:
+    if not raw:
+        return {"plaintext": ListenerSpec("plaintext", KAFKA_PORT)}
+    if not isinstance(raw, Mapping):
+        raise SpecError(f"listeners must be a map of name to listener, got {raw!r}")
+    out = {}
+    for name, item in sorted(raw.items()):
+        item = item or {}
+        if not re.match(LISTENER_NAME_PATTERN, str(name)):
+            raise SpecError(f"listener name {name!r} must match {LISTENER_NAME_PATTERN}")
+        authentication = str((item.get("authentication") or {}).get("type", "none"))
+        if authentication not in AUTHENTICATION_TYPES:
+            raise SpecError(f"listeners.{name}.authentication.type must be one of "
+                            f"{', '.join(AUTHENTICATION_TYPES)}")
+        out[str(name)] = ListenerSpec(str(name), _int(item, "port", KAFKA_PORT, 1),
+                                      bool(item.get("tls", False)), authentication)
+    if len({listener.port for listener in out.values()}) != len(out):
+        raise SpecError("two listeners use the same port")
+    return out
+
+
+def _security(spec: Mapping[str, Any], listeners: Mapping[str, ListenerSpec]) -> SecuritySpec:
+    tls = spec.get("tls") or {}
+    inter = spec.get("interBroker") or {}
+    authz = spec.get("authorization") or {}
+    admin = spec.get("admin") or {}
+    password = inter.get("passwordSecret")
+    listener = inter.get("listener")
+    if listener is not None and listener not in listeners:
+        raise SpecError(f"interBroker.listener {listener!r} is not one of the listeners")
+    authorization = str(authz.get("type", "none"))
+    if authorization not in AUTHORIZATION_TYPES:
+        raise SpecError(f"authorization.type must be one of {', '.join(AUTHORIZATION_TYPES)}")
+    security = SecuritySpec(
+        tls_secret=(tls.get("secretName") or None),
+        inter_broker_listener=listener,
+        inter_broker_username=inter.get("username") or None,
+        inter_broker_password=(SecretKeyRef(str(password["name"]),
+                                            str(password.get("key", "password")))
+                               if password else None),
+        authorization=authorization,
+        super_users=tuple(str(u) for u in authz.get("superUsers") or ()),
+        allow_everyone_if_no_acl_found=bool(authz.get("allowEveryoneIfNoAclFound", False)),
+        admin_auth_secret=((admin.get("authentication") or {}).get("secretName") or None),
+        admin_tls_secret=((admin.get("tls") or {}).get("secretName") or None),
+    )
+    if any(lst.tls or lst.authentication == "tls" for lst in listeners.values()) and \
+            security.tls_secret is None:
+        raise SpecError("a TLS listener needs tls.secretName (tls.crt, tls.key, ca.crt)")
+    return security
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerSpec:
     replicas: int = 3
     image: str = DEFAULT_IMAGE
@@ -92,16 +211,47 @@ class BrokerSpec:
     admin_enabled: bool = True
     admin_replicas: int = 1
     metrics_enabled: bool = True
-    kafka_port: int = KAFKA_PORT
+    listeners: Mapping[str, ListenerSpec] = field(
+        default_factory=lambda: {"plaintext": ListenerSpec("plaintext", KAFKA_PORT)})
+    security: SecuritySpec = SecuritySpec()
+
+    @property
+    def client_listener(self) -> ListenerSpec:
+        """The listener ``status.bootstrapServers`` names: ``plaintext``, else the lowest port."""
+        return self.listeners.get("plaintext") or min(self.listeners.values(),
+                                                      key=lambda lst: lst.port)
+
+    @property
+    def kafka_port(self) -> int:
+        return self.client_listener.port
+
+    @property
+    def inter_broker_listener(self) -> ListenerSpec:
+        """The brokers' own listener, also the one the operator and the admin service use."""
+        name = self.security.inter_broker_listener
+        return self.listeners[name] if name else self.client_listener
+
+    def validate_inter_broker(self) -> None:
+        listener = self.inter_broker_listener
+        if listener.mechanism is not None and (self.security.inter_broker_username is None
+                                               or self.security.inter_broker_password is None):
+            raise SpecError(f"the inter-broker listener {listener.name!r} uses SASL: set "
+                            "interBroker.username and interBroker.passwordSecret")
 
     @classmethod
     def parse(cls, spec: Mapping[str, Any]) -> BrokerSpec:
+        parsed = cls._parse(spec)
+        parsed.validate_inter_broker()
+        return parsed
+
+    @classmethod
+    def _parse(cls, spec: Mapping[str, Any]) -> BrokerSpec:
         storage = spec.get("storage") or {}
         rack = spec.get("rack") or {}
         meta = spec.get("metadata") or {}
         admin = spec.get("admin") or {}
         metrics = spec.get("metrics") or {}
-        plaintext = (spec.get("listeners") or {}).get("plaintext") or {}
+        listeners = _listeners(spec.get("listeners"))
         etcd = meta.get("etcd") or {}
         config = {k: v for k, v in _config(spec.get("config")).items()
                   if k not in OPERATOR_OWNED_CONFIG}
@@ -126,7 +276,8 @@ class BrokerSpec:
             admin_enabled=bool(admin.get("enabled", True)),
             admin_replicas=_int(admin, "replicas", 1, 0),
             metrics_enabled=bool(metrics.get("enabled", True)),
-            kafka_port=_int(plaintext, "port", KAFKA_PORT, 1),
+            listeners=listeners,
+            security=_security(spec, listeners),
         )
 
 
@@ -201,8 +352,8 @@ class BrokerNames:
     def bootstrap_servers(self, port: int = KAFKA_PORT) -> str:
         return f"{self.service_dns(self.client_service)}:{port}"
 
-    def admin_url(self) -> str:
-        return f"http://{self.service_dns(self.admin)}:{ADMIN_PORT}"
+    def admin_url(self, https: bool = False) -> str:
+        return f"{'https' if https else 'http'}://{self.service_dns(self.admin)}:{ADMIN_PORT}"
 
     def etcd_endpoints(self, replicas: int) -> tuple[str, ...]:
         """Per-member client URLs of the managed etcd (stable DNS through the peer Service)."""

@@ -20,7 +20,7 @@ from typing import Any
 import kopf
 
 from strata.operator import conditions, topic_sync
-from strata.operator.broker import ClusterFactory, bootstrap_for, default_cluster
+from strata.operator.broker import ClusterFactory, connect, default_cluster
 from strata.operator.kafka import KafkaOperationError
 from strata.operator.kube import Kube, Obj
 from strata.operator.model import BrokerNames, BrokerSpec, SpecError, TopicSpec
@@ -80,7 +80,7 @@ def reconcile(body: Mapping[str, Any], kube: Kube,
         broker_spec = BrokerSpec.parse(broker.get("spec") or {})
     except SpecError:
         broker_spec = BrokerSpec()
-    cluster = cluster_factory(bootstrap_for(BrokerNames(spec.broker, namespace), broker_spec))
+    cluster = connect(kube, BrokerNames(spec.broker, namespace), broker_spec, cluster_factory)
     try:
         observed = cluster.describe_topic(spec.topic_name)
         changes = topic_sync.decide(spec.partitions, spec.config, observed)
@@ -131,7 +131,7 @@ def delete(body: Mapping[str, Any], kube: Kube, runtime_seconds: float,
         broker_spec = BrokerSpec.parse(broker.get("spec") or {})
     except SpecError:
         broker_spec = BrokerSpec()
-    cluster = cluster_factory(bootstrap_for(BrokerNames(spec.broker, namespace), broker_spec))
+    cluster = connect(kube, BrokerNames(spec.broker, namespace), broker_spec, cluster_factory)
     try:
         cluster.delete_topic(spec.topic_name)
     except KafkaOperationError as exc:

@@ -2,8 +2,10 @@
 
 Owns the wiring only: the ``KafkaGateway`` (made at startup, its producer flushed at shutdown
 by the lifespan), the routers (``strata.admin.routers``), problem+json for every error
-(``strata.admin.problems``) and the metrics middleware. OpenAPI at ``/openapi.json``, Swagger
-UI at ``/docs``. One application per ``AdminSettings``; tests make as many as they like.
+(``strata.admin.problems``), the metrics middleware, and with ``settings.auth`` the cache of
+the brokers' ACLs that requests are authorized with (``strata.admin.authorization``). OpenAPI
+at ``/openapi.json``, Swagger UI at ``/docs``. One application per ``AdminSettings``; tests
+make as many as they like.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from strata.admin import problems
+from strata.admin.authorization import AclCache, describe_acls
 from strata.admin.kafka_gateway import AdminSettings, KafkaGateway
 from strata.admin.metrics import AdminMetrics, MetricsMiddleware
 from strata.admin.routers import brokers, cluster, groups, health, records, topics
@@ -41,6 +44,8 @@ def create_app(settings: AdminSettings) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.gateway = gateway
+    app.state.acl_cache = (AclCache(lambda: gateway.run(describe_acls, gateway), settings.auth)
+                           if settings.auth is not None else None)
     app.state.metrics = admin_metrics
     problems.install(app)
     for module in (health, cluster, brokers, topics, records, groups):

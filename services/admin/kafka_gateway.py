@@ -17,14 +17,17 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
 
 from strata.admin.problems import ProblemError
+
+if TYPE_CHECKING:
+    from strata.admin.authentication import AuthSettings
 
 CLIENT_ID: Final = "strata-admin"
 DEFAULT_TIMEOUT_S: Final = 10.0
@@ -33,16 +36,52 @@ _FUTURE_GRACE_S: Final = 2.0
 T = TypeVar("T")
 
 
+# librdkafka properties the service sets itself: ``kafka_config`` may not override them.
+RESERVED_CLIENT_KEYS: Final = frozenset({"bootstrap.servers", "client.id"})
+KAFKA_ENV_PREFIX: Final = "STRATA_ADMIN_KAFKA_"
+
+
 @dataclass(frozen=True, slots=True)
 class AdminSettings:
-    """Where the brokers are and how long one Kafka request may take."""
+    """Where the brokers are, how the service logs in to them, how long one Kafka request may
+    take, and who may call the API (``auth``; None: no authentication, as before security).
+
+    ``kafka_config``: extra librdkafka properties for every client of the service — the
+    brokers' security settings (``security.protocol``, ``sasl.mechanism``, ``sasl.username``,
+    ``sasl.password``, ``ssl.ca.location``, ``ssl.certificate.location``...).
+    """
 
     bootstrap_servers: str
     timeout_s: float = DEFAULT_TIMEOUT_S
+    kafka_config: Mapping[str, str] = field(default_factory=dict)
+    auth: AuthSettings | None = None
 
     @property
     def timeout_ms(self) -> int:
         return int(self.timeout_s * 1000)
+
+
+def kafka_client_config(env: Mapping[str, str], properties: str = "") -> dict[str, str]:
+    """librdkafka properties from a properties file's text, then ``STRATA_ADMIN_KAFKA_*``
+    environment variables (``STRATA_ADMIN_KAFKA_SASL_PASSWORD`` -> ``sasl.password``: lower
+    case, ``_`` -> ``.``), which win. Raises ``ValueError`` on a malformed line or a reserved
+    key."""
+    out: dict[str, str] = {}
+    for number, raw in enumerate(properties.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"line {number}: expected key=value, got {line!r}")
+        out[key.strip()] = value.strip()
+    for name, value in env.items():
+        if name.startswith(KAFKA_ENV_PREFIX) and len(name) > len(KAFKA_ENV_PREFIX):
+            out[name[len(KAFKA_ENV_PREFIX):].lower().replace("_", ".")] = value
+    reserved = sorted(RESERVED_CLIENT_KEYS & set(out))
+    if reserved:
+        raise ValueError(f"{', '.join(reserved)} may not be set here (use --bootstrap-servers)")
+    return out
 
 
 def error_name(error: KafkaError) -> str:
@@ -82,11 +121,30 @@ class KafkaGateway:
         self._lock = threading.Lock()
         self._admin: AdminClient | None = None
         self._producer: Producer | None = None
+        self.last_client_error: str | None = None  # librdkafka's latest (e.g. SASL refused)
 
-    def config(self) -> dict[str, str | int | float | bool]:
-        """librdkafka properties every client of the service gets."""
+    def _on_error(self, error: KafkaError) -> None:
+        """librdkafka's ``error_cb``: keep the latest error (a failed SASL login, a refused
+        certificate), which its request errors ("transport failure") do not name."""
+        self.last_client_error = str(error.str())
+
+    def unreachable_detail(self, exc: KafkaException) -> str:
+        """Why the cluster cannot be reached, with librdkafka's latest error when it says
+        more (an authentication failure)."""
+        detail = problem_from(exc, f"the cluster at {self.settings.bootstrap_servers}").detail
+        admin = self._admin
+        if admin is not None:
+            admin.poll(0)  # serves error_cb, which librdkafka calls only from poll()
+        last = self.last_client_error
+        return f"{detail} (latest client error: {last})" if last and last not in detail \
+            else detail
+
+    def config(self) -> dict[str, Any]:
+        """librdkafka properties every client of the service gets (the security settings of
+        ``kafka_config`` included)."""
         timeout_ms = self.settings.timeout_ms
         return {
+            **self.settings.kafka_config,
             "bootstrap.servers": self.settings.bootstrap_servers,
             "client.id": CLIENT_ID,
             "socket.timeout.ms": timeout_ms,
@@ -94,6 +152,7 @@ class KafkaGateway:
             "reconnect.backoff.ms": 100,
             "reconnect.backoff.max.ms": 1000,
             "log_level": 0,
+            "error_cb": self._on_error,
         }
 
     # ------------------------------------------------------------------------------ clients
@@ -162,6 +221,7 @@ class KafkaGateway:
             if problem.status >= 500:
                 problem.status = 503
                 problem.title = "CLUSTER_UNREACHABLE"
+                problem.detail = self.unreachable_detail(exc)
             raise problem from None
         return metadata
 

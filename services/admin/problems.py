@@ -6,7 +6,8 @@ Owns the error contract of the admin API:
   where ``title`` is Kafka's error name when a broker (or librdkafka) gave one
   (``TOPIC_ALREADY_EXISTS``), else a short name of ours (``VALIDATION_ERROR``, ``NOT_FOUND``);
 * ``status_for``: Kafka error name → HTTP status. Mistakes of the caller are 4xx, never 5xx:
-  conflicts 409, unknown things 404, ``INVALID_*`` / policy / config errors 400. Only the
+  conflicts 409, unknown things 404, ``INVALID_*`` / policy / config errors 400, Kafka's
+  ``*_AUTHORIZATION_FAILED`` 403 (ours, ``strata.admin.authorization``, or a broker's). Only the
   cluster being unreachable or timing out is 503 / 504, and an error we cannot classify 502
   (the broker failed, not the caller);
 * ``install``: handlers that turn ``ProblemError``, request validation errors (422) and
@@ -40,7 +41,7 @@ _NOT_FOUND: Final = frozenset({
 _BAD_REQUEST: Final = frozenset({
     "POLICY_VIOLATION", "UNSUPPORTED_VERSION", "MESSAGE_TOO_LARGE", "MSG_SIZE_TOO_LARGE",
     "RECORD_LIST_TOO_LARGE", "UNKNOWN_CONFIG", "OFFSET_OUT_OF_RANGE",
-    "TOPIC_DELETION_DISABLED", "TOPIC_AUTHORIZATION_FAILED", "INVALID_ARG",
+    "TOPIC_DELETION_DISABLED", "INVALID_ARG",
     "UNSUPPORTED_FEATURE", "NOT_IMPLEMENTED",
 })
 _UNAVAILABLE: Final = frozenset({
@@ -55,6 +56,8 @@ _TIMEOUT: Final = frozenset({"_TIMED_OUT", "REQUEST_TIMED_OUT", "_MSG_TIMED_OUT"
 
 def status_for(name: str) -> int:
     """The HTTP status of a Kafka (or librdkafka) error name."""
+    if name.endswith("_AUTHORIZATION_FAILED"):
+        return 403
     if name in _CONFLICT:
         return 409
     if name in _NOT_FOUND:
@@ -96,7 +99,8 @@ def problem_response(status: int, title: str, detail: str, instance: str | None 
     return JSONResponse(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE)
 
 
-_HTTP_TITLES: Final = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 400: "BAD_REQUEST",
+_HTTP_TITLES: Final = {401: "AUTHENTICATION_REQUIRED", 403: "FORBIDDEN", 404: "NOT_FOUND",
+                       405: "METHOD_NOT_ALLOWED", 400: "BAD_REQUEST",
                        413: "CONTENT_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE"}
 
 
@@ -105,7 +109,11 @@ def install(app: FastAPI) -> None:
 
     async def on_problem(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ProblemError)
-        return problem_response(exc.status, exc.title, exc.detail, request.url.path, exc.errors)
+        response = problem_response(exc.status, exc.title, exc.detail, request.url.path,
+                                    exc.errors)
+        for challenge in getattr(exc, "challenges", ()):  # 401: one WWW-Authenticate each
+            response.headers.append("WWW-Authenticate", challenge)
+        return response
 
     async def on_validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

@@ -1,5 +1,8 @@
 """``GET /v1/brokers`` and ``GET /v1/brokers/{id}``: the live brokers and one broker's configs
-(DescribeCluster, DescribeConfigs on the BROKER resource)."""
+(DescribeCluster, DescribeConfigs on the BROKER resource).
+
+Authorization (authentication on): the list needs Cluster Describe, a broker's configs Cluster
+DescribeConfigs (Kafka checks DescribeConfigs of a broker on the Cluster resource)."""
 
 from __future__ import annotations
 
@@ -11,8 +14,9 @@ from fastapi import APIRouter, Path
 from strata.admin.kafka_gateway import KafkaGateway
 from strata.admin.models import Broker, BrokerDescription, ConfigValue
 from strata.admin.problems import ProblemError
-from strata.admin.routers import PROBLEMS, GatewayDep
+from strata.admin.routers import PROBLEMS, AccessDep, GatewayDep
 from strata.admin.routers.cluster import describe_cluster
+from strata.broker.security.acl import AclOperation, ResourceType
 
 router = APIRouter(prefix="/v1", tags=["brokers"], responses=PROBLEMS)
 
@@ -47,12 +51,14 @@ def describe_broker(gateway: KafkaGateway, broker_id: int) -> BrokerDescription:
 
 
 @router.get("/brokers", summary="Live brokers")
-async def list_brokers(gateway: GatewayDep) -> list[Broker]:
+async def list_brokers(gateway: GatewayDep, access: AccessDep) -> list[Broker]:
+    await access.require(AclOperation.DESCRIBE, ResourceType.CLUSTER)
     cluster = await gateway.run(describe_cluster, gateway)
     return cluster.brokers
 
 
 @router.get("/brokers/{broker_id}", summary="One broker and its configs")
-async def get_broker(gateway: GatewayDep,
+async def get_broker(gateway: GatewayDep, access: AccessDep,
                      broker_id: int = Path(ge=0, le=2**31 - 1)) -> BrokerDescription:
+    await access.require(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER)
     return await gateway.run(describe_broker, gateway, broker_id)

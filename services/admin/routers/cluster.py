@@ -1,5 +1,5 @@
 """``GET /v1/cluster``: cluster id, controller and brokers (DescribeCluster, Kafka's
-``kafka-cluster.sh``-like view)."""
+``kafka-cluster.sh``-like view). Authorization (authentication on): Cluster Describe."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from fastapi import APIRouter
 
 from strata.admin.kafka_gateway import KafkaGateway
 from strata.admin.models import Broker, Cluster
-from strata.admin.routers import PROBLEMS, GatewayDep
+from strata.admin.routers import PROBLEMS, AccessDep, GatewayDep
+from strata.broker.security.acl import AclOperation, ResourceType
 
 router = APIRouter(prefix="/v1", tags=["cluster"], responses=PROBLEMS)
 
@@ -26,5 +27,6 @@ def describe_cluster(gateway: KafkaGateway) -> Cluster:
 
 
 @router.get("/cluster", summary="Cluster id, controller and brokers")
-async def get_cluster(gateway: GatewayDep) -> Cluster:
+async def get_cluster(gateway: GatewayDep, access: AccessDep) -> Cluster:
+    await access.require(AclOperation.DESCRIBE, ResourceType.CLUSTER)
     return await gateway.run(describe_cluster, gateway)

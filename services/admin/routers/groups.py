@@ -13,6 +13,10 @@
   409 NON_EMPTY_GROUP while the group has active members (Kafka: "Assignments can only be
   reset if the group is inactive"): their next commit would undo the reset;
 * ``DELETE /v1/groups/{group_id}``: DeleteGroups → 204; 409 NON_EMPTY_GROUP with members.
+
+Authorization (authentication on): the list shows only groups the caller may Describe (Kafka's
+ListGroups rule); describe needs Group Describe, reset Group Read (as OffsetCommit does), delete
+Group Delete.
 """
 
 from __future__ import annotations
@@ -35,8 +39,9 @@ from strata.admin.models import (
     TopicPartitionRef,
 )
 from strata.admin.problems import ProblemError
-from strata.admin.routers import PROBLEMS, GatewayDep
+from strata.admin.routers import PROBLEMS, AccessDep, GatewayDep
 from strata.admin.routers.topics import earliest, latest, list_offsets
+from strata.broker.security.acl import AclOperation, ResourceType
 from strata.cli.group_offsets import PartitionOffsets, ResetSpec, ResetTo, reset_plan
 
 router = APIRouter(prefix="/v1/groups", tags=["groups"], responses=PROBLEMS)
@@ -176,23 +181,31 @@ def _delete(gateway: KafkaGateway, group: str) -> None:
 
 
 @router.get("", summary="Consumer groups and their state")
-async def list_groups(gateway: GatewayDep) -> list[GroupSummary]:
-    return await gateway.run(_list, gateway)
+async def list_groups(gateway: GatewayDep, access: AccessDep) -> list[GroupSummary]:
+    rows = await gateway.run(_list, gateway)
+    if access.unrestricted:
+        return rows
+    return [row for row in rows
+            if await access.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, row.group_id)]
 
 
 @router.get("/{group_id}", summary="State, members, assignment, committed offsets and lag")
-async def get_group(gateway: GatewayDep, group_id: GroupPath) -> GroupDescription:
+async def get_group(gateway: GatewayDep, access: AccessDep,
+                    group_id: GroupPath) -> GroupDescription:
+    await access.require(AclOperation.DESCRIBE, ResourceType.GROUP, group_id)
     return await gateway.run(describe_group, gateway, group_id)
 
 
 @router.post("/{group_id}/offsets/reset", summary="Reset committed offsets (group inactive)")
-async def reset_group_offsets(gateway: GatewayDep, group_id: GroupPath,
+async def reset_group_offsets(gateway: GatewayDep, access: AccessDep, group_id: GroupPath,
                               body: OffsetReset) -> OffsetResetResult:
+    await access.require(AclOperation.READ, ResourceType.GROUP, group_id)
     return await gateway.run(reset_offsets, gateway, group_id, body)
 
 
 @router.delete("/{group_id}", status_code=204, response_class=Response,
                summary="Delete a group and its committed offsets")
-async def delete_group(gateway: GatewayDep, group_id: GroupPath) -> Response:
+async def delete_group(gateway: GatewayDep, access: AccessDep, group_id: GroupPath) -> Response:
+    await access.require(AclOperation.DELETE, ResourceType.GROUP, group_id)
     await gateway.run(_delete, gateway, group_id)
     return Response(status_code=204)

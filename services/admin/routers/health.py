@@ -13,7 +13,7 @@ from typing import Final
 from confluent_kafka import KafkaException
 from fastapi import APIRouter, Request, Response
 
-from strata.admin.kafka_gateway import KafkaGateway, problem_from
+from strata.admin.kafka_gateway import KafkaGateway
 from strata.admin.metrics import CONTENT_TYPE, AdminMetrics
 from strata.admin.models import Health
 from strata.admin.problems import ProblemError
@@ -27,8 +27,8 @@ def _reachable(gateway: KafkaGateway) -> None:
     try:
         gateway.admin.list_topics(timeout=min(READY_TIMEOUT_S, gateway.settings.timeout_s))
     except KafkaException as exc:
-        cause = problem_from(exc, f"the cluster at {gateway.settings.bootstrap_servers}")
-        raise ProblemError(503, "CLUSTER_UNREACHABLE", cause.detail) from None
+        raise ProblemError(503, "CLUSTER_UNREACHABLE",
+                           gateway.unreachable_detail(exc)) from None
 
 
 @router.get("/healthz", summary="Liveness")

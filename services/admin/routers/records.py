@@ -11,6 +11,9 @@
   the log start offset. A ``Consumer`` made for the request reads with ``assign()`` (no group,
   nothing committed) and is closed after it. ``format=text`` decodes bytes as UTF-8 (invalid
   sequences replaced), ``base64`` returns them exactly.
+
+Authorization (authentication on): producing needs Topic Write, browsing Topic Read (the rights
+a Kafka producer and consumer need), checked before anything else.
 """
 
 from __future__ import annotations
@@ -41,8 +44,9 @@ from strata.admin.models import (
     RecordOut,
 )
 from strata.admin.problems import ProblemError
-from strata.admin.routers import PROBLEMS, GatewayDep
-from strata.admin.routers.topics import TopicPath
+from strata.admin.routers import PROBLEMS, AccessDep, GatewayDep
+from strata.admin.routers.topics import TopicPath, require_topic
+from strata.broker.security.acl import AclOperation
 
 router = APIRouter(prefix="/v1/topics", tags=["records"], responses=PROBLEMS)
 
@@ -178,16 +182,17 @@ def browse(gateway: KafkaGateway, name: str, partition: int, offset: int | None,
 
 @router.post("/{name}/records", summary="Produce records (acks=all)")
 async def produce_records(
-    gateway: GatewayDep, name: TopicPath,
+    gateway: GatewayDep, access: AccessDep, name: TopicPath,
     records: Annotated[list[RecordIn], Body(min_length=1, max_length=MAX_RECORDS_PER_REQUEST)],
     encoding: FormatQuery = Encoding.TEXT,
 ) -> list[RecordMetadata]:
+    await require_topic(access, AclOperation.WRITE, name)
     return await gateway.run(produce, gateway, name, records, encoding)
 
 
 @router.get("/{name}/records", summary="Browse a partition by offset or timestamp")
 async def browse_records(
-    gateway: GatewayDep, name: TopicPath,
+    gateway: GatewayDep, access: AccessDep, name: TopicPath,
     partition: Annotated[int, Query(ge=0, le=MAX_PARTITIONS)] = 0,
     offset: Annotated[int | None, Query(ge=0, le=2**63 - 1,
                                         description="First offset to return.")] = None,
@@ -199,5 +204,6 @@ async def browse_records(
 ) -> list[RecordOut]:
     if offset is not None and timestamp is not None:
         raise ProblemError(422, "VALIDATION_ERROR", "give offset or timestamp, not both")
+    await require_topic(access, AclOperation.READ, name)
     return await gateway.run(browse, gateway, name, partition, offset, timestamp, limit,
                              encoding)

@@ -14,6 +14,12 @@ Each route is one or two Kafka admin requests (the same ones ``strata topic`` ma
 
 An unknown topic is 404 UNKNOWN_TOPIC_OR_PARTITION, checked with Metadata first so no request
 waits for a topic that is not there.
+
+Authorization (with authentication on; the Kafka request each route makes): the list shows only
+topics the caller may Describe (Kafka's Metadata rule); create needs Cluster or Topic Create;
+describe needs Topic Describe and DescribeConfigs; delete Topic Delete; configs Topic
+AlterConfigs; partitions Topic Alter. Rights are checked before the topic's existence, so a
+caller without them cannot probe which topics exist.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from confluent_kafka.admin import NewPartitions as KafkaNewPartitions
 from confluent_kafka.admin import NewTopic as KafkaNewTopic
 from fastapi import APIRouter, Path, Query, Response
 
+from strata.admin.authorization import Access
 from strata.admin.kafka_gateway import KafkaGateway
 from strata.admin.models import (
     TOPIC_NAME_PATTERN,
@@ -44,8 +51,9 @@ from strata.admin.models import (
     TopicDescription,
     TopicSummary,
 )
-from strata.admin.routers import PROBLEMS, GatewayDep
+from strata.admin.routers import PROBLEMS, AccessDep, GatewayDep
 from strata.admin.routers.brokers import source_name
+from strata.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"], responses=PROBLEMS)
 
@@ -153,38 +161,54 @@ def _add_partitions(gateway: KafkaGateway, name: str, body: NewPartitions) -> To
     return describe_topic(gateway, name)
 
 
+async def require_topic(access: Access, operation: AclOperation, name: str) -> None:
+    await access.require(operation, ResourceType.TOPIC, name)
+
+
 @router.get("", summary="Topics with partition count and replication factor")
-async def list_topics(gateway: GatewayDep,
+async def list_topics(gateway: GatewayDep, access: AccessDep,
                       include_internal: bool = Query(True, description="List __* topics too.")
                       ) -> list[TopicSummary]:
-    return await gateway.run(_list, gateway, include_internal)
+    rows = await gateway.run(_list, gateway, include_internal)
+    if access.unrestricted:
+        return rows
+    return [row for row in rows
+            if await access.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, row.name)]
 
 
 @router.post("", status_code=201, summary="Create a topic")
-async def create_topic(gateway: GatewayDep, body: NewTopic) -> TopicDescription:
+async def create_topic(gateway: GatewayDep, access: AccessDep,
+                       body: NewTopic) -> TopicDescription:
+    await access.require_any((AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME),
+                             (AclOperation.CREATE, ResourceType.TOPIC, body.name))
     return await gateway.run(_create, gateway, body)
 
 
 @router.get("/{name}", summary="Partitions (leader, replicas, isr, offsets) and configs")
-async def get_topic(gateway: GatewayDep, name: TopicPath,
+async def get_topic(gateway: GatewayDep, access: AccessDep, name: TopicPath,
                     all_configs: bool = Query(False, description="Defaults too.")
                     ) -> TopicDescription:
+    await require_topic(access, AclOperation.DESCRIBE, name)
+    await require_topic(access, AclOperation.DESCRIBE_CONFIGS, name)
     return await gateway.run(describe_topic, gateway, name, all_configs)
 
 
 @router.delete("/{name}", status_code=204, response_class=Response, summary="Delete a topic")
-async def delete_topic(gateway: GatewayDep, name: TopicPath) -> Response:
+async def delete_topic(gateway: GatewayDep, access: AccessDep, name: TopicPath) -> Response:
+    await require_topic(access, AclOperation.DELETE, name)
     await gateway.run(_delete, gateway, name)
     return Response(status_code=204)
 
 
 @router.patch("/{name}/configs", summary="Set or delete topic configs")
-async def alter_topic_configs(gateway: GatewayDep, name: TopicPath,
+async def alter_topic_configs(gateway: GatewayDep, access: AccessDep, name: TopicPath,
                               body: ConfigPatch) -> TopicConfigs:
+    await require_topic(access, AclOperation.ALTER_CONFIGS, name)
     return await gateway.run(_alter_configs, gateway, name, body)
 
 
 @router.post("/{name}/partitions", summary="Grow the partition count to a new total")
-async def create_partitions(gateway: GatewayDep, name: TopicPath,
+async def create_partitions(gateway: GatewayDep, access: AccessDep, name: TopicPath,
                             body: NewPartitions) -> TopicDescription:
+    await require_topic(access, AclOperation.ALTER, name)
     return await gateway.run(_add_partitions, gateway, name, body)

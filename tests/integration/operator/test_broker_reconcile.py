@@ -74,7 +74,7 @@ def test_roll_waits_for_in_sync_replicas_then_goes_one_pod_at_a_time(kube: Kube)
     def reconcile() -> dict[str, Any]:
         body = kube.read("Broker", NS, "b")
         assert body is not None
-        return broker.reconcile(body, kube, lambda bootstrap: cluster)
+        return broker.reconcile(body, kube, lambda bootstrap, client_config: cluster)
 
     reconcile()
     controller = StatefulSetController(kube, NS)

@@ -8,7 +8,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from strata.operator import builders
+from strata.operator import admin_service, builders
 from strata.operator.etcd import build_etcd_objects
 from strata.operator.model import BrokerNames, BrokerSpec
 
@@ -121,10 +121,11 @@ def test_headless_service_publishes_not_ready_pods() -> None:
 
 
 def test_admin_runs_the_admin_command_against_the_bootstrap_service() -> None:
-    deployment = builders.build_admin_deployment(NAMES, FULL)
+    deployment = admin_service.build_admin_deployment(NAMES, FULL)
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["strata", "admin", "--bootstrap-servers",
-                                    "events-bootstrap.kafka.svc:9092", "--port", "8080"]
+                                    "events-bootstrap.kafka.svc:9092", "--host", "0.0.0.0",
+                                    "--port", "8080"]
     assert deployment["spec"]["replicas"] == 2
 
 
