@@ -20,17 +20,19 @@ The value, not the key, is the truth (a reader decodes values only); ``"v"`` new
 ``FORMAT_VERSION`` is refused. Every write returns a *version* — the metadata store's revision,
 or a counter for the file — that a broker waits for before answering (read-your-writes).
 Writers: CreateAcls / DeleteAcls handlers, the ``strata acls`` CLI. One writer per file at a
-time within a process (a lock); the CLI and a broker may race on the file only as Kafka's
-``kafka-acls.sh --authorizer-properties`` did on ZooKeeper: last writer wins.
+time: a lock within a process, and an exclusive ``flock`` on ``acls.json.lock`` around each
+read-modify-write across processes (the broker and the CLI), so no change overwrites another.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import json
 import os
 import urllib.parse
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -166,6 +168,19 @@ class FileAclStore:
             raise ValueError(f"{self.path} has format version {version}, newer than Strata's")
         return sorted({decode_binding(item) for item in doc.get("acls", [])})
 
+    @contextlib.contextmanager
+    def _file_locked(self) -> Iterator[None]:
+        """An exclusive ``flock`` on ``acls.json.lock``: the broker (CreateAcls, DeleteAcls)
+        and ``strata acls --log-dir`` read-modify-write the file one at a time, so neither
+        loses the other's change."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_name(self.path.name + ".lock"), "a+b") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
     def _write(self, bindings: Iterable[AclBinding]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         items = [encode_binding(b) for b in sorted(set(bindings))]
@@ -180,9 +195,10 @@ class FileAclStore:
     async def create(self, bindings: Sequence[AclBinding]) -> int:
         async with self._lock:
             def update() -> None:
-                current = set(self.read())
-                if not current.issuperset(bindings):
-                    self._write(current | set(bindings))
+                with self._file_locked():
+                    current = set(self.read())
+                    if not current.issuperset(bindings):
+                        self._write(current | set(bindings))
 
             await asyncio.to_thread(update)
         return 0
@@ -191,11 +207,12 @@ class FileAclStore:
                      ) -> tuple[list[list[AclBinding]], int]:
         async with self._lock:
             def update() -> list[list[AclBinding]]:
-                current = self.read()
-                matched = [select(current, f) for f in filters]
-                gone = {b for found in matched for b in found}
-                if gone:
-                    self._write(b for b in current if b not in gone)
-                return matched
+                with self._file_locked():
+                    current = self.read()
+                    matched = [select(current, f) for f in filters]
+                    gone = {b for found in matched for b in found}
+                    if gone:
+                        self._write(b for b in current if b not in gone)
+                    return matched
 
             return await asyncio.to_thread(update), 0
