@@ -7,8 +7,9 @@ turn into "wait" (rolling restarts) or a retry (Topics). Nothing here decides an
 
 ``KafkaCluster`` is the production implementation of the ``Cluster`` protocol; tests of the
 reconcile logic pass their own. AlterPartitionReassignments is not in confluent-kafka's
-AdminClient: ``reassign`` sends it with our own codec (``reassign.py``); when the controller
-does not serve it, the scale-down waits, with the reason in the Broker's Ready condition.
+AdminClient: ``reassign`` sends it with our own codec (``reassign.py``), logged in with the same
+client settings (TLS, SASL); when the controller does not serve it or cannot be asked, the
+scale-down waits, with the reason in the Broker's Ready condition.
 """
 
 from __future__ import annotations
@@ -27,7 +28,11 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from strata.operator.reassign import ReassignmentUnavailable, alter_partition_reassignments
+from strata.operator.reassign import (
+    ReassignmentNotServed,
+    ReassignmentUnavailable,
+    alter_partition_reassignments,
+)
 from strata.operator.rolling import ClusterHealth, TopicPartition, under_replicated
 from strata.operator.topic_sync import ObservedTopic
 
@@ -82,6 +87,7 @@ class KafkaCluster:
         """``client_config``: librdkafka security settings (``client_security``)."""
         self.bootstrap = bootstrap
         self.timeout = timeout
+        self.client_config = dict(client_config or {})
         self._admin = AdminClient({
             **(client_config or {}),
             "bootstrap.servers": bootstrap,
@@ -115,17 +121,20 @@ class KafkaCluster:
 
     def reassign(self, plan: Mapping[TopicPartition, tuple[int, ...]]) -> bool:
         """Send AlterPartitionReassignments to the controller (``reassign.py``: our codec, as
-        confluent-kafka has no call for it). True: accepted; False: the controller cannot be
-        asked or does not serve the API; ``KafkaOperationError``: partitions were refused."""
+        confluent-kafka has no call for it), logged in with the same ``client_config``. True:
+        accepted; False: the controller does not serve the API; ``KafkaOperationError``: it
+        could not be asked (unreachable, TLS or login refused) or partitions were refused."""
         metadata = self._metadata()
         controller = metadata.brokers.get(metadata.controller_id)
         if controller is None:
             return False
         try:
             refused = alter_partition_reassignments(str(controller.host), int(controller.port),
-                                                    plan, self.timeout)
-        except ReassignmentUnavailable:
+                                                    plan, self.timeout, self.client_config)
+        except ReassignmentNotServed:
             return False
+        except ReassignmentUnavailable as exc:
+            raise KafkaOperationError(f"AlterPartitionReassignments: {exc}") from None
         if refused:
             shown = ", ".join(f"{t}-{p}: {e}" for (t, p), e in sorted(refused.items())[:5])
             raise KafkaOperationError(f"AlterPartitionReassignments refused {shown}")
