@@ -14,7 +14,7 @@ scale-down waits, with the reason in the Broker's Ready condition.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException
@@ -26,6 +26,10 @@ from confluent_kafka.admin import (
     ConfigSource,
     NewPartitions,
     NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
 )
 
 from strata.operator.reassign import (
@@ -65,6 +69,13 @@ class Cluster(Protocol):
                      delete: tuple[str, ...]) -> None: ...
 
     def delete_topic(self, topic: str) -> None: ...
+
+    def scram_mechanisms(self, users: Sequence[str]) -> dict[str, frozenset[str]]: ...
+
+    def upsert_scram_credential(self, user: str, mechanism: str, password: str,
+                                iterations: int) -> None: ...
+
+    def delete_scram_credential(self, user: str, mechanism: str) -> None: ...
 
 
 def _wait(future: Any, timeout: float, what: str) -> Any:
@@ -186,4 +197,47 @@ class KafkaCluster:
                   f"DeleteTopics {topic!r}")
         except KafkaOperationError as exc:
             if exc.code != "UNKNOWN_TOPIC_OR_PART":
+                raise
+
+    # ------------------------------------------------------------------ SCRAM users
+    def scram_mechanisms(self, users: Sequence[str]) -> dict[str, frozenset[str]]:
+        """DescribeUserScramCredentials: the mechanisms each user has credentials for (empty
+        for a user without any)."""
+        if not users:
+            return {}
+        futures = self._admin.describe_user_scram_credentials(
+            list(users), request_timeout=self.timeout)
+        assert isinstance(futures, dict)  # a list in: a future per user
+        out: dict[str, frozenset[str]] = {}
+        for user, future in futures.items():
+            try:
+                description = _wait(future, self.timeout,
+                                    f"DescribeUserScramCredentials {user!r}")
+            except KafkaOperationError as exc:
+                if exc.code != "RESOURCE_NOT_FOUND":
+                    raise
+                out[user] = frozenset()
+                continue
+            out[user] = frozenset(ScramMechanism(c.mechanism).name.replace("_", "-")
+                                  for c in description.scram_credential_infos)
+        return out
+
+    def upsert_scram_credential(self, user: str, mechanism: str, password: str,
+                                iterations: int) -> None:
+        """AlterUserScramCredentials upsertion (librdkafka salts and hashes the password)."""
+        info = ScramCredentialInfo(ScramMechanism[mechanism.replace("-", "_")], iterations)
+        change = UserScramCredentialUpsertion(user, info, password.encode("utf-8"))
+        for future in self._admin.alter_user_scram_credentials(
+                [change], request_timeout=self.timeout).values():
+            _wait(future, self.timeout, f"AlterUserScramCredentials {user!r}")
+
+    def delete_scram_credential(self, user: str, mechanism: str) -> None:
+        """AlterUserScramCredentials deletion; a credential already gone counts as deleted."""
+        change = UserScramCredentialDeletion(user, ScramMechanism[mechanism.replace("-", "_")])
+        try:
+            for future in self._admin.alter_user_scram_credentials(
+                    [change], request_timeout=self.timeout).values():
+                _wait(future, self.timeout, f"AlterUserScramCredentials {user!r}")
+        except KafkaOperationError as exc:
+            if exc.code != "RESOURCE_NOT_FOUND":
                 raise
