@@ -234,6 +234,8 @@ def sync_users(kube: Kube, names: BrokerNames, spec: BrokerSpec,
     """Apply ``spec.users`` (``scram_users``); the new ``status.users`` (None: nothing to do)."""
     if not spec.users and not previous:
         return None
+    inter_broker = (spec.security.inter_broker_username
+                    if spec.inter_broker_listener.mechanism else None)
     secrets = {}
     for user in spec.users:
         obj = kube.read("Secret", names.namespace, user.password.name)
@@ -258,11 +260,11 @@ def sync_users(kube: Kube, names: BrokerNames, spec: BrokerSpec,
             if user.key not in entries:
                 report(user.key, False, conditions.CLUSTER_UNREACHABLE, str(exc),
                        scram_users.applied_version(user.key, previous))
-        for key in scram_users.removed(spec.users, previous):
+        for key in scram_users.removed(spec.users, previous, inter_broker):
             report(key, False, scram_users.DELETION_PENDING, str(exc),
                    scram_users.applied_version(key, previous))
         return list(entries.values())
-    plan = scram_users.plan(spec.users, secrets, previous, existing)
+    plan = scram_users.plan(spec.users, secrets, previous, existing, inter_broker)
     for key in plan.up_to_date:
         report(key, True, scram_users.CREDENTIAL_APPLIED, _applied_message(spec, key),
                scram_users.applied_version(key, previous))

@@ -13,7 +13,10 @@ reports. Rules:
   ``SecretNotFound``;
 * a user that left the list is deleted only if the operator applied it (an entry with a
   ``secretVersion``): credentials made with ``strata users`` or by hand are never touched.
-  Until the deletion succeeds the entry stays, reported ``DeletionPending``.
+  Until the deletion succeeds the entry stays, reported ``DeletionPending``. A user that left
+  the list to become the inter-broker user (``interBroker.username``) is handed over to the
+  brokers, never deleted: that is how the inter-broker password is rotated without a pause
+  (list the new user, then switch ``interBroker`` to it; see DESIGN.md).
 
 ``status.users`` entries: ``{name, mechanism, secretVersion?, conditions: [Ready]}``.
 """
@@ -77,8 +80,8 @@ def read_secret(secret: Mapping[str, Any] | None, user: ScramUserSpec,
 
 
 def plan(users: Sequence[ScramUserSpec], secrets: Mapping[UserKey, UserSecret],
-         previous: Sequence[Mapping[str, Any]],
-         existing: Mapping[str, frozenset[str]]) -> UsersPlan:
+         previous: Sequence[Mapping[str, Any]], existing: Mapping[str, frozenset[str]],
+         inter_broker_user: str | None = None) -> UsersPlan:
     """``existing``: SCRAM mechanisms per user name in the cluster (Describe)."""
     applied = {entry_key(e): applied_version(entry_key(e), previous) for e in previous}
     upserts, current = [], []
@@ -91,15 +94,18 @@ def plan(users: Sequence[ScramUserSpec], secrets: Mapping[UserKey, UserSecret],
             current.append(user.key)
         else:
             upserts.append(Upsert(user, secret.password, secret.version))
-    return UsersPlan(tuple(upserts), removed(users, previous), tuple(current))
+    return UsersPlan(tuple(upserts), removed(users, previous, inter_broker_user),
+                     tuple(current))
 
 
-def removed(users: Sequence[ScramUserSpec],
-            previous: Sequence[Mapping[str, Any]]) -> tuple[UserKey, ...]:
-    """Users the operator applied (``secretVersion`` in their entry) that left the list."""
+def removed(users: Sequence[ScramUserSpec], previous: Sequence[Mapping[str, Any]],
+            inter_broker_user: str | None = None) -> tuple[UserKey, ...]:
+    """Users the operator applied (``secretVersion`` in their entry) that left the list, but
+    not one that became the inter-broker user."""
     wanted = {user.key for user in users}
     return tuple(entry_key(e) for e in previous
-                 if "secretVersion" in e and entry_key(e) not in wanted)
+                 if "secretVersion" in e and entry_key(e) not in wanted
+                 and entry_key(e)[0] != inter_broker_user)
 
 
 def user_status(key: UserKey, ready: bool, reason: str, message: str,

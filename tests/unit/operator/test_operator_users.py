@@ -120,6 +120,8 @@ def test_plan_skips_users_without_a_password_and_deletes_only_its_own() -> None:
     assert decided.upserts == () and decided.up_to_date == ()
     # dave was applied by the operator: deleted; erin never was (its Secret never worked).
     assert decided.deletions == (DAVE_SPEC.key,)
+    # dave left the list to become the inter-broker user: handed over, not deleted.
+    assert scram_users.plan([CAROL_SPEC], secrets, previous, {}, "dave").deletions == ()
 
 
 def test_read_secret_problems() -> None:
