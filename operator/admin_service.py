@@ -18,6 +18,7 @@ from typing import Any
 from strata.operator.builders import (
     ADMIN_AUTH_DIR,
     ADMIN_TLS_DIR,
+    SECRETS_HASH_ANNOTATION,
     TLS_DIR,
     container_security,
     image_version,
@@ -71,7 +72,9 @@ def _secret_volume(name: str, secret: str) -> Obj:
     return {"name": name, "secret": {"secretName": secret, "defaultMode": 0o440}}
 
 
-def build_admin_deployment(names: BrokerNames, spec: BrokerSpec) -> Obj:
+def build_admin_deployment(names: BrokerNames, spec: BrokerSpec, secrets_digest: str = "") -> Obj:
+    """``secrets_digest`` (``secret_refs``): annotated on the pod template, so a rotated Secret
+    rolls the Deployment (Kubernetes' own rolling update)."""
     security = spec.security
     mounts: list[Obj] = [{"name": "tmp", "mountPath": "/tmp"}]
     volumes: list[Obj] = [{"name": "tmp", "emptyDir": {}}]
@@ -105,7 +108,9 @@ def build_admin_deployment(names: BrokerNames, spec: BrokerSpec) -> Obj:
             "replicas": spec.admin_replicas,
             "selector": {"matchLabels": selector_labels(names, "admin")},
             "template": {
-                "metadata": {"labels": labels(names, "admin", image_version(spec.image))},
+                "metadata": {"labels": labels(names, "admin", image_version(spec.image)),
+                             **({"annotations": {SECRETS_HASH_ANNOTATION: secrets_digest}}
+                                if secrets_digest else {})},
                 "spec": {
                     "securityContext": pod_security(),
                     "containers": [container],

@@ -9,8 +9,14 @@ progress without any event; handlers run more than once, so every step is idempo
    leaving brokers (``rolling.decide_scale``).
 3. Rack awareness: broker pods scheduled on a node get the node's ``rack.topologyKey`` label
    as the annotation ``strata.dev/rack`` (the entrypoint waits for it).
-4. Rolling restart: ``rolling.decide_roll`` picks at most one pod to delete.
-5. Status is patched explicitly (``status`` subresource), only when it changed.
+4. Rolling restart: ``rolling.decide_roll`` picks at most one pod to delete. The config hash
+   includes the data of the Secrets the pods read at start (``secret_refs``), read at each
+   pass: a rotated TLS or inter-broker password Secret rolls the brokers like a config change.
+5. SCRAM users (``spec.users``): each password Secret is read, the cluster asked which
+   credentials exist, and ``scram_users.plan`` decides the AlterUserScramCredentials upserts
+   and deletions; per-user conditions go to ``status.users``. Skipped (no Kafka connection)
+   for a Broker that has no users and never had any.
+6. Status is patched explicitly (``status`` subresource), only when it changed.
 
 Passes over one Broker are serialised by a per-Broker lock (the timer and a change handler may
 overlap). The Kafka side comes from ``cluster_factory`` so tests can inject it; ``connect``
@@ -27,12 +33,13 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from strata.operator import builders, conditions, rolling
+from strata.operator import builders, conditions, rolling, scram_users
 from strata.operator.client_security import TLS_KEYS, client_properties
 from strata.operator.kafka import Cluster, KafkaCluster, KafkaOperationError
 from strata.operator.kube import Kube, Obj
 from strata.operator.metrics import POD_RESTARTS
 from strata.operator.model import BrokerNames, BrokerSpec, SpecError
+from strata.operator.secret_refs import admin_secret_refs, broker_secret_refs, secrets_digest
 from strata.operator.settings import SETTINGS
 
 logger = logging.getLogger(__name__)
@@ -59,10 +66,25 @@ def bootstrap_for(names: BrokerNames, spec: BrokerSpec) -> str:
         spec.inter_broker_listener.port)
 
 
-def _secret_data(kube: Kube, namespace: str, name: str) -> dict[str, str]:
-    secret = kube.read("Secret", namespace, name) or {}
+def _decoded(secret: Mapping[str, Any] | None) -> dict[str, str]:
     return {k: base64.b64decode(v).decode("utf-8")
-            for k, v in (secret.get("data") or {}).items()}
+            for k, v in ((secret or {}).get("data") or {}).items()}
+
+
+def _secret_data(kube: Kube, namespace: str, name: str) -> dict[str, str]:
+    return _decoded(kube.read("Secret", namespace, name))
+
+
+def secret_digests(kube: Kube, names: BrokerNames, spec: BrokerSpec) -> builders.SecretDigests:
+    """Digests of the Secrets the broker and admin pods read at start (each read once)."""
+    broker_refs, admin_refs = broker_secret_refs(spec), admin_secret_refs(spec)
+    data: dict[str, dict[str, str] | None] = {}
+    for name, _keys in admin_refs:
+        if name not in data:
+            secret = kube.read("Secret", names.namespace, name)
+            data[name] = None if secret is None else dict(secret.get("data") or {})
+    return builders.SecretDigests(secrets_digest(broker_refs, data),
+                                  secrets_digest(admin_refs, data) if spec.admin_enabled else "")
 
 
 def client_config(kube: Kube, names: BrokerNames, spec: BrokerSpec) -> dict[str, str]:
@@ -163,7 +185,8 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
             scale = _request_reassignment(get_cluster(), scale)
     replicas = scale.replicas if scale is not None else spec.replicas
 
-    for obj in builders.owned(builders.build_all(names, spec, replicas), body):
+    digests = secret_digests(kube, names, spec)
+    for obj in builders.owned(builders.build_all(names, spec, replicas, digests), body):
         outcome = kube.apply(obj)
         if outcome != "unchanged":
             logger.info("%s %s/%s %s", obj["kind"], names.namespace,
@@ -174,7 +197,7 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
     if spec.rack_topology_key:
         label_racks(kube, pods, spec.rack_topology_key)
 
-    desired_hash = builders.config_hash(names, spec)
+    desired_hash = builders.config_hash(names, spec, digests.broker)
     decision = rolling.decide_roll([pod_view(p) for p in pods], desired_hash, replicas,
                                    lambda: get_cluster().health())
     if decision.delete is not None:
@@ -197,8 +220,85 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
         "conditions": [conditions.ready_condition(ready, reason, message, generation,
                                                   previous)],
     }
+    users = sync_users(kube, names, spec, get_cluster, old_status.get("users") or [],
+                       generation)
+    if users is not None:
+        status["users"] = users
     _write_status(kube, names, old_status, status)
     return status
+
+
+def sync_users(kube: Kube, names: BrokerNames, spec: BrokerSpec,
+               get_cluster: Callable[[], Cluster], previous: list[Obj],
+               generation: int | None) -> list[Obj] | None:
+    """Apply ``spec.users`` (``scram_users``); the new ``status.users`` (None: nothing to do)."""
+    if not spec.users and not previous:
+        return None
+    inter_broker = (spec.security.inter_broker_username
+                    if spec.inter_broker_listener.mechanism else None)
+    secrets = {}
+    for user in spec.users:
+        obj = kube.read("Secret", names.namespace, user.password.name)
+        secrets[user.key] = scram_users.read_secret(obj, user, _decoded(obj))
+    entries: dict[scram_users.UserKey, Obj] = {}
+
+    def report(key: scram_users.UserKey, ready: bool, reason: str, message: str,
+               version: str | None) -> None:
+        entries[key] = scram_users.user_status(key, ready, reason, message, version,
+                                               generation, previous)
+
+    for user in spec.users:
+        secret = secrets[user.key]
+        if secret.password is None:
+            report(user.key, False, scram_users.SECRET_NOT_FOUND, secret.problem,
+                   scram_users.applied_version(user.key, previous))
+    try:
+        cluster = get_cluster()
+        existing = cluster.scram_mechanisms(sorted({user.name for user in spec.users}))
+    except KafkaOperationError as exc:
+        for user in spec.users:
+            if user.key not in entries:
+                report(user.key, False, conditions.CLUSTER_UNREACHABLE, str(exc),
+                       scram_users.applied_version(user.key, previous))
+        for key in scram_users.removed(spec.users, previous, inter_broker):
+            report(key, False, scram_users.DELETION_PENDING, str(exc),
+                   scram_users.applied_version(key, previous))
+        return list(entries.values())
+    plan = scram_users.plan(spec.users, secrets, previous, existing, inter_broker)
+    for key in plan.up_to_date:
+        report(key, True, scram_users.CREDENTIAL_APPLIED, _applied_message(spec, key),
+               scram_users.applied_version(key, previous))
+    for upsert in plan.upserts:
+        key = upsert.user.key
+        try:
+            cluster.upsert_scram_credential(upsert.user.name, upsert.user.mechanism,
+                                            upsert.password, scram_users.ITERATIONS)
+        except KafkaOperationError as exc:
+            report(key, False, conditions.KAFKA_ERROR, str(exc),
+                   scram_users.applied_version(key, previous))
+            continue
+        logger.info("SCRAM user %s (%s) of Broker %s/%s set from its Secret", key[0], key[1],
+                    names.namespace, names.name)
+        report(key, True, scram_users.CREDENTIAL_APPLIED, _applied_message(spec, key),
+               upsert.secret_version)
+    for key in plan.deletions:
+        try:
+            cluster.delete_scram_credential(*key)
+        except KafkaOperationError as exc:
+            report(key, False, scram_users.DELETION_PENDING, str(exc),
+                   scram_users.applied_version(key, previous))
+            continue
+        logger.info("SCRAM user %s (%s) of Broker %s/%s deleted", key[0], key[1],
+                    names.namespace, names.name)
+    order = [user.key for user in spec.users]
+    return sorted(entries.values(), key=lambda e: (
+        order.index(scram_users.entry_key(e)) if scram_users.entry_key(e) in order
+        else len(order), scram_users.entry_key(e)))
+
+
+def _applied_message(spec: BrokerSpec, key: scram_users.UserKey) -> str:
+    user = next(u for u in spec.users if u.key == key)
+    return f"credential set from Secret {user.password.name} (key {user.password.key})"
 
 
 def _request_reassignment(cluster: Cluster, scale: rolling.ScaleDecision) -> rolling.ScaleDecision:

@@ -13,7 +13,9 @@ What a Broker named ``b`` in namespace ``ns`` owns (names from ``model.BrokerNam
 - StatefulSet ``b``: ``updateStrategy: OnDelete`` (the operator restarts pods itself, one at a
   time, when no partition is under-replicated), ``podManagementPolicy: Parallel``, one volume
   claim template ``data``. The pod template carries ``strata.dev/config-hash``: a digest of
-  the template and the ConfigMap, so any change marks every running pod as outdated.
+  the template, the ConfigMap and the data of the Secrets the pods read at start
+  (``secret_refs``), so any change, a rotated Secret included, marks every running pod as
+  outdated.
 - PodDisruptionBudget ``b``: ``maxUnavailable: 1``
 - Deployment and Service ``b-admin`` (when ``admin.enabled``; ``admin_service.py``)
 - the managed etcd (``etcd.py``) when ``metadata.managed``
@@ -40,6 +42,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from strata.operator.model import (
@@ -53,6 +56,7 @@ from strata.operator.model import (
 Obj = dict[str, Any]
 
 CONFIG_HASH_ANNOTATION: Final = "strata.dev/config-hash"
+SECRETS_HASH_ANNOTATION: Final = "strata.dev/secrets-hash"
 RACK_ANNOTATION: Final = "strata.dev/rack"
 MANAGED_BY: Final = "strata-operator"
 CONFIG_DIR: Final = "/etc/strata"
@@ -110,6 +114,14 @@ fi
 exec strata broker --config "${STRATA_CONFIG}" -o "node.id=${ordinal}" \\
   -o "advertised.listeners=${advertised}" "$@"
 """
+
+
+@dataclass(frozen=True, slots=True)
+class SecretDigests:
+    """``secret_refs.secrets_digest`` of what the broker and the admin pods read ("": none)."""
+
+    broker: str = ""
+    admin: str = ""
 
 
 # ------------------------------------------------------------------------------ common parts
@@ -374,17 +386,22 @@ def build_pod_template(names: BrokerNames, spec: BrokerSpec) -> Obj:
     }
 
 
-def config_hash(names: BrokerNames, spec: BrokerSpec) -> str:
-    """Digest of everything a running broker pod was started from (template + ConfigMap)."""
-    return digest(build_pod_template(names, spec), build_config_map(names, spec)["data"])
+def config_hash(names: BrokerNames, spec: BrokerSpec, secrets_digest: str = "") -> str:
+    """Digest of everything a running broker pod was started from: template, ConfigMap and
+    (``secret_refs.secrets_digest``, when the pods read Secrets) the Secrets' data."""
+    parts: list[Any] = [build_pod_template(names, spec), build_config_map(names, spec)["data"]]
+    if secrets_digest:
+        parts.append(secrets_digest)
+    return digest(*parts)
 
 
-def build_stateful_set(names: BrokerNames, spec: BrokerSpec, replicas: int | None = None) -> Obj:
+def build_stateful_set(names: BrokerNames, spec: BrokerSpec, replicas: int | None = None,
+                       secrets_digest: str = "") -> Obj:
     """The brokers. ``replicas`` overrides ``spec.replicas`` while a scale-down is held back."""
     template = build_pod_template(names, spec)
     template["metadata"]["annotations"] = {
         **template["metadata"]["annotations"],
-        CONFIG_HASH_ANNOTATION: config_hash(names, spec),
+        CONFIG_HASH_ANNOTATION: config_hash(names, spec, secrets_digest),
     }
     claim: Obj = {
         "metadata": {"name": "data", "labels": selector_labels(names, "broker")},
@@ -422,7 +439,8 @@ def build_pdb(names: BrokerNames, spec: BrokerSpec) -> Obj:
     }
 
 
-def build_all(names: BrokerNames, spec: BrokerSpec, replicas: int | None = None) -> list[Obj]:
+def build_all(names: BrokerNames, spec: BrokerSpec, replicas: int | None = None,
+              digests: SecretDigests = SecretDigests()) -> list[Obj]:
     """Every object the Broker owns, in apply order (config and etcd before the brokers)."""
     from strata.operator.admin_service import build_admin_deployment, build_admin_service
     from strata.operator.etcd import build_etcd_objects
@@ -433,10 +451,11 @@ def build_all(names: BrokerNames, spec: BrokerSpec, replicas: int | None = None)
     objects += [
         build_headless_service(names, spec),
         build_client_service(names, spec),
-        build_stateful_set(names, spec, replicas),
+        build_stateful_set(names, spec, replicas, digests.broker),
         build_pdb(names, spec),
     ]
     if spec.admin_enabled:
-        objects += [build_admin_deployment(names, spec), build_admin_service(names, spec)]
+        objects += [build_admin_deployment(names, spec, digests.admin),
+                    build_admin_service(names, spec)]
     return objects
 

@@ -9,7 +9,8 @@ changes at admission, before anything is applied (Strimzi reports them only afte
   ``metadata`` names etcd endpoints or ``managed: true``, not both, not neither; listener names
   are short lower-case words with distinct ports; ``interBroker.listener`` is one of them, and
   a SASL one comes with ``interBroker.username`` and ``passwordSecret``; a TLS listener needs
-  ``tls.secretName``.
+  ``tls.secretName``; ``users`` are unique by (name, mechanism) (a list-map) and never the
+  inter-broker user.
 
 ``charts/strata/crds/*.yaml`` are generated from here::
 
@@ -31,10 +32,12 @@ from strata.operator.model import (
     AUTHORIZATION_TYPES,
     DEFAULT_ETCD_IMAGE,
     DEFAULT_IMAGE,
+    DEFAULT_SCRAM_MECHANISM,
     GROUP,
     KAFKA_PORT,
     LISTENER_NAME_PATTERN,
     OPERATOR_OWNED_CONFIG,
+    SCRAM_MECHANISMS,
     VERSION,
 )
 
@@ -250,6 +253,27 @@ BROKER_SPEC: Final[Schema] = obj(
             "allowEveryoneIfNoAclFound": boolean(
                 "allowEveryoneIfNoAclFound: a resource no ACL names is open to all.", False),
         }),
+        "users": {
+            "type": "array",
+            "description": "users: SCRAM users the operator keeps in the cluster "
+                           "(AlterUserScramCredentials), passwords from Secrets; a user "
+                           "removed from the list is deleted.",
+            "maxItems": 1000,
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["name", "mechanism"],
+            "items": obj("A SCRAM user.", {
+                "name": string("name: the user (principal User:<name>).", minLength=1,
+                               maxLength=255),
+                "mechanism": string("mechanism of the credential.",
+                                    enum=list(SCRAM_MECHANISMS),
+                                    default=DEFAULT_SCRAM_MECHANISM),
+                "passwordSecret": obj("passwordSecret: the Secret key holding the password "
+                                      "(a new resourceVersion is applied at the next pass).", {
+                    "name": string("name of the Secret."),
+                    "key": string("key in the Secret.", default="password"),
+                }, ("name",)),
+            }, ("name", "passwordSecret")),
+        },
     },
     required=("metadata",),
     **{"x-kubernetes-validations": [
@@ -262,6 +286,10 @@ BROKER_SPEC: Final[Schema] = obj(
                  "has(self.listeners[k].authentication.type) && "
                  "self.listeners[k].authentication.type == 'tls'))",
          "message": "a TLS listener needs tls.secretName"},
+        {"rule": "!has(self.users) || !has(self.interBroker) || "
+                 "!has(self.interBroker.username) || "
+                 "self.users.all(u, u.name != self.interBroker.username)",
+         "message": "users may not list the inter-broker user (interBroker.username)"},
     ]},
 )
 
@@ -273,6 +301,18 @@ BROKER_STATUS: Final[Schema] = obj("Observed state, written by the operator.", {
     "selector": string("Label selector of the broker pods (for the scale subresource)."),
     "bootstrapServers": string("Kafka bootstrap address for clients in the cluster."),
     "adminUrl": string("URL of the REST admin service."),
+    "users": {
+        "type": "array",
+        "description": "The SCRAM users of spec.users, and removed ones whose deletion is "
+                       "pending.",
+        "items": obj("One user's state.", {
+            "name": string("The user."),
+            "mechanism": string("The SCRAM mechanism."),
+            "secretVersion": string("resourceVersion of the password Secret last applied; "
+                                    "absent: the operator never set this credential."),
+            "conditions": conditions(),
+        }, ("name", "mechanism")),
+    },
 })
 
 BROKER_CRD: Final = crd(

@@ -7,13 +7,14 @@ turn into "wait" (rolling restarts) or a retry (Topics). Nothing here decides an
 
 ``KafkaCluster`` is the production implementation of the ``Cluster`` protocol; tests of the
 reconcile logic pass their own. AlterPartitionReassignments is not in confluent-kafka's
-AdminClient: ``reassign`` sends it with our own codec (``reassign.py``); when the controller
-does not serve it, the scale-down waits, with the reason in the Broker's Ready condition.
+AdminClient: ``reassign`` sends it with our own codec (``reassign.py``), logged in with the same
+client settings (TLS, SASL); when the controller does not serve it or cannot be asked, the
+scale-down waits, with the reason in the Broker's Ready condition.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException
@@ -25,9 +26,17 @@ from confluent_kafka.admin import (
     ConfigSource,
     NewPartitions,
     NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
 )
 
-from strata.operator.reassign import ReassignmentUnavailable, alter_partition_reassignments
+from strata.operator.reassign import (
+    ReassignmentNotServed,
+    ReassignmentUnavailable,
+    alter_partition_reassignments,
+)
 from strata.operator.rolling import ClusterHealth, TopicPartition, under_replicated
 from strata.operator.topic_sync import ObservedTopic
 
@@ -61,6 +70,13 @@ class Cluster(Protocol):
 
     def delete_topic(self, topic: str) -> None: ...
 
+    def scram_mechanisms(self, users: Sequence[str]) -> dict[str, frozenset[str]]: ...
+
+    def upsert_scram_credential(self, user: str, mechanism: str, password: str,
+                                iterations: int) -> None: ...
+
+    def delete_scram_credential(self, user: str, mechanism: str) -> None: ...
+
 
 def _wait(future: Any, timeout: float, what: str) -> Any:
     try:
@@ -82,6 +98,7 @@ class KafkaCluster:
         """``client_config``: librdkafka security settings (``client_security``)."""
         self.bootstrap = bootstrap
         self.timeout = timeout
+        self.client_config = dict(client_config or {})
         self._admin = AdminClient({
             **(client_config or {}),
             "bootstrap.servers": bootstrap,
@@ -115,17 +132,20 @@ class KafkaCluster:
 
     def reassign(self, plan: Mapping[TopicPartition, tuple[int, ...]]) -> bool:
         """Send AlterPartitionReassignments to the controller (``reassign.py``: our codec, as
-        confluent-kafka has no call for it). True: accepted; False: the controller cannot be
-        asked or does not serve the API; ``KafkaOperationError``: partitions were refused."""
+        confluent-kafka has no call for it), logged in with the same ``client_config``. True:
+        accepted; False: the controller does not serve the API; ``KafkaOperationError``: it
+        could not be asked (unreachable, TLS or login refused) or partitions were refused."""
         metadata = self._metadata()
         controller = metadata.brokers.get(metadata.controller_id)
         if controller is None:
             return False
         try:
             refused = alter_partition_reassignments(str(controller.host), int(controller.port),
-                                                    plan, self.timeout)
-        except ReassignmentUnavailable:
+                                                    plan, self.timeout, self.client_config)
+        except ReassignmentNotServed:
             return False
+        except ReassignmentUnavailable as exc:
+            raise KafkaOperationError(f"AlterPartitionReassignments: {exc}") from None
         if refused:
             shown = ", ".join(f"{t}-{p}: {e}" for (t, p), e in sorted(refused.items())[:5])
             raise KafkaOperationError(f"AlterPartitionReassignments refused {shown}")
@@ -177,4 +197,47 @@ class KafkaCluster:
                   f"DeleteTopics {topic!r}")
         except KafkaOperationError as exc:
             if exc.code != "UNKNOWN_TOPIC_OR_PART":
+                raise
+
+    # ------------------------------------------------------------------ SCRAM users
+    def scram_mechanisms(self, users: Sequence[str]) -> dict[str, frozenset[str]]:
+        """DescribeUserScramCredentials: the mechanisms each user has credentials for (empty
+        for a user without any)."""
+        if not users:
+            return {}
+        futures = self._admin.describe_user_scram_credentials(
+            list(users), request_timeout=self.timeout)
+        assert isinstance(futures, dict)  # a list in: a future per user
+        out: dict[str, frozenset[str]] = {}
+        for user, future in futures.items():
+            try:
+                description = _wait(future, self.timeout,
+                                    f"DescribeUserScramCredentials {user!r}")
+            except KafkaOperationError as exc:
+                if exc.code != "RESOURCE_NOT_FOUND":
+                    raise
+                out[user] = frozenset()
+                continue
+            out[user] = frozenset(ScramMechanism(c.mechanism).name.replace("_", "-")
+                                  for c in description.scram_credential_infos)
+        return out
+
+    def upsert_scram_credential(self, user: str, mechanism: str, password: str,
+                                iterations: int) -> None:
+        """AlterUserScramCredentials upsertion (librdkafka salts and hashes the password)."""
+        info = ScramCredentialInfo(ScramMechanism[mechanism.replace("-", "_")], iterations)
+        change = UserScramCredentialUpsertion(user, info, password.encode("utf-8"))
+        for future in self._admin.alter_user_scram_credentials(
+                [change], request_timeout=self.timeout).values():
+            _wait(future, self.timeout, f"AlterUserScramCredentials {user!r}")
+
+    def delete_scram_credential(self, user: str, mechanism: str) -> None:
+        """AlterUserScramCredentials deletion; a credential already gone counts as deleted."""
+        change = UserScramCredentialDeletion(user, ScramMechanism[mechanism.replace("-", "_")])
+        try:
+            for future in self._admin.alter_user_scram_credentials(
+                    [change], request_timeout=self.timeout).values():
+                _wait(future, self.timeout, f"AlterUserScramCredentials {user!r}")
+        except KafkaOperationError as exc:
+            if exc.code != "RESOURCE_NOT_FOUND":
                 raise

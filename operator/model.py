@@ -13,6 +13,10 @@ each with ``tls`` and an ``authentication`` type; the TLS Secret (``tls.crt``, `
 ``ca.crt``: cert-manager's layout); the inter-broker listener and, for a SASL one, the user
 brokers log in as (its password in a Secret); ACL authorization and super users; the admin
 service's credentials file and HTTPS Secrets. Secret *names* live in the spec, never values.
+
+SCRAM users (``users``, Strimzi's KafkaUser inline): name, mechanism (SCRAM-SHA-512 unless
+said otherwise) and the Secret key holding the password. One entry per (name, mechanism); the
+inter-broker user is not one of them (the brokers' entrypoint owns it).
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ AUTHENTICATION_TYPES: Final = {"none": None, "tls": None, "plain": "PLAIN",
                                "scram-sha-256": "SCRAM-SHA-256",
                                "scram-sha-512": "SCRAM-SHA-512"}
 AUTHORIZATION_TYPES: Final = ("none", "simple")
+SCRAM_MECHANISMS: Final = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+DEFAULT_SCRAM_MECHANISM: Final = "SCRAM-SHA-512"
 STANDARD_AUTHORIZER: Final = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 LISTENER_NAME_PATTERN: Final = r"^[a-z][a-z0-9]{0,14}$"
 
@@ -146,6 +152,47 @@ class SecuritySpec:
     admin_tls_secret: str | None = None  # tls.crt + tls.key: the admin service serves HTTPS
 
 
+@dataclass(frozen=True, slots=True)
+class ScramUserSpec:
+    """A SCRAM user the operator keeps in the cluster, its password from a Secret."""
+
+    name: str
+    password: SecretKeyRef
+    mechanism: str = DEFAULT_SCRAM_MECHANISM
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.name, self.mechanism
+
+
+def _users(raw: Any, inter_broker_username: str | None) -> tuple[ScramUserSpec, ...]:
+    if not raw:
+        return ()
+    if not isinstance(raw, list):
+        raise SpecError(f"users must be a list, got {raw!r}")
+    users: dict[tuple[str, str], ScramUserSpec] = {}
+    for item in raw:
+        name = item.get("name") if isinstance(item, Mapping) else None
+        if not isinstance(name, str) or not name:
+            raise SpecError(f"users[].name is required, got {item!r}")
+        mechanism = str(item.get("mechanism", DEFAULT_SCRAM_MECHANISM))
+        if mechanism not in SCRAM_MECHANISMS:
+            raise SpecError(f"users[{name}].mechanism must be one of "
+                            f"{', '.join(SCRAM_MECHANISMS)}")
+        secret = item.get("passwordSecret") or {}
+        if not secret.get("name"):
+            raise SpecError(f"users[{name}].passwordSecret.name is required")
+        if name == inter_broker_username:
+            raise SpecError(f"users[{name}] is the inter-broker user (interBroker.username), "
+                            "which the brokers create themselves")
+        user = ScramUserSpec(name, SecretKeyRef(str(secret["name"]),
+                                                str(secret.get("key", "password"))), mechanism)
+        if user.key in users:
+            raise SpecError(f"users[{name}] is listed twice for {mechanism}")
+        users[user.key] = user
+    return tuple(users.values())
+
+
 def _listeners(raw: Any) -> dict[str, ListenerSpec]:
     if not raw:
         return {"plaintext": ListenerSpec("plaintext", KAFKA_PORT)}
@@ -214,6 +261,7 @@ class BrokerSpec:
     listeners: Mapping[str, ListenerSpec] = field(
         default_factory=lambda: {"plaintext": ListenerSpec("plaintext", KAFKA_PORT)})
     security: SecuritySpec = SecuritySpec()
+    users: tuple[ScramUserSpec, ...] = ()
 
     @property
     def client_listener(self) -> ListenerSpec:
@@ -255,6 +303,7 @@ class BrokerSpec:
         etcd = meta.get("etcd") or {}
         config = {k: v for k, v in _config(spec.get("config")).items()
                   if k not in OPERATOR_OWNED_CONFIG}
+        security = _security(spec, listeners)
         return cls(
             replicas=_int(spec, "replicas", 3, 0),
             image=str(spec.get("image", DEFAULT_IMAGE)),
@@ -277,7 +326,8 @@ class BrokerSpec:
             admin_replicas=_int(admin, "replicas", 1, 0),
             metrics_enabled=bool(metrics.get("enabled", True)),
             listeners=listeners,
-            security=_security(spec, listeners),
+            security=security,
+            users=_users(spec.get("users"), security.inter_broker_username),
         )
 
 

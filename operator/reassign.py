@@ -1,85 +1,117 @@
-"""AlterPartitionReassignments (api key 45, v0, flexible) sent to the controller over a plain
-socket with Strata's own sans-IO codec (``strata.protocol``): confluent-kafka's AdminClient has
-no call for it. The operator still talks to brokers only over the Kafka protocol.
+"""AlterPartitionReassignments (api key 45, v0, flexible) sent to the controller with Strata's own
+Kafka protocol client (``strata.broker.broker_client.BrokerClient`` and the ``strata.protocol``
+codec): confluent-kafka's AdminClient has no call for it. The operator still talks to brokers
+only over the Kafka protocol.
 
-One request per call, one connection per request, bounded by ``timeout`` (connect, send and
-every read). A broker that does not serve the API closes the connection without an answer, as
-Kafka brokers do for an unknown api key: that is ``ReassignmentUnavailable``, which the caller
-turns into "the scale-down waits". Per-partition errors come back by name (Kafka's error names).
+Security: the connection logs in exactly as the operator's confluent-kafka clients do, from the
+same librdkafka properties (``security.protocol``, ``sasl.*``, ``ssl.*``, PEM text included),
+turned into a ``ClientSecurity`` by ``strata.broker.security.client_properties``: TLS to the
+inter-broker listener, then SASL (PLAIN or SCRAM) before the request.
+
+One connection per call: ApiVersions (v0) first, then the request; each step bounded by
+``timeout`` (connect and login included). Failures:
+
+* ``ReassignmentNotServed``: the broker does not advertise the API, or closed the connection
+  without an answer, as Kafka brokers do for an api key they do not serve; the caller turns it
+  into "the scale-down waits".
+* ``ReassignmentUnavailable`` (its base): the controller could not be asked at all —
+  unreachable, TLS refused, login refused, unusable client properties — with the reason.
+
+Per-partition errors come back by name (Kafka's error names).
 """
 
 from __future__ import annotations
 
-import itertools
-import socket
-import struct
+import asyncio
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 
+from strata.broker.broker_client import BrokerClient, BrokerUnavailableError
+from strata.broker.security.client_properties import ClientPropertiesError, client_security
+from strata.broker.security.listeners import ClientSecurity
 from strata.protocol.api_keys import ApiKey
-from strata.protocol.codec import decode_response, encode_request
-from strata.protocol.header import RequestHeader
-from strata.protocol.messages import build_request
 
 TopicPartition = tuple[str, int]
 
 API_VERSION: Final = 0
 CLIENT_ID: Final = "strata-operator"
-_SIZE: Final = struct.Struct(">i")
-_correlation = itertools.count(1)
 
 
 class ReassignmentUnavailable(RuntimeError):
-    """The controller could not be asked, or does not serve AlterPartitionReassignments."""
+    """The controller could not be asked (unreachable, TLS or login refused)."""
 
 
-def build_alter_request(plan: Mapping[TopicPartition, tuple[int, ...]],
-                        timeout_ms: int) -> object:
-    """The kio request body moving each partition to its new replica list."""
+class ReassignmentNotServed(ReassignmentUnavailable):
+    """The controller closed the connection without answering AlterPartitionReassignments."""
+
+
+def request_fields(plan: Mapping[TopicPartition, tuple[int, ...]],
+                   timeout_ms: int) -> dict[str, Any]:
+    """The version-neutral request moving each partition to its new replica list."""
     topics: dict[str, list[dict[str, object]]] = {}
     for (topic, partition), replicas in sorted(plan.items()):
         topics.setdefault(topic, []).append({"partition_index": partition,
                                              "replicas": list(replicas)})
-    return build_request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, API_VERSION, {
-        "timeout": timeout_ms,
-        "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
-    })
+    return {"timeout": timeout_ms,
+            "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
 
 
-def _read_exactly(sock: socket.socket, size: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < size:
-        chunk = sock.recv(size - len(chunks))
-        if not chunk:
-            raise ReassignmentUnavailable("the broker closed the connection without an answer "
-                                          "(AlterPartitionReassignments not served?)")
-        chunks += chunk
-    return bytes(chunks)
+def security_of(client_config: Mapping[str, str]) -> ClientSecurity | None:
+    """The login of the operator's librdkafka ``client_config`` (None: PLAINTEXT)."""
+    try:
+        return client_security(client_config)
+    except ClientPropertiesError as exc:
+        raise ReassignmentUnavailable(f"the operator's client settings: {exc}") from None
 
 
 def alter_partition_reassignments(host: str, port: int,
                                   plan: Mapping[TopicPartition, tuple[int, ...]],
-                                  timeout: float) -> dict[TopicPartition, str]:
-    """Send the plan to the controller at ``host:port``; returns the error name per partition
-    that was refused (empty: all accepted). A top-level error applies to every partition."""
-    correlation_id = next(_correlation)
-    header = RequestHeader(int(ApiKey.ALTER_PARTITION_REASSIGNMENTS), API_VERSION,
-                           correlation_id, CLIENT_ID)
-    frame = encode_request(header, build_alter_request(plan, int(timeout * 1000)))
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
-            sock.sendall(frame)
-            (size,) = _SIZE.unpack(_read_exactly(sock, 4))
-            payload = _read_exactly(sock, size)
-    except OSError as exc:
-        raise ReassignmentUnavailable(f"controller {host}:{port}: {exc}") from None
-    answered_id, body = decode_response(payload, int(ApiKey.ALTER_PARTITION_REASSIGNMENTS),
-                                        API_VERSION)
-    if answered_id != correlation_id:
-        raise ReassignmentUnavailable(f"answer to correlation id {answered_id}, "
-                                      f"expected {correlation_id}")
+                                  timeout: float,
+                                  client_config: Mapping[str, str] | None = None,
+                                  ) -> dict[TopicPartition, str]:
+    """Send the plan to the controller at ``host:port``, logged in per ``client_config``
+    (librdkafka properties); returns the error name per partition that was refused (empty: all
+    accepted). A top-level error applies to every partition."""
+    security = security_of(client_config or {})
+    body = asyncio.run(_send(host, port, request_fields(plan, int(timeout * 1000)), timeout,
+                             security))
     if int(body.error_code) != 0:
         name = body.error_code.name.upper()
         return {tp: name for tp in plan}
     return {(str(t.name), int(p.partition_index)): p.error_code.name.upper()
             for t in body.responses for p in t.partitions if int(p.error_code) != 0}
+
+
+def _closed_by_peer(exc: BaseException | None) -> bool:
+    while exc is not None:
+        if isinstance(exc, asyncio.IncompleteReadError):
+            return True
+        exc = exc.__cause__
+    return False
+
+
+async def _send(host: str, port: int, fields: Mapping[str, Any], timeout_s: float,
+                security: ClientSecurity | None) -> Any:
+    """ApiVersions first (connects and logs in; is the API advertised?), then the request."""
+    client = BrokerClient(host, port, client_id=CLIENT_ID, request_timeout_s=timeout_s,
+                          connect_timeout_s=timeout_s, security=security)
+    try:
+        try:
+            versions = await client.request(ApiKey.API_VERSIONS, 0, {})
+        except BrokerUnavailableError as exc:
+            raise ReassignmentUnavailable(f"controller {host}:{port}: {exc}") from None
+        if not any(int(k.api_key) == ApiKey.ALTER_PARTITION_REASSIGNMENTS
+                   for k in versions.api_keys):
+            raise ReassignmentNotServed(f"controller {host}:{port} does not advertise "
+                                        "AlterPartitionReassignments")
+        try:
+            return await client.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, API_VERSION,
+                                        fields)
+        except BrokerUnavailableError as exc:
+            if _closed_by_peer(exc):
+                raise ReassignmentNotServed(
+                    f"controller {host}:{port} closed the connection without an answer "
+                    "(AlterPartitionReassignments not served?)") from None
+            raise ReassignmentUnavailable(f"controller {host}:{port}: {exc}") from None
+    finally:
+        await client.close()

@@ -4,7 +4,8 @@ Owns one request sent to the first bootstrap broker that answers, over Strata's 
 protocol client (``strata.broker.broker_client.BrokerClient``), logged in the way the other
 commands' librdkafka clients are: ``security.protocol``, ``sasl.mechanism``,
 ``sasl.username``/``sasl.password`` and the ``ssl.*`` PEM files of ``--command-config``
-(``Connection.properties``). Still the Kafka protocol only (ARCHITECTURE.md §2).
+(``Connection.properties``), read by ``strata.broker.security.client_properties``. Still the
+Kafka protocol only (ARCHITECTURE.md §2).
 
 Invariant: every request is bounded by ``--timeout``; no broker answering is the same
 "cannot reach a broker at ..." ``CliError`` as the librdkafka commands give.
@@ -13,48 +14,22 @@ Invariant: every request is bounded by ``--timeout``; no broker answering is the
 from __future__ import annotations
 
 import asyncio
-import ssl
 from collections.abc import Mapping
 from typing import Any
 
 from strata.broker.broker_client import BrokerClient, BrokerUnavailableError
-from strata.broker.security.listeners import SUPPORTED_MECHANISMS, ClientSecurity
+from strata.broker.security import client_properties
+from strata.broker.security.listeners import ClientSecurity
 from strata.cli.errors import EXIT_USAGE, CliError
 from strata.cli.kafka_client import Connection
 
 
 def client_security(properties: Mapping[str, str]) -> ClientSecurity | None:
-    """The ``ClientSecurity`` for librdkafka-style ``properties`` (None for PLAINTEXT)."""
-    protocol = properties.get("security.protocol", "PLAINTEXT").strip().upper()
-    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
-        raise CliError(f"--command-config: security.protocol={protocol} is not one of "
-                       "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL", exit_code=EXIT_USAGE)
-    if protocol == "PLAINTEXT":
-        return None
-    context = _ssl_context(properties) if protocol.endswith("SSL") else None
-    if not protocol.startswith("SASL"):
-        return ClientSecurity(ssl_context=context)
-    mechanism = properties.get("sasl.mechanism", "GSSAPI").strip().upper()
-    if mechanism not in SUPPORTED_MECHANISMS:
-        raise CliError(f"--command-config: sasl.mechanism={mechanism} is not one of "
-                       f"{', '.join(SUPPORTED_MECHANISMS)}", exit_code=EXIT_USAGE)
-    return ClientSecurity(context, mechanism, properties.get("sasl.username", ""),
-                          properties.get("sasl.password", ""))
-
-
-def _ssl_context(properties: Mapping[str, str]) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=properties.get("ssl.ca.location"))
-    if properties.get("ssl.endpoint.identification.algorithm", "https").lower() == "none":
-        context.check_hostname = False
-    certificate = properties.get("ssl.certificate.location")
-    if certificate:
-        try:
-            context.load_cert_chain(certificate, properties.get("ssl.key.location"),
-                                    properties.get("ssl.key.password"))
-        except (OSError, ssl.SSLError) as exc:
-            raise CliError(f"--command-config: cannot load {certificate}: {exc}",
-                           exit_code=EXIT_USAGE) from None
-    return context
+    """The ``ClientSecurity`` for the ``--command-config`` properties (None for PLAINTEXT)."""
+    try:
+        return client_properties.client_security(properties)
+    except client_properties.ClientPropertiesError as exc:
+        raise CliError(f"--command-config: {exc}", exit_code=EXIT_USAGE) from None
 
 
 def request(conn: Connection, api_key: int, version: int, fields: Mapping[str, Any]) -> Any:

@@ -9,8 +9,12 @@ encodes with a pure-Python writer. This module adds what the codec needs on top:
   ``LookupError``, for a pair kio does not know; callers decide whose fault that is.
 - decode: ``decode_request_body`` / ``decode_response_body`` first run the structural pre-scan
   (``strata.protocol.prescan``: kio aborts the process on a huge array count), then kio's reader,
-  and require the body to end exactly at the end of the frame. Errors become ``InvalidRequest`` /
-  ``InvalidResponse``: the peer misbehaved.
+  and require the body to end exactly at the end of the frame — except that in a flexible
+  version whole tagged-field sections may follow the body and are ignored (the flexible-version
+  rule that a reader skips tagged fields it does not know; librdkafka 2.x's
+  AlterUserScramCredentials v0 writes the top-level empty tag buffer twice, and Kafka's own
+  parser never looks past the body). Errors become ``InvalidRequest`` / ``InvalidResponse``: the
+  peer misbehaved.
 - encode: ``encode_body`` / ``write_body``; a value kio cannot write becomes
   ``MessageBuildError``: our bug.
 - build: ``build_response`` / ``build_request`` / ``build_entity`` turn a *version-neutral*
@@ -49,7 +53,7 @@ from kio.static.protocol import Payload, RequestPayload, ResponsePayload
 
 from strata.protocol.errors import InvalidRequest, InvalidResponse, MessageBuildError
 from strata.protocol.prescan import scan
-from strata.protocol.primitives import BytesLike, WireFormatError
+from strata.protocol.primitives import BytesLike, WireFormatError, skip_tagged_fields
 
 E = TypeVar("E")
 
@@ -141,6 +145,16 @@ def _reader(cls: type[Any]) -> Callable[[Any, int], tuple[Any, int]]:
     return reader
 
 
+def _only_tagged_fields(buffer: BytesLike, offset: int, end: int) -> bool:
+    """Whether ``buffer[offset:end]`` is one or more complete tagged-field sections."""
+    try:
+        while offset < end:
+            offset = skip_tagged_fields(buffer, offset, end)
+    except WireFormatError:
+        return False
+    return offset == end
+
+
 def _decode(cls: type[Any], buffer: BytesLike, offset: int) -> Any:
     label = f"{cls.__name__} v{cls.__version__}"
     end = len(buffer)
@@ -148,7 +162,8 @@ def _decode(cls: type[Any], buffer: BytesLike, offset: int) -> Any:
         body_end = scan(cls, buffer, offset, end)
     except WireFormatError as exc:
         raise _BodyError(f"{label}: {exc}") from exc
-    if body_end != end:
+    if body_end != end and not (cls.__flexible__
+                                and _only_tagged_fields(buffer, body_end, end)):
         raise _BodyError(f"{label}: {end - body_end} unexpected bytes after the body")
     readable = memoryview(buffer).toreadonly() if isinstance(buffer, bytearray) else buffer
     try:

@@ -10,6 +10,8 @@ One module per concept:
 * ``credentials`` — where salted credentials live (metadata store, or a file for one broker);
 * ``session`` — one connection's SASL state machine and principal;
 * ``sasl_client`` — the follower's login to a leader;
+* ``client_properties`` — a Kafka client's ``ClientSecurity`` from librdkafka-style properties
+  (the CLI's ``--command-config``, the operator's client settings);
 * ``acl`` — Kafka's ACL vocabulary, filters and the pure authorization rule.
 
 The principal of every request is ``RequestContext.principal``: what ACLs check.

@@ -41,6 +41,7 @@ RESOURCES: dict[str, dict[str, Any]] = {
     "strata.dev/v1alpha1/topics": {"kind": "Topic", "subresources": {"status"},
                                    "shortnames": {"st"}},
     "v1/pods": {"kind": "Pod"}, "v1/configmaps": {"kind": "ConfigMap"},
+    "v1/secrets": {"kind": "Secret"},
     "v1/services": {"kind": "Service"}, "v1/nodes": {"kind": "Node", "namespaced": False},
     "v1/events": {"kind": "Event"}, "apps/v1/statefulsets": {"kind": "StatefulSet"},
     "apps/v1/deployments": {"kind": "Deployment"},

@@ -10,6 +10,7 @@ connection).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import ssl
 import struct
@@ -18,8 +19,14 @@ import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from kafka import KafkaConsumer, KafkaProducer
 
 from strata.broker.broker_client import BrokerClient
@@ -244,9 +251,8 @@ def _admin_request(port: int, api_key: int, fields: dict[str, Any]) -> Any:
 
 
 def test_scram_users_through_the_kafka_admin_api(secure_broker: SecureBroker) -> None:
-    """Alter/DescribeUserScramCredentials from a SASL-authenticated client, then a login as the
-    new user. (Sent with Strata's codec: librdkafka 2.16's AlterUserScramCredentials v0 carries
-    one byte past the body, which Strata's strict decoder refuses.)"""
+    """Alter/DescribeUserScramCredentials from a SASL-authenticated client (Strata's codec), then
+    a login as the new user."""
     port = secure_broker.sasl_plaintext
     salt = b"some-salt-0123456789"
     altered = _admin_request(port, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, {
@@ -272,3 +278,43 @@ def test_scram_users_through_the_kafka_admin_api(secure_broker: SecureBroker) ->
         "deletions": [], "upsertions": [{"name": "erin", "mechanism": 1, "iterations": 10,
                                          "salt": salt, "salted_password": b"x"}]})
     assert [r.error_code for r in refused.results] == [ErrorCode.unacceptable_credential]
+
+
+def test_scram_users_through_confluent_kafka_admin(secure_broker: SecureBroker) -> None:
+    """confluent-kafka's ``alter_user_scram_credentials`` (librdkafka's AlterUserScramCredentials
+    v0, whose body is followed by a second empty tag buffer) creates a user that can log in,
+    replaces its password, and deletes it."""
+    config = {"bootstrap.servers": f"127.0.0.1:{secure_broker.sasl_plaintext}",
+              "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512"}
+    admin = AdminClient({**config, "sasl.username": "alice", "sasl.password": "alice-secret"})
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+
+    def alter(change: Any) -> None:
+        for future in admin.alter_user_scram_credentials([change]).values():
+            future.result(timeout=TIMEOUT_S)
+
+    def can_log_in(password: str) -> bool:
+        """Metadata answered (True) or the login refused (False: _AUTHENTICATION reported)."""
+        errors: list[KafkaError] = []
+        client = AdminClient({**config, "sasl.username": "frank", "sasl.password": password,
+                              "error_cb": errors.append})
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline:
+            with contextlib.suppress(KafkaException):
+                client.list_topics(timeout=0.5)
+                return True
+            client.poll(0)
+            if any(e.code() == KafkaError._AUTHENTICATION for e in errors):
+                return False
+        raise AssertionError(f"frank's login neither succeeded nor failed: {errors}")
+
+    alter(UserScramCredentialUpsertion("frank", info, b"frank-1"))
+    assert can_log_in("frank-1")
+    alter(UserScramCredentialUpsertion("frank", info, b"frank-2"))
+    assert can_log_in("frank-2") and not can_log_in("frank-1")
+    described = admin.describe_user_scram_credentials(["frank"])["frank"].result(
+        timeout=TIMEOUT_S)
+    assert [(c.mechanism, c.iterations) for c in described.scram_credential_infos] == [
+        (ScramMechanism.SCRAM_SHA_512, 4096)]
+    alter(UserScramCredentialDeletion("frank", ScramMechanism.SCRAM_SHA_512))
+    assert not can_log_in("frank-2")

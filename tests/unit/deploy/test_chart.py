@@ -111,6 +111,11 @@ def test_all_features_render() -> None:
     assert broker["spec"]["metadata"] == {"etcd": {"endpoints": [
         "etcd-0.etcd:2379", "etcd-1.etcd:2379", "etcd-2.etcd:2379"]}}
     assert broker["spec"]["rack"] == {"topologyKey": "topology.kubernetes.io/zone"}
+    assert broker["spec"]["users"] == [
+        {"name": "audit", "mechanism": "SCRAM-SHA-256",
+         "passwordSecret": {"name": "shared-passwords", "key": "audit"}},
+        {"name": "orders-app", "mechanism": "SCRAM-SHA-512",
+         "passwordSecret": {"name": "orders-app-password", "key": "password"}}]
     topic = next(o for o in objects if o["metadata"]["name"] == "audit-log")
     assert topic["spec"] == {"broker": "events", "topicName": "audit.log", "partitions": 3}
     command = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"][
@@ -147,7 +152,10 @@ def test_crds_are_valid_kubernetes() -> None:
 
 
 @pytest.mark.parametrize("bad", ["operator.logLevel=loud", "broker.replicas=-1",
-                                 "metrics.port=0", "unknownKey=1"])
+                                 "metrics.port=0", "unknownKey=1",
+                                 "broker.users.app.mechanism=SCRAM-SHA-256",
+                                 "broker.users.app.passwordSecret.name=s,"
+                                 "broker.users.app.mechanism=PLAIN"])
 def test_values_schema_rejects_bad_values(bad: str) -> None:
     done = subprocess.run([helm(), "template", "rel", str(CHART), "--set", bad],
                           capture_output=True, text=True, timeout=60, check=False)

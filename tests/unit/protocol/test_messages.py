@@ -217,6 +217,32 @@ def test_decode_requires_the_body_to_fill_the_frame() -> None:
         decode_response_body(ApiKey.HEARTBEAT, 3, raw[:-1], 0)
 
 
+# librdkafka 2.16's AlterUserScramCredentials v0 body (captured from confluent-kafka's
+# alter_user_scram_credentials: delete dave SCRAM-SHA-512, upsert carol SCRAM-SHA-256 4096):
+# the top-level empty tag buffer comes twice, the second one past the body.
+LIBRDKAFKA_ALTER_USER_SCRAM_CREDENTIALS_V0 = bytes.fromhex(
+    "020564617665020002066361726f6c01000010000d73616c7473616c7473616c7421efc30f1314756e"
+    "68c762c1871db8c80ebeb118eaae29e80f78aa916d8f90a23e000000")
+
+
+def test_flexible_bodies_may_be_followed_by_tagged_field_sections() -> None:
+    body = decode_request_body(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0,
+                               LIBRDKAFKA_ALTER_USER_SCRAM_CREDENTIALS_V0, 0)
+    assert [(d.name, d.mechanism) for d in body.deletions] == [("dave", 2)]
+    assert [(u.name, u.mechanism, u.iterations, u.salt) for u in body.upsertions] == [
+        ("carol", 1, 4096, b"saltsaltsalt")]
+    exact = LIBRDKAFKA_ALTER_USER_SCRAM_CREDENTIALS_V0[:-1]
+    assert decode_request_body(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, exact, 0) == body
+    # A non-empty section (one field: tag 7, 2 bytes) and several sections are skipped too.
+    for tail in (b"\x01\x07\x02hi", b"\x00\x00\x01\x07\x00"):
+        assert decode_request_body(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0,
+                                   exact + tail, 0) == body
+    # Anything that is not whole tag sections is still refused: a truncated field, garbage.
+    for tail, size in ((b"\x01\x07\x05hi", 5), (b"\x01", 1)):
+        with pytest.raises(InvalidRequest, match=f"{size} unexpected bytes after the body"):
+            decode_request_body(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, exact + tail, 0)
+
+
 def test_decode_accepts_bytearray_and_memoryview_at_an_offset() -> None:
     raw = encode_body(build_request(ApiKey.HEARTBEAT, 3, {
         "group_id": "g", "generation_id": 1, "member_id": "m", "group_instance_id": None,
