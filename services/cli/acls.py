@@ -22,7 +22,6 @@ Exit codes: 0 done, 1 the store refused (or ``remove`` matched nothing), 2 usage
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -45,16 +44,13 @@ from strata.broker.security.acl import (
 from strata.broker.security.acl_store import AclStore, FileAclStore, MetadataAclStore
 from strata.cli.errors import CliError, reported_errors, usage_error
 from strata.cli.output import OutputFormat, print_json_line, print_table
-from strata.storage.errors import StorageError
+from strata.cli.store_access import LogDirOption, StoreOption, run_on_store
+from strata.metadata.store import MetadataStore
 
 app = typer.Typer(name="acls", help="Kafka ACLs (authorization).", no_args_is_help=True)
 
 T = TypeVar("T")
 
-StoreOption = Annotated[str | None, typer.Option(
-    "--metadata-store", help="A cluster's metadata store: sqlite:///path or etcd://host:port.")]
-LogDirOption = Annotated[Path | None, typer.Option(
-    "--log-dir", help="A single broker's first log dir (no metadata.store).")]
 TopicOption = Annotated[str | None, typer.Option("--topic", help="A topic (or prefix, or *).")]
 GroupOption = Annotated[str | None, typer.Option("--group", help="A consumer group.")]
 TxnOption = Annotated[str | None, typer.Option("--transactional-id",
@@ -72,25 +68,13 @@ PatternOption = Annotated[str | None, typer.Option(
 
 def _run(metadata_store: str | None, log_dir: Path | None,
          work: Callable[[AclStore], Awaitable[T]]) -> T:
-    if (metadata_store is None) == (log_dir is None):
-        raise usage_error("give exactly one of --metadata-store and --log-dir")
+    def in_log_dir(directory: Path) -> AclStore:
+        return FileAclStore(directory)
 
-    async def main() -> T:
-        if log_dir is not None:
-            return await work(FileAclStore(log_dir))
-        from strata.metadata.factory import open_store
+    def in_store(store: MetadataStore) -> AclStore:
+        return MetadataAclStore(store)
 
-        assert metadata_store is not None
-        store = open_store(metadata_store)
-        try:
-            return await work(MetadataAclStore(store))
-        finally:
-            await store.close()
-
-    try:
-        return asyncio.run(main())
-    except (OSError, ValueError, StorageError) as exc:
-        raise CliError(f"{type(exc).__name__}: {exc}") from exc
+    return run_on_store(metadata_store, log_dir, in_log_dir, in_store, work)
 
 
 def _resource(topic: str | None, group: str | None, txn: str | None,

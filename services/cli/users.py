@@ -21,7 +21,6 @@ Exit codes: 0 done, 1 the store refused or the user did not exist, 2 usage.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -36,39 +35,24 @@ from strata.broker.security.credentials import (
 from strata.broker.security.scram import DEFAULT_ITERATIONS, MECHANISMS, make_credential
 from strata.cli.errors import CliError, reported_errors, usage_error
 from strata.cli.output import OutputFormat, print_json_line, print_table
-from strata.storage.errors import StorageError
+from strata.cli.store_access import LogDirOption, StoreOption, run_on_store
+from strata.metadata.store import MetadataStore
 
 app = typer.Typer(name="users", help="SCRAM users (SASL credentials).", no_args_is_help=True)
 
 T = TypeVar("T")
 
-StoreOption = Annotated[str | None, typer.Option(
-    "--metadata-store", help="A cluster's metadata store: sqlite:///path or etcd://host:port.")]
-LogDirOption = Annotated[Path | None, typer.Option(
-    "--log-dir", help="A single broker's first log dir (no metadata.store).")]
 
 
 def _run(metadata_store: str | None, log_dir: Path | None,
          work: Callable[[CredentialStore], Awaitable[T]]) -> T:
-    if (metadata_store is None) == (log_dir is None):
-        raise usage_error("give exactly one of --metadata-store and --log-dir")
+    def in_log_dir(directory: Path) -> CredentialStore:
+        return FileCredentialStore(directory)
 
-    async def main() -> T:
-        if log_dir is not None:
-            return await work(FileCredentialStore(log_dir))
-        from strata.metadata.factory import open_store
+    def in_store(store: MetadataStore) -> CredentialStore:
+        return MetadataCredentialStore(store)
 
-        assert metadata_store is not None
-        store = open_store(metadata_store)
-        try:
-            return await work(MetadataCredentialStore(store))
-        finally:
-            await store.close()
-
-    try:
-        return asyncio.run(main())
-    except (OSError, ValueError, StorageError) as exc:
-        raise CliError(f"{type(exc).__name__}: {exc}") from exc
+    return run_on_store(metadata_store, log_dir, in_log_dir, in_store, work)
 
 
 @app.command()
