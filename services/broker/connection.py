@@ -108,10 +108,12 @@ class Response:
     """A pre-encoded response body in chunks, written in order after the response header.
 
     ``FileSlice`` chunks are sent with ``os.sendfile`` (zero copy). The connection adds the size
-    prefix and the response header.
+    prefix and the response header. ``error_codes``: the error codes the encoded body carries
+    (top level and per partition), for the request metrics, which cannot read the bytes.
     """
 
     chunks: list[bytes | FileSlice]
+    error_codes: tuple[int, ...] = ()
 
     @property
     def size(self) -> int:
