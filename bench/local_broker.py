@@ -100,9 +100,11 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def local_cluster(brokers: int, extra_config: dict[str, str] | None = None) -> Iterator[str]:
+def local_cluster(brokers: int, extra_config: dict[str, str] | None = None,
+                  pids: list[int] | None = None) -> Iterator[str]:
     """Start ``brokers`` brokers on one SQLite metadata store (what ``strata dev`` runs); yield
-    the bootstrap list once every broker is registered; stop them all."""
+    the bootstrap list once every broker is registered; stop them all. Their PIDs are in
+    ``pids`` while they run."""
     from confluent_kafka.admin import AdminClient
 
     with contextlib.ExitStack() as stack:
@@ -115,7 +117,7 @@ def local_cluster(brokers: int, extra_config: dict[str, str] | None = None) -> I
                 "node.id": str(node), "metadata.store": f"sqlite:///{root / 'meta.db'}",
                 "default.replication.factor": str(min(3, brokers)),
                 "offsets.topic.replication.factor": str(min(3, brokers)),
-                **(extra_config or {})}, node_dir)))
+                **(extra_config or {})}, node_dir, pids)))
         bootstrap = ",".join(addresses)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         deadline = time.monotonic() + START_TIMEOUT_S
