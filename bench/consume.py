@@ -20,6 +20,9 @@ whenever the Python loop drains its queue slower than fetches fill it, with any 
 measured 0.25 M vs 0.85 M records/s here); override with ``--consumer-props``. The figures
 are client-bound: the broker spends ~0.1 s of CPU per 100 MB served (sendfile).
 
+When it starts the broker it also prints the broker's own CPU time per record consumed;
+``--cprofile FILE`` profiles the broker's CPU while consuming (``bench/cprofile_broker.py``).
+
 Run: ``.venv/bin/python bench/consume.py [--num-records 1000000] [--record-size 100]
 [--partitions 1] [--bootstrap HOST:PORT [--no-fill]] [--consumer-props k=v ...]``.
 """
@@ -36,7 +39,9 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cprofile_broker import profiling, summary
 from local_broker import local_broker
+from process_cpu import cpu_seconds
 from produce import create_topic, parse_props, run_producer
 
 MIB = 1024 * 1024
@@ -118,19 +123,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout-s", type=float, default=10.0,
                         help="give up after this long without a record")
     parser.add_argument("--consumer-props", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--cprofile", type=Path, metavar="FILE",
+                        help="cProfile the broker (CPU time) while consuming; stats to FILE")
     args = parser.parse_args(argv)
+
+    pids: list[int] = []
 
     def bench(bootstrap: str) -> None:
         if not args.no_fill:
             create_topic(bootstrap, args.topic, args.partitions)
             fill(bootstrap, args)
-        report(*consume(bootstrap, args))
+        cpu_before = cpu_seconds(pids)
+        with profiling(pids if args.cprofile else []):
+            records, nbytes, start, end = consume(bootstrap, args)
+        report(records, nbytes, start, end)
+        if pids:
+            cpu = cpu_seconds(pids) - cpu_before
+            print(f"broker CPU: {cpu:.2f} s, {cpu * 1e6 / max(records, 1):.2f} us/record",
+                  flush=True)
 
     if args.bootstrap:
         bench(args.bootstrap)
     else:
-        with local_broker() as bootstrap:
+        with local_broker(pids=pids, cprofile=args.cprofile) as bootstrap:
             bench(bootstrap)
+    if args.cprofile:
+        print(summary(args.cprofile))
     return 0
 
 

@@ -17,6 +17,9 @@ call and that append.
 
 Run: ``.venv/bin/python bench/produce.py [--num-records 1000000] [--record-size 100]
 [--acks 1] [--partitions 1] [--bootstrap HOST:PORT] [--producer-props k=v ...]``.
+When it starts the broker it also prints the broker's own CPU time per record
+(``bench/process_cpu.py``); ``--cprofile FILE`` profiles the broker's CPU while the records are
+sent and prints the top functions (``bench/cprofile_broker.py``).
 ``--replication`` runs issue 5's suite in one go: one broker at acks=1, then a 3-broker cluster
 (one SQLite metadata store) with replication factor 3 at acks=1 and at acks=all, and prints
 each figure as a share of the first.
@@ -35,7 +38,9 @@ from confluent_kafka import KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cprofile_broker import profiling, summary
 from local_broker import local_broker, local_cluster
+from process_cpu import cpu_seconds
 
 MIB = 1024 * 1024
 REPORT_INTERVAL_S = 5.0
@@ -178,6 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--bootstrap", help="use this cluster instead of starting a broker")
     parser.add_argument("--producer-props", nargs="*", default=[], metavar="KEY=VALUE",
                         help="librdkafka producer settings, e.g. linger.ms=0 batch.size=16384")
+    parser.add_argument("--cprofile", type=Path, metavar="FILE",
+                        help="cProfile the broker (CPU time) while producing; stats to FILE")
     parser.add_argument("--replication", action="store_true",
                         help="the replication suite: 1 broker acks=1, then 3 brokers with "
                              "replication factor 3 at acks=1 and acks=all, in one run")
@@ -185,15 +192,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.replication:
         return replication_suite(args)
 
+    pids: list[int] = []
+
     def bench(bootstrap: str) -> None:
         create_topic(bootstrap, args.topic, args.partitions)
-        run_producer(bootstrap, args).print_total()
+        cpu_before = cpu_seconds(pids)
+        with profiling(pids if args.cprofile else []):
+            stats = run_producer(bootstrap, args)
+        stats.print_total()
+        if pids:
+            cpu = cpu_seconds(pids) - cpu_before
+            print(f"broker CPU: {cpu:.2f} s, {cpu * 1e6 / max(stats.count, 1):.2f} us/record",
+                  flush=True)
 
     if args.bootstrap:
         bench(args.bootstrap)
     else:
-        with local_broker() as bootstrap:
+        with local_broker(pids=pids, cprofile=args.cprofile) as bootstrap:
             bench(bootstrap)
+    if args.cprofile:
+        print(summary(args.cprofile))
     return 0
 
 
