@@ -107,10 +107,12 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 @contextlib.contextmanager
 def local_cluster(brokers: int, extra_config: dict[str, str] | None = None,
-                  pids: list[int] | None = None) -> Iterator[str]:
+                  pids: list[int] | None = None, cprofile_dir: Path | None = None
+                  ) -> Iterator[str]:
     """Start ``brokers`` brokers on one SQLite metadata store (what ``strata dev`` runs); yield
     the bootstrap list once every broker is registered; stop them all. Their PIDs are in
-    ``pids`` while they run."""
+    ``pids`` while they run; with ``cprofile_dir`` each runs under ``cprofile_broker.py``,
+    writing ``broker-N.prof`` there."""
     from confluent_kafka.admin import AdminClient
 
     with contextlib.ExitStack() as stack:
@@ -123,7 +125,8 @@ def local_cluster(brokers: int, extra_config: dict[str, str] | None = None,
                 "node.id": str(node), "metadata.store": f"sqlite:///{root / 'meta.db'}",
                 "default.replication.factor": str(min(3, brokers)),
                 "offsets.topic.replication.factor": str(min(3, brokers)),
-                **(extra_config or {})}, node_dir, pids)))
+                **(extra_config or {})}, node_dir, pids,
+                None if cprofile_dir is None else cprofile_dir / f"broker-{node}.prof")))
         bootstrap = ",".join(addresses)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         deadline = time.monotonic() + START_TIMEOUT_S
