@@ -37,8 +37,6 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import consume as strata_consume
 import jetstream
@@ -89,32 +87,13 @@ def _maybe_profile(profile_dir: Path | None, pids: list[int], name: str) -> Iter
         print(format_top(out), flush=True)
 
 
-def warm_up_group_coordinator(bootstrap: str, topic: str) -> None:
-    """Untimed: make the broker create ``__consumer_offsets`` now, as a cluster in service has.
-
-    librdkafka looks up the group coordinator as soon as a consumer has a ``group.id``; on a
-    fresh broker that creates the 50-partition offsets topic, whose set-up would otherwise
-    compete with the first fetches being timed. ``committed()`` needs the coordinator, so it
-    returns once the topic exists (librdkafka retries COORDINATOR_NOT_AVAILABLE meanwhile).
-    """
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "strata-bench-warm-up",
-                         "enable.auto.commit": "false"})
-    try:
-        consumer.committed([TopicPartition(topic, 0)], timeout=60)
-    except KafkaException as exc:
-        print(f"WARNING: no group coordinator yet ({exc}); the consume figure may include "
-              "creating __consumer_offsets", file=sys.stderr)
-    finally:
-        consumer.close()
-
-
 def strata_single(args: argparse.Namespace) -> list[Row]:
     """1 broker: acks=1 produce, consume from the start, end-to-end latency."""
     pids: list[int] = []
     with local_broker(pids=pids) as bootstrap:
         topic = "bench-produce"
         create_topic(bootstrap, topic, 1, 1)
-        warm_up_group_coordinator(bootstrap, topic)
+        strata_consume.warm_up_group_coordinator(bootstrap, topic)
         _step(f"Strata, 1 broker, acks=1 produce: {args.num_records} records of "
               f"{args.record_size} bytes")
         run = argparse.Namespace(acks="1", topic=topic, num_records=args.num_records,
