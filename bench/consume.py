@@ -12,6 +12,9 @@ a summary line::
     2100, 45.4130, 476190.5
     1000000 records consumed, 476190.5 records/sec (45.41 MB/sec)
 
+Before the timer starts, the broker is made to create ``__consumer_offsets`` (librdkafka looks
+up the group coordinator as soon as a consumer has a ``group.id``; on a fresh broker that
+creates the 50-partition topic, which would otherwise be timed as part of the consume).
 The consumer assigns the partitions itself (no group rebalance: ``rebalance.time.ms`` is 0)
 and reads with ``consume(num_messages=...)`` batches; the timer starts at the assignment and
 stops at the last record, so ``fetch.time.ms`` is the whole consume time. Client settings:
@@ -19,6 +22,9 @@ stops at the last record, so ``fetch.time.ms`` is the whole consume time. Client
 whenever the Python loop drains its queue slower than fetches fill it, with any broker:
 measured 0.25 M vs 0.85 M records/s here); override with ``--consumer-props``. The figures
 are client-bound: the broker spends ~0.1 s of CPU per 100 MB served (sendfile).
+
+When it starts the broker it also prints the broker's own CPU time per record consumed;
+``--cprofile FILE`` profiles the broker's CPU while consuming (``bench/cprofile_broker.py``).
 
 Run: ``.venv/bin/python bench/consume.py [--num-records 1000000] [--record-size 100]
 [--partitions 1] [--bootstrap HOST:PORT [--no-fill]] [--consumer-props k=v ...]``.
@@ -33,10 +39,19 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cprofile_broker import profiling, summary
 from local_broker import local_broker
+from process_cpu import cpu_seconds
 from produce import create_topic, parse_props, run_producer
 
 MIB = 1024 * 1024
@@ -50,6 +65,25 @@ def fill(bootstrap: str, args: argparse.Namespace) -> None:
     stats = run_producer(bootstrap, produce_args)
     if stats.errors:
         raise SystemExit(f"filling the topic failed for {stats.errors} records")
+
+
+def warm_up_group_coordinator(bootstrap: str, topic: str) -> None:
+    """Untimed: make the broker create ``__consumer_offsets`` now, as a cluster in service has.
+
+    librdkafka looks up the group coordinator as soon as a consumer has a ``group.id``; on a
+    fresh broker that creates the 50-partition offsets topic, whose set-up would otherwise
+    compete with the first fetches being timed. ``committed()`` needs the coordinator, so it
+    returns once the topic exists (librdkafka retries COORDINATOR_NOT_AVAILABLE meanwhile).
+    """
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "strata-bench-warm-up",
+                         "enable.auto.commit": "false"})
+    try:
+        consumer.committed([TopicPartition(topic, 0)], timeout=60)
+    except KafkaException as exc:
+        print(f"WARNING: no group coordinator yet ({exc}); the consume figure may include "
+              "creating __consumer_offsets", file=sys.stderr)
+    finally:
+        consumer.close()
 
 
 def consume(bootstrap: str, args: argparse.Namespace) -> tuple[int, int, float, float]:
@@ -118,19 +152,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout-s", type=float, default=10.0,
                         help="give up after this long without a record")
     parser.add_argument("--consumer-props", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--cprofile", type=Path, metavar="FILE",
+                        help="cProfile the broker (CPU time) while consuming; stats to FILE")
     args = parser.parse_args(argv)
+
+    pids: list[int] = []
 
     def bench(bootstrap: str) -> None:
         if not args.no_fill:
             create_topic(bootstrap, args.topic, args.partitions)
             fill(bootstrap, args)
-        report(*consume(bootstrap, args))
+        warm_up_group_coordinator(bootstrap, args.topic)
+        cpu_before = cpu_seconds(pids)
+        with profiling(pids if args.cprofile else []):
+            records, nbytes, start, end = consume(bootstrap, args)
+        report(records, nbytes, start, end)
+        if pids:
+            cpu = cpu_seconds(pids) - cpu_before
+            print(f"broker CPU: {cpu:.2f} s, {cpu * 1e6 / max(records, 1):.2f} us/record",
+                  flush=True)
 
     if args.bootstrap:
         bench(args.bootstrap)
     else:
-        with local_broker() as bootstrap:
+        with local_broker(pids=pids, cprofile=args.cprofile) as bootstrap:
             bench(bootstrap)
+    if args.cprofile:
+        print(summary(args.cprofile))
     return 0
 
 

@@ -28,9 +28,11 @@ START_TIMEOUT_S = 60.0
 
 @contextlib.contextmanager
 def local_broker(extra_config: dict[str, str] | None = None,
-                 data_dir: Path | None = None, pids: list[int] | None = None) -> Iterator[str]:
+                 data_dir: Path | None = None, pids: list[int] | None = None,
+                 cprofile: Path | None = None) -> Iterator[str]:
     """Start a broker; yield ``host:port``; stop it cleanly. Its PID is appended to ``pids``
-    (e.g. for a profiler) while it runs."""
+    (e.g. for a profiler) while it runs. With ``cprofile``, the broker runs under
+    ``bench/cprofile_broker.py`` (profiling while SIGUSR1..SIGUSR2; stats written there)."""
     with contextlib.ExitStack() as stack:
         if data_dir is None:
             data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="strata-")))
@@ -46,8 +48,12 @@ def local_broker(extra_config: dict[str, str] | None = None,
         path.write_text("".join(f"{k}={v}\n" for k, v in config.items()), encoding="utf-8")
         log_path = data_dir / "broker.log"
         log_file = stack.enter_context(open(log_path, "wb"))
+        command = [sys.executable, "-m", "strata.broker", "--config", str(path)]
+        if cprofile is not None:
+            command = [sys.executable, str(Path(__file__).with_name("cprofile_broker.py")),
+                       "--out", str(cprofile), "--", "--config", str(path)]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "strata.broker", "--config", str(path)],
+            command,
             stdout=subprocess.PIPE, stderr=log_file, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         if pids is not None:
@@ -100,9 +106,13 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def local_cluster(brokers: int, extra_config: dict[str, str] | None = None) -> Iterator[str]:
+def local_cluster(brokers: int, extra_config: dict[str, str] | None = None,
+                  pids: list[int] | None = None, cprofile_dir: Path | None = None
+                  ) -> Iterator[str]:
     """Start ``brokers`` brokers on one SQLite metadata store (what ``strata dev`` runs); yield
-    the bootstrap list once every broker is registered; stop them all."""
+    the bootstrap list once every broker is registered; stop them all. Their PIDs are in
+    ``pids`` while they run; with ``cprofile_dir`` each runs under ``cprofile_broker.py``,
+    writing ``broker-N.prof`` there."""
     from confluent_kafka.admin import AdminClient
 
     with contextlib.ExitStack() as stack:
@@ -115,7 +125,8 @@ def local_cluster(brokers: int, extra_config: dict[str, str] | None = None) -> I
                 "node.id": str(node), "metadata.store": f"sqlite:///{root / 'meta.db'}",
                 "default.replication.factor": str(min(3, brokers)),
                 "offsets.topic.replication.factor": str(min(3, brokers)),
-                **(extra_config or {})}, node_dir)))
+                **(extra_config or {})}, node_dir, pids,
+                None if cprofile_dir is None else cprofile_dir / f"broker-{node}.prof")))
         bootstrap = ",".join(addresses)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         deadline = time.monotonic() + START_TIMEOUT_S

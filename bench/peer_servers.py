@@ -66,21 +66,27 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def _server(argv: Sequence[str], port: int, log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+def _server(argv: Sequence[str], port: int, log_path: Path,
+            pids: list[int] | None = None) -> Iterator[subprocess.Popen[bytes]]:
     with open(log_path, "wb") as log_file:
         proc = subprocess.Popen(list(argv), stdout=log_file, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
+        if pids is not None:
+            pids.append(proc.pid)
         try:
             _wait_listening(proc, Path(argv[0]).name, port, log_path)
             yield proc
         finally:
             stop_process(proc)
+            if pids is not None:
+                pids.remove(proc.pid)
 
 
 @contextlib.contextmanager
-def redis_server(appendonly: bool) -> Iterator[tuple[str, int]]:
+def redis_server(appendonly: bool, pids: list[int] | None = None) -> Iterator[tuple[str, int]]:
     """A redis-server at its default settings (RDB snapshots by Redis's default ``save`` rules,
-    no AOF), or with ``appendonly yes`` + ``appendfsync everysec``; yields (host, port)."""
+    no AOF), or with ``appendonly yes`` + ``appendfsync everysec``; yields (host, port). Its PID
+    is in ``pids`` while it runs."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="strata-bench-redis-") as tmp:
         argv = [find_binary("redis-server"), "--bind", "127.0.0.1", "--port", str(port),
@@ -88,16 +94,17 @@ def redis_server(appendonly: bool) -> Iterator[tuple[str, int]]:
                 "--appendonly", "yes" if appendonly else "no"]
         if appendonly:
             argv += ["--appendfsync", "everysec"]
-        with _server(argv, port, Path(tmp) / "redis.log"):
+        with _server(argv, port, Path(tmp) / "redis.log", pids):
             yield "127.0.0.1", port
 
 
 @contextlib.contextmanager
-def nats_server() -> Iterator[str]:
-    """A nats-server with JetStream on (file storage in a temp dir); yields its ``nats://`` URL."""
+def nats_server(pids: list[int] | None = None) -> Iterator[str]:
+    """A nats-server with JetStream on (file storage in a temp dir); yields its ``nats://`` URL.
+    Its PID is in ``pids`` while it runs."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="strata-bench-nats-") as tmp:
         argv = [find_binary("nats-server"), "-a", "127.0.0.1", "-p", str(port), "-js",
                 "-sd", str(Path(tmp) / "jetstream")]
-        with _server(argv, port, Path(tmp) / "nats.log"):
+        with _server(argv, port, Path(tmp) / "nats.log", pids):
             yield f"nats://127.0.0.1:{port}"

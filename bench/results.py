@@ -2,8 +2,10 @@
 
 A ``Throughput`` is records moved in a wall-clock interval (MB/s counts the records' payload
 bytes, ``record_size`` each, in MiB like Kafka's perf tools). A ``Row`` is one system/scenario:
-its produce and/or consume throughput, an optional latency (p50, p99 in ms, with what it
-measures), and its durability setting in words. ``render_table`` prints the rows as one Markdown
+its produce and/or consume throughput, each with the CPU time the server process(es) spent
+meanwhile (``server_cpu_s``, from ``/proc``: per record, the one figure a shared machine hardly
+moves), an optional latency (p50, p99 in ms, with what it measures), and its durability setting
+in words. ``render_table`` prints the rows as one Markdown
 table (readable in a terminal and pasted as-is into the README) in which every row after the
 first states its produce and consume figures as a ratio to the first row's — Strata, 1 broker,
 acks=1 — so each peer is read against Strata's comparable figure.
@@ -22,6 +24,7 @@ class Throughput:
     records: int
     seconds: float
     record_size: int
+    server_cpu_s: float | None = None  # CPU the server process(es) used meanwhile (/proc)
 
     @property
     def records_per_s(self) -> float:
@@ -30,6 +33,12 @@ class Throughput:
     @property
     def mb_per_s(self) -> float:
         return self.records_per_s * self.record_size / MIB
+
+    @property
+    def server_cpu_us_per_record(self) -> float | None:
+        if self.server_cpu_s is None:
+            return None
+        return self.server_cpu_s * 1e6 / max(self.records, 1)
 
 
 @dataclass(frozen=True)
@@ -50,13 +59,22 @@ class Row:
 
 
 HEADER = ("system / scenario", "produce records/s", "produce MB/s", "consume records/s",
-          "consume MB/s", "latency p50 / p99 ms", "durability", "vs Strata 1 broker")
+          "consume MB/s", "server CPU us/record produce / consume", "latency p50 / p99 ms",
+          "durability", "vs Strata 1 broker")
 
 
 def _rate(t: Throughput | None) -> tuple[str, str]:
     if t is None:
         return "-", "-"
     return f"{t.records_per_s:,.0f}", f"{t.mb_per_s:.2f}"
+
+
+def _server_cpu(row: Row) -> str:
+    figures = [t.server_cpu_us_per_record if t is not None else None
+               for t in (row.produce, row.consume)]
+    if all(f is None for f in figures):
+        return "-"
+    return " / ".join("-" if f is None else f"{f:.2f}" for f in figures)
 
 
 def _ratio(row: Row, base: Row) -> str:
@@ -75,7 +93,8 @@ def table_cells(rows: Sequence[Row]) -> list[tuple[str, ...]]:
         latency = (f"{row.latency.p50_ms:.1f} / {row.latency.p99_ms:.1f} ({row.latency.what})"
                    if row.latency else "-")
         cells.append((f"{row.system}: {row.scenario}", *_rate(row.produce), *_rate(row.consume),
-                      latency, row.durability, "(reference)" if i == 0 else _ratio(row, rows[0])))
+                      _server_cpu(row), latency, row.durability,
+                      "(reference)" if i == 0 else _ratio(row, rows[0])))
     return cells
 
 

@@ -15,9 +15,11 @@ before the next starts, so no two compete for the CPU:
 4. NATS JetStream, file storage (``bench/jetstream.py``: acknowledged publish, pull consumer).
 
 Then prints one table (``bench/results.py``) with each figure as a ratio to Strata's 1-broker
-figure, and the load average before and after (the machine may be shared). ``--profile DIR``
-also samples the 1-broker broker with py-spy during its produce and consume and prints the top
-frames (``bench/broker_profile.py``).
+figure, each server's own CPU time per record moved (``bench/process_cpu.py``: user + system
+seconds of its process(es) from ``/proc``, which a loaded machine hardly distorts, unlike the
+wall-clock rates), and the load average before and after (the machine may be shared).
+``--profile DIR`` also samples the 1-broker broker with py-spy during its produce and consume
+and prints the top frames (``bench/broker_profile.py``).
 
 Run: ``.venv/bin/python bench/suite.py [--num-records 1000000 | --quick] [--latency-rate 20000]
 [--latency-seconds 10] [--profile DIR]``; ``make bench`` installs the servers and runs it.
@@ -27,14 +29,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-
-from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import consume as strata_consume
@@ -44,6 +45,7 @@ import redis_streams
 from broker_profile import format_top, py_spy_record
 from local_broker import local_broker, local_cluster
 from peer_servers import nats_server, redis_server
+from process_cpu import cpu_seconds
 from produce import create_topic, run_producer
 from results import Latency, Row, Throughput, render_table
 
@@ -63,6 +65,16 @@ def _step(title: str) -> None:
     print(f"\n# {title}", flush=True)
 
 
+def _print_server_cpu(what: str, seconds: float, records: int) -> None:
+    print(f"{what} CPU: {seconds:.2f} s, {seconds * 1e6 / max(records, 1):.2f} us/record",
+          flush=True)
+
+
+def _with_cpu(figure: Throughput, seconds: float) -> Throughput:
+    _print_server_cpu("server", seconds, figure.records)
+    return dataclasses.replace(figure, server_cpu_s=seconds)
+
+
 @contextlib.contextmanager
 def _maybe_profile(profile_dir: Path | None, pids: list[int], name: str) -> Iterator[None]:
     if profile_dir is None or not pids:
@@ -75,41 +87,25 @@ def _maybe_profile(profile_dir: Path | None, pids: list[int], name: str) -> Iter
         print(format_top(out), flush=True)
 
 
-def warm_up_group_coordinator(bootstrap: str, topic: str) -> None:
-    """Untimed: make the broker create ``__consumer_offsets`` now, as a cluster in service has.
-
-    librdkafka looks up the group coordinator as soon as a consumer has a ``group.id``; on a
-    fresh broker that creates the 50-partition offsets topic, whose set-up would otherwise
-    compete with the first fetches being timed. ``committed()`` needs the coordinator, so it
-    returns once the topic exists (librdkafka retries COORDINATOR_NOT_AVAILABLE meanwhile).
-    """
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "strata-bench-warm-up",
-                         "enable.auto.commit": "false"})
-    try:
-        consumer.committed([TopicPartition(topic, 0)], timeout=60)
-    except KafkaException as exc:
-        print(f"WARNING: no group coordinator yet ({exc}); the consume figure may include "
-              "creating __consumer_offsets", file=sys.stderr)
-    finally:
-        consumer.close()
-
-
 def strata_single(args: argparse.Namespace) -> list[Row]:
     """1 broker: acks=1 produce, consume from the start, end-to-end latency."""
     pids: list[int] = []
     with local_broker(pids=pids) as bootstrap:
         topic = "bench-produce"
         create_topic(bootstrap, topic, 1, 1)
-        warm_up_group_coordinator(bootstrap, topic)
+        strata_consume.warm_up_group_coordinator(bootstrap, topic)
         _step(f"Strata, 1 broker, acks=1 produce: {args.num_records} records of "
               f"{args.record_size} bytes")
         run = argparse.Namespace(acks="1", topic=topic, num_records=args.num_records,
                                  record_size=args.record_size, producer_props=[],
                                  timeout_s=args.timeout_s)
+        cpu_before = cpu_seconds(pids)
         with _maybe_profile(args.profile, pids, "strata-produce"):
             stats = run_producer(bootstrap, run)
             produce_s = time.perf_counter() - stats.start
+        produce_cpu = cpu_seconds(pids) - cpu_before
         stats.print_total()
+        _print_server_cpu("broker", produce_cpu, stats.count)
         if stats.errors or stats.count < args.num_records:
             raise RuntimeError(f"Strata produce: {stats.errors} records failed")
         lat = sorted(stats.latencies)
@@ -117,9 +113,12 @@ def strata_single(args: argparse.Namespace) -> list[Row]:
         _step("Strata, 1 broker, consume from the start (confluent-kafka)")
         consume_args = argparse.Namespace(topic=topic, num_records=args.num_records,
                                           partitions=1, consumer_props=[], timeout_s=30.0)
+        cpu_before = cpu_seconds(pids)
         with _maybe_profile(args.profile, pids, "strata-consume"):
             records, nbytes, start, end = strata_consume.consume(bootstrap, consume_args)
+        consume_cpu = cpu_seconds(pids) - cpu_before
         strata_consume.report(records, nbytes, start, end)
+        _print_server_cpu("broker", consume_cpu, records)
         if records < args.num_records:
             raise RuntimeError(f"Strata consume: {records} of {args.num_records} records")
 
@@ -133,8 +132,8 @@ def strata_single(args: argparse.Namespace) -> list[Row]:
               f"{e2e.p99_ms:.2f} ms 99th, {e2e.max_ms:.2f} ms max.", flush=True)
     return [
         Row("Strata", "1 broker, acks=1 (confluent-kafka)", DURABILITY["strata-1"],
-            produce=Throughput(stats.count, produce_s, args.record_size),
-            consume=Throughput(records, end - start, args.record_size),
+            produce=Throughput(stats.count, produce_s, args.record_size, produce_cpu),
+            consume=Throughput(records, end - start, args.record_size, consume_cpu),
             latency=Latency(lat[len(lat) // 2], lat[min(len(lat) - 1, int(0.99 * len(lat)))],
                             "produce->ack")),
         Row("Strata", f"1 broker, end-to-end at {args.latency_rate:,} records/s",
@@ -145,38 +144,47 @@ def strata_single(args: argparse.Namespace) -> list[Row]:
 
 def strata_cluster(args: argparse.Namespace) -> Row:
     """3 brokers, replication factor 3, acks=all produce."""
-    with local_cluster(3) as bootstrap:
+    pids: list[int] = []
+    with local_cluster(3, pids=pids) as bootstrap:
         topic = "bench-replicated"
         create_topic(bootstrap, topic, 1, 3)
         _step("Strata, 3 brokers, replication factor 3, acks=all produce")
         run = argparse.Namespace(acks="all", topic=topic, num_records=args.num_records,
                                  record_size=args.record_size, producer_props=[],
                                  timeout_s=args.timeout_s)
+        cpu_before = cpu_seconds(pids)
         stats = run_producer(bootstrap, run)
         produce_s = time.perf_counter() - stats.start
+        produce_cpu = cpu_seconds(pids) - cpu_before
         stats.print_total()
+        _print_server_cpu("3 brokers'", produce_cpu, stats.count)
         if stats.errors or stats.count < args.num_records:
             raise RuntimeError(f"Strata acks=all produce: {stats.errors} records failed")
     lat = sorted(stats.latencies)
     return Row("Strata", "3 brokers, RF 3, acks=all (confluent-kafka)", DURABILITY["strata-3"],
-               produce=Throughput(stats.count, produce_s, args.record_size),
+               produce=Throughput(stats.count, produce_s, args.record_size, produce_cpu),
                latency=Latency(lat[len(lat) // 2], lat[min(len(lat) - 1, int(0.99 * len(lat)))],
                                "produce->ack"))
 
 
 def redis(args: argparse.Namespace, appendonly: bool) -> Row:
     label = "AOF everysec" if appendonly else "defaults"
-    with redis_server(appendonly) as (host, port):
+    pids: list[int] = []
+    with redis_server(appendonly, pids) as (host, port):
         _step(f"Redis Streams ({label}): XADD with redis-benchmark "
               f"-c {redis_streams.CLIENTS} -P {redis_streams.PIPELINE}")
+        cpu_before = cpu_seconds(pids)
         produced = redis_streams.produce(host, port, args.num_records, args.record_size,
                                          args.timeout_s)
+        produced = _with_cpu(produced, cpu_seconds(pids) - cpu_before)
         print(f"{produced.records} records sent, {produced.records_per_s:.1f} records/sec "
               f"({produced.mb_per_s:.2f} MB/sec); XLEN {redis_streams.stream_length(host, port)}",
               flush=True)
         _step(f"Redis Streams ({label}): XREAD COUNT {redis_streams.READ_COUNT} (redis-py)")
+        cpu_before = cpu_seconds(pids)
         consumed = redis_streams.consume(host, port, args.num_records, args.record_size,
                                          args.timeout_s)
+        consumed = _with_cpu(consumed, cpu_seconds(pids) - cpu_before)
         print(f"{consumed.records} records consumed, {consumed.records_per_s:.1f} records/sec "
               f"({consumed.mb_per_s:.2f} MB/sec)", flush=True)
     scenario = ("appendonly yes, appendfsync everysec" if appendonly else "defaults (no AOF)")
@@ -186,13 +194,18 @@ def redis(args: argparse.Namespace, appendonly: bool) -> Row:
 
 
 def nats(args: argparse.Namespace) -> Row:
-    with nats_server() as url:
+    pids: list[int] = []
+    with nats_server(pids) as url:
         _step("NATS JetStream, file storage: acknowledged publish (nats-py)")
+        cpu_before = cpu_seconds(pids)
         produced = jetstream.produce(url, args.num_records, args.record_size, args.timeout_s)
+        produced = _with_cpu(produced, cpu_seconds(pids) - cpu_before)
         print(f"{produced.records} records sent, {produced.records_per_s:.1f} records/sec "
               f"({produced.mb_per_s:.2f} MB/sec)", flush=True)
         _step(f"NATS JetStream: pull consumer, batches of {jetstream.FETCH_BATCH} (nats-py)")
+        cpu_before = cpu_seconds(pids)
         consumed = jetstream.consume(url, args.num_records, args.record_size, args.timeout_s)
+        consumed = _with_cpu(consumed, cpu_seconds(pids) - cpu_before)
         print(f"{consumed.records} records consumed, {consumed.records_per_s:.1f} records/sec "
               f"({consumed.mb_per_s:.2f} MB/sec)", flush=True)
     return Row("NATS JetStream", "file storage; nats-py acked publish, pull consumer",

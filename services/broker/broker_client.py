@@ -4,7 +4,9 @@ Replica fetchers send Fetch and OffsetForLeaderEpoch to partition leaders over i
 ``BlockingSend`` / ``NetworkClient`` of the ``ReplicaFetcherThread``). Requests are described
 version-neutrally (``build_request``) and encoded by Strata's own codec; responses come back as
 kio's dataclasses. One request at a time (a fetcher never pipelines), which keeps the reading
-side trivial: the next frame is the answer, checked by correlation id.
+side trivial: the next frame is the answer, checked by correlation id. ``request_encoded``
+takes a body encoded by hand and returns the raw response (the follower's Fetch hot path:
+``follower_fetch_codec``).
 
 Failures: connecting, sending or reading raise ``BrokerUnavailableError`` (with the address and
 what failed) after closing the socket; the next ``request`` reconnects. Each request is bounded
@@ -29,6 +31,7 @@ from typing import Any, Final
 from strata.broker.security.listeners import ClientSecurity
 from strata.broker.security.sasl_client import SaslClientError, sasl_login
 from strata.protocol import RequestHeader, build_request, decode_response, encode_request
+from strata.protocol.header import encode_request_header, read_response_header
 
 _SIZE: Final = struct.Struct(">i")
 
@@ -66,28 +69,56 @@ class BrokerClient:
                 f"request {api_key} v{version} to {self.host}:{self.port} failed: "
                 f"{type(exc).__name__}: {exc}") from exc
 
+    async def request_encoded(self, api_key: int, version: int, body: bytes) -> tuple[bytes, int]:
+        """Send a request whose body the caller encoded (a hot path's hand-written writer);
+        return the response frame (without its size) and the offset of its body. The response
+        header must be v0 (every non-flexible version's)."""
+        try:
+            async with asyncio.timeout(self.request_timeout_s):
+                reader, writer = await self._connected()
+                correlation_id = next(self._correlation_ids)
+                header = encode_request_header(
+                    RequestHeader(api_key, version, correlation_id, self.client_id), 1)
+                response = await self._send(reader, writer, api_key, version,
+                                            (_SIZE.pack(len(header) + len(body)), header, body))
+        except (OSError, EOFError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            await self.close()
+            raise BrokerUnavailableError(
+                f"request {api_key} v{version} to {self.host}:{self.port} failed: "
+                f"{type(exc).__name__}: {exc}") from exc
+        got, offset = read_response_header(response, 0)
+        await self._check_correlation(got, correlation_id)
+        return response, offset
+
     async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                         api_key: int, version: int, fields: Mapping[str, Any]) -> Any:
         body = build_request(api_key, version, fields)
         correlation_id = next(self._correlation_ids)
         frame = encode_request(RequestHeader(api_key, version, correlation_id, self.client_id),
                                body)
+        response = await self._send(reader, writer, api_key, version, (frame,))
+        got, decoded = decode_response(response, api_key, version)
+        await self._check_correlation(got, correlation_id)
+        return decoded
+
+    async def _send(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    api_key: int, version: int, chunks: tuple[bytes, ...]) -> bytes:
         try:
-            writer.write(frame)
+            writer.writelines(chunks)
             await writer.drain()
             (size,) = _SIZE.unpack(await reader.readexactly(4))
-            response = await reader.readexactly(size)
+            return await reader.readexactly(size)
         except (OSError, EOFError, TimeoutError, asyncio.IncompleteReadError) as exc:
             await self.close()
             raise BrokerUnavailableError(
                 f"request {api_key} v{version} to {self.host}:{self.port} failed: "
                 f"{type(exc).__name__}: {exc}") from exc
-        got, decoded = decode_response(response, api_key, version)
-        if got != correlation_id:
+
+    async def _check_correlation(self, got: int, expected: int) -> None:
+        if got != expected:
             await self.close()
             raise BrokerUnavailableError(
-                f"{self.host}:{self.port} answered correlation id {got} to {correlation_id}")
-        return decoded
+                f"{self.host}:{self.port} answered correlation id {got} to {expected}")
 
     async def _connected(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if self._reader is None or self._writer is None or self._writer.is_closing():

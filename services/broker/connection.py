@@ -124,9 +124,12 @@ class RequestContext:
 class Response:
     """A pre-encoded response body in chunks, written in order after the response header.
 
-    ``FileSlice`` chunks go out with ``os.sendfile``; the connection adds size and header."""
+    ``FileSlice`` chunks go out with ``os.sendfile``; the connection adds size and header.
+    ``error_codes``: the error codes the encoded body carries (top level and per partition),
+    for the request metrics, which cannot read the bytes."""
 
     chunks: list[bytes | FileSlice]
+    error_codes: tuple[int, ...] = ()
 
     @property
     def size(self) -> int:

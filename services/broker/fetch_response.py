@@ -80,6 +80,7 @@ def encode_fetch_response(
         head = _HEADER_V4.pack(throttle_time_ms, len(topics))
     aborted = 0 if read_committed else NULL_ARRAY
     chunks: list[bytes | FileSlice] = []
+    errors: list[int] = [error_code] if error_code else []
     parts: list[bytes] = [head]
     append = parts.append
     for name, partitions in topics:
@@ -100,10 +101,12 @@ def encode_fetch_response(
                 append(_PARTITION_V4.pack(
                     index, result.error_code, result.high_watermark, result.last_stable_offset,
                     aborted, result.size))
+            if result.error_code:
+                errors.append(result.error_code)
             if result.size:
                 chunks.append(b"".join(parts))
                 chunks.extend(result.records)
                 parts.clear()
     if parts:
         chunks.append(b"".join(parts))
-    return Response(chunks)
+    return Response(chunks, tuple(errors))

@@ -12,7 +12,8 @@ Each partition goes through two phases with its leader:
    (records the follower got from a previous leader that were never committed); repeated until
    done. An empty log skips this.
 2. fetching: Fetch v11 with ``replica_id`` = this broker, from the log end offset, at the
-   partition's leader epoch (``current_leader_epoch``: a stale leader or follower is fenced).
+   partition's leader epoch (``current_leader_epoch``: a stale leader or follower is fenced),
+   written and read by hand (``follower_fetch_codec``: the records stay in the response frame).
    Whole batches are appended as the leader wrote them (``Log.append_as_follower``: offsets and
    epochs kept, CRC checked); the high watermark becomes min(leader's HW, our log end offset).
 
@@ -35,12 +36,19 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from strata.broker.broker_client import BrokerClient, BrokerUnavailableError
+from strata.broker.follower_fetch_codec import (
+    FETCH_VERSION,
+    FetchPosition,
+    encode_fetch_request,
+    read_fetch_response,
+)
 from strata.broker.follower_truncation import truncation_for
 from strata.broker.partition import Partition
 from strata.broker.replica_manager import ReplicaManager
 from strata.broker.security.listeners import ClientSecurity
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
+from strata.protocol.messages import decode_response_body
 from strata.storage import record_batch as rb
 from strata.storage.errors import StorageError
 
@@ -48,7 +56,6 @@ logger = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
-FETCH_VERSION: Final = 11
 OFFSET_FOR_LEADER_EPOCH_VERSION: Final = 3
 LIST_OFFSETS_VERSION: Final = 5
 EARLIEST_TIMESTAMP: Final = -2
@@ -228,18 +235,14 @@ class ReplicaFetcher:
         if not offsets:
             return
         config = self.config
-        response = await self.client.request(ApiKey.FETCH, FETCH_VERSION, {
-            "replica_id": self.node_id, "max_wait_ms": config.wait_max_ms,
-            "min_bytes": config.min_bytes, "max_bytes": config.max_bytes,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": topic, "partitions": [
-                {"partition": p, "current_leader_epoch": states[(topic, p)].leader_epoch,
-                 "fetch_offset": offset, "log_start_offset": -1,
-                 "partition_max_bytes": config.partition_max_bytes}
-                for (t, p), offset in offsets.items() if t == topic]}
-                for topic in dict.fromkeys(t for t, _ in offsets)],
-            "forgotten_topics_data": [], "rack_id": "",
-        })
+        body = encode_fetch_request(
+            self.node_id, config.wait_max_ms, config.min_bytes, config.max_bytes,
+            [FetchPosition(t, p, states[(t, p)].leader_epoch, offset, config.partition_max_bytes)
+             for (t, p), offset in offsets.items()])
+        frame, start = await self.client.request_encoded(ApiKey.FETCH, FETCH_VERSION, body)
+        response: Any = read_fetch_response(frame, start)
+        if response is None:  # not what the hand reader expects: the codec says what is wrong
+            response = decode_response_body(ApiKey.FETCH, FETCH_VERSION, frame, start)
         if response.error_code != ErrorCode.none:
             for tp in offsets:
                 self._pause(tp, f"Fetch answered {response.error_code.name}")

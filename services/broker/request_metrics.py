@@ -18,9 +18,9 @@ share series):
 
 Every (api) series starts at zero for each API the broker serves, so dashboards see a value
 before the first request. Cost on the hot path: one ``time.perf_counter`` pair and a few
-label lookups per request, plus a walk over the response's error fields for the (small)
-control-plane responses; Produce responses are walked too (a few partitions), Fetch responses
-are pre-encoded bytes and count only their top-level error.
+counter increments per request on children looked up once, plus a walk over the response's
+error fields for the (small) control-plane responses; Produce and Fetch responses are
+pre-encoded bytes whose handlers list their per-partition error codes beside them.
 """
 
 from __future__ import annotations
@@ -66,21 +66,27 @@ class RequestMetrics:
         self.connections = Gauge("strata_network_connections", "Open client connections.",
                                  registry=registry)
         self._labels = {key: api_label(key) for key in served}
-        for label in self._labels.values():
-            self.latency.labels(label)
-            self.requests.labels(label)
+        # (latency, requests) children per served API, looked up once: no labels() per request.
+        self._children = {key: (self.latency.labels(label), self.requests.labels(label))
+                          for key, label in self._labels.items()}
         if purgatories is not None:
             registry.register(_PurgatorySize(purgatories))
 
     def observe(self, api_key: int, seconds: float, response: Any) -> None:
         """One handled request: its latency, and the error codes its response carries."""
-        label = self._labels.get(api_key) or api_label(api_key)
-        self.latency.labels(label).observe(seconds)
-        self.requests.labels(label).inc()
+        children = self._children.get(api_key)
+        if children is None:
+            label = api_label(api_key)
+            children = (self.latency.labels(label), self.requests.labels(label))
+        children[0].observe(seconds)
+        children[1].inc()
         if response is None:
             return
-        for code in error_codes(response):
-            self.errors.labels(label, _error_name(code)).inc()
+        codes = error_codes(response)
+        if codes:
+            label = self._labels.get(api_key) or api_label(api_key)
+            for code in codes:
+                self.errors.labels(label, _error_name(code)).inc()
 
 
 class _PurgatorySize(Collector):
@@ -107,7 +113,11 @@ def _error_name(code: int) -> str:
 
 def error_codes(response: Any) -> list[int]:
     """Every non-zero ``error_code`` in a kio response (nested entities included); for a
-    pre-encoded response (Fetch), its ``error_code`` attribute if it has one."""
+    pre-encoded response (Produce, Fetch: the connection's ``Response``), the non-zero codes
+    its handler listed in ``error_codes``."""
+    listed = getattr(response, "error_codes", None)
+    if listed is not None:
+        return [code for code in listed if code]
     found: list[int] = []
     _collect(response, found)
     return found

@@ -99,7 +99,10 @@ class FrameReader:
         end = begin + size
         if len(self._buffer) < end:
             return None
-        payload = bytes(self._buffer[begin:end])
+        # One copy: a bytearray slice would be a copy of its own before bytes() copied it again.
+        # The view is released before the buffer is resized below.
+        with memoryview(self._buffer) as view:
+            payload = bytes(view[begin:end])
         self._next_size = None
         if end == len(self._buffer):
             self._buffer.clear()

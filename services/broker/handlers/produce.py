@@ -178,4 +178,4 @@ def encode_produce_response(
                     append(_NAME.pack(len(raw)))
                     append(raw)
     append(_THROTTLE_ZERO)
-    return Response([b"".join(parts)])
+    return Response([b"".join(parts)], tuple(r.error_code for r in results if r.error_code))

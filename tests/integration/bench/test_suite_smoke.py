@@ -2,7 +2,8 @@
 a 3-broker Strata, redis-server (twice) and nats-server -js, all started and stopped by the suite.
 
 Asserts only that the harness works: it exits 0, prints the Kafka perf-test lines for Strata,
-and its table has every row with a positive figure in each cell that row measures. No timing
+and its table has every row with a positive figure in each cell that row measures (and a
+server CPU figure beside each throughput). No timing
 assertions: the machine may be loaded. Needs Debian's redis-server, redis-tools and nats-server
 (``make test`` installs them; this test installs nothing).
 """
@@ -56,12 +57,17 @@ def test_suite_prints_every_row_with_positive_figures() -> None:
         names = [name for name in by_name if name.startswith(prefix)]
         assert len(names) == 1, f"{prefix!r} rows: {names} in\n{out}"
         cells = by_name[names[0]]
+        cpu = cells["server CPU us/record produce / consume"].split(" / ")
         if "produce" in measured:
             assert _number(cells["produce records/s"]) > 0
             assert _number(cells["produce MB/s"]) > 0
+            assert _number(cpu[0]) >= 0  # clock ticks: a tiny run may measure 0.00
         if "consume" in measured:
             assert _number(cells["consume records/s"]) > 0
             assert _number(cells["consume MB/s"]) > 0
+            assert _number(cpu[1]) >= 0
+        if not {"produce", "consume"} & set(measured):
+            assert cpu == ["-"]
         if "latency" in measured:
             assert _number(cells["latency p50 / p99 ms"]) > 0
         assert cells["durability"] not in ("", "-")

@@ -7,13 +7,15 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from strata.broker.connection import Response
+from strata.broker.handlers import fetch, produce
 from strata.broker.metrics import BrokerMetrics
 from strata.broker.partition import FetchIsolation
 from strata.broker.replica_manager import PartitionFetchInfo
 from strata.protocol import ApiKey, build_response
 from strata.storage.clock import ManualClock
 
-from .helpers import batch, now_ms, replica_manager
+from .helpers import batch, broker_state, context, now_ms, replica_manager, request
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -75,3 +77,35 @@ async def test_log_replication_and_request_series(tmp_path: Path) -> None:
     assert got[("strata_request_errors_total",
                 (("api", "Produce"), ("error", "NOT_LEADER_OR_FOLLOWER")))] == 1
     assert got[("strata_request_latency_seconds_count", (("api", "Produce"),))] == 1
+
+
+async def test_errors_of_pre_encoded_produce_and_fetch_responses_are_counted(
+        tmp_path: Path) -> None:
+    """Produce and Fetch answer with hand-encoded bytes: their handlers list the partition error
+    codes beside them, and the request metrics count those (Kafka's ErrorsPerSec)."""
+    state = broker_state(tmp_path, ("t", 1))
+    rm = state.replica_manager
+    metrics = BrokerMetrics([ApiKey.PRODUCE, ApiKey.FETCH], rm.partitions, rm.get_partition,
+                            list)
+    produce_request = request(ApiKey.PRODUCE, 8, transactional_id=None, acks=1, timeout_ms=1000,
+                              topic_data=[{"name": "t", "partition_data": [
+                                  {"index": 0, "records": batch(b"a")},
+                                  {"index": 7, "records": batch(b"b")}]}])
+    produced = await produce.handle(context(state, ApiKey.PRODUCE, 8), produce_request)
+    assert isinstance(produced, Response)
+    metrics.requests.observe(ApiKey.PRODUCE, 0.001, produced)
+    fetch_request = request(ApiKey.FETCH, 11, replica_id=-1, max_wait_ms=0, min_bytes=1,
+                            max_bytes=1 << 20, isolation_level=0, session_id=0,
+                            session_epoch=-1, rack_id="", forgotten_topics_data=[],
+                            topics=[{"topic": "t", "partitions": [
+                                {"partition": 0, "current_leader_epoch": -1,
+                                 "fetch_offset": 5, "log_start_offset": -1,
+                                 "partition_max_bytes": 1 << 20}]}])
+    fetched = await fetch.handle(context(state, ApiKey.FETCH, 11), fetch_request)
+    metrics.requests.observe(ApiKey.FETCH, 0.001, fetched)
+
+    got = scrape(metrics)
+    assert got[("strata_request_errors_total",
+                (("api", "Produce"), ("error", "UNKNOWN_TOPIC_OR_PARTITION")))] == 1
+    assert got[("strata_request_errors_total",
+                (("api", "Fetch"), ("error", "OFFSET_OUT_OF_RANGE")))] == 1
