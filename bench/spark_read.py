@@ -29,6 +29,7 @@ Run: ``.venv/bin/python bench/spark_read.py [--num-records 1000000] [--record-si
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -98,13 +99,10 @@ def fill(bootstrap: str, args: argparse.Namespace) -> None:
         raise SystemExit(f"filling the topic failed for {stats.errors} records")
 
 
-def best_of(runs: int, action: Callable[[], None]) -> float:
-    best = float("inf")
-    for _ in range(runs):
-        start = time.perf_counter()
-        action()
-        best = min(best, time.perf_counter() - start)
-    return best
+def timed(action: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
 
 
 def bench(bootstrap: str, args: argparse.Namespace) -> None:
@@ -114,10 +112,20 @@ def bench(bootstrap: str, args: argparse.Namespace) -> None:
 
     spark = get_session("strata-bench-spark-read", master=args.master)
     spark.sparkContext.setLogLevel("ERROR")
-    parallelism = spark.sparkContext.defaultParallelism
+    cores = spark.sparkContext.defaultParallelism
     n = args.num_records
 
-    baseline = spark.range(0, n, numPartitions=max(parallelism, args.partitions)).select(
+    strata = (spark.read.format("strata").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", args.topic)
+              .option("minPartitions", str(args.min_partitions or cores)).load())
+    counted = strata.count()
+    if counted != n:
+        raise SystemExit(f"the topic holds {counted} records, expected {n} (use --no-fill "
+                         "only when it holds exactly --num-records)")
+    partitions = strata.rdd.getNumPartitions()
+    # The same columns and as many input partitions as the strata scan; value is a literal
+    # that Spark folds to a constant, so the baseline is JVM generation at its fastest.
+    baseline = spark.range(0, n, numPartitions=partitions).select(
         F.lit(None).cast("binary").alias("key"),
         F.expr(f"unhex(repeat('ab', {args.record_size}))").alias("value"),
         F.lit(args.topic).alias("topic"),
@@ -126,25 +134,29 @@ def bench(bootstrap: str, args: argparse.Namespace) -> None:
         F.current_timestamp().alias("timestamp"),
         F.lit(0).alias("timestampType"),
     )
-    strata = (spark.read.format("strata").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", args.topic)
-              .option("minPartitions", str(parallelism)).load())
-    counted = strata.count()
-    if counted != n:
-        raise SystemExit(f"the topic holds {counted} records, expected {n} (use --no-fill "
-                         "only when it holds exactly --num-records)")
+    spark.dataSource.register(constant_source(n, partitions, args.record_size))
+    ceiling = spark.read.format("bench-constant").load()
+    frames = {"spark.range": baseline, "python data source ceiling": ceiling, "strata": strata}
 
     def scan(df):  # type: ignore[no-untyped-def]
         return lambda: df.write.format("noop").mode("overwrite").save()
 
-    spark.dataSource.register(constant_source(n, strata.rdd.getNumPartitions(),
-                                              args.record_size))
-    ceiling = spark.read.format("bench-constant").load()
-
-    base_s = best_of(args.runs, scan(baseline))
-    ceiling_s = best_of(args.runs, scan(ceiling))
-    strata_s = best_of(args.runs, scan(strata))
+    load_before = os.getloadavg()[0]
+    times: dict[str, list[float]] = {name: [] for name in frames}
+    # Rounds interleave the three scans, so a burst of load on the shared machine hits all
+    # of them; warm-up rounds (JIT, Python workers, numba's cache) are not counted.
+    for round_ in range(args.warmup + args.runs):
+        for name, df in frames.items():
+            elapsed = timed(scan(df))
+            if round_ >= args.warmup:
+                times[name].append(elapsed)
+    load_after = os.getloadavg()[0]
+    base_s, ceiling_s, strata_s = (min(times[name]) for name in frames)
     mb = n * args.record_size / MIB
+    print(f"# action: df.write.format('noop') of all 7 columns; master {args.master} "
+          f"({cores} cores); {partitions} input partitions each; best of {args.runs} "
+          f"interleaved rounds after {args.warmup} warm-up; load average "
+          f"{load_before:.2f} -> {load_after:.2f}")
     print(f"spark.range: {n} rows, {n / base_s:.1f} rows/sec ({mb / base_s:.2f} MB/sec), "
           f"best of {args.runs}")
     print(f"python data source ceiling: {n} rows, {n / ceiling_s:.1f} rows/sec "
@@ -153,6 +165,10 @@ def bench(bootstrap: str, args: argparse.Namespace) -> None:
           f"({mb / strata_s:.2f} MB/sec), best of {args.runs}")
     print(f"strata / spark.range = {100 * base_s / strata_s:.1f}%, strata / python data source "
           f"ceiling = {100 * ceiling_s / strata_s:.1f}%", flush=True)
+    if args.verbose:
+        for name, values in times.items():
+            print(f"# {name} rows/sec per round: "
+                  + " ".join(f"{n / t:.0f}" for t in values))
     spark.stop()
 
 
@@ -166,7 +182,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-fill", action="store_true",
                         help="the topic already holds the records: only read")
     parser.add_argument("--master", default="local[*]")
-    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=1, help="untimed rounds first")
+    parser.add_argument("--min-partitions", type=int,
+                        help="the strata scan's minPartitions (default: the cores)")
+    parser.add_argument("--verbose", action="store_true", help="print every round's figure")
     args = parser.parse_args(argv)
 
     def run(bootstrap: str) -> None:
