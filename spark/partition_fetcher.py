@@ -2,8 +2,9 @@
 
 Owns :func:`read_range_direct`, the fast path of :func:`strata.spark.kafka_io.read_range`:
 instead of a librdkafka consumer (which hands Python one ``Message`` object per record), it
-asks the partition's leader for raw record batches (Fetch v11, the project's own codec in
-:mod:`strata.protocol`) and turns each response into one Arrow batch with
+asks the partition's leader for raw record batches (Fetch v11: requests encoded by
+:mod:`strata.protocol`, responses read by :mod:`strata.spark.fetch_codec`, records left in the
+receive buffer) and turns each response into one Arrow batch with
 :func:`strata.spark.record_columns.decode`. Used only for ``security.protocol=PLAINTEXT``
 (:func:`supports`); anything else keeps the librdkafka path.
 
@@ -40,9 +41,10 @@ from strata.protocol import (
     decode_response,
     encode_request,
 )
+from strata.spark.fetch_codec import PartitionAnswer, parse_fetch_response
 from strata.spark.offsets import DataLossError, OffsetRange
 from strata.spark.options import SourceOptions
-from strata.spark.record_columns import AbortedTransaction, decode
+from strata.spark.record_columns import decode
 
 log = logging.getLogger(__name__)
 
@@ -77,31 +79,54 @@ class RetriableError(Exception):
 
 
 class _Connection:
-    """One blocking connection; one request at a time."""
+    """One blocking connection; one request at a time. Responses are read into one buffer
+    that the next response overwrites (no allocation and zero-filling per fetch)."""
 
     def __init__(self, host: str, port: int, client_id: str) -> None:
         self.sock = socket.create_connection((host, port), timeout=REQUEST_TIMEOUT_S)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.client_id = client_id
         self._ids = itertools.count(1)
+        self._buffer = bytearray(64 * 1024)
 
     def close(self) -> None:
         self.sock.close()
 
     def request(self, api_key: int, version: int, fields: dict[str, Any]) -> Any:
-        correlation_id = next(self._ids)
-        frame = encode_request(RequestHeader(api_key, version, correlation_id, self.client_id),
-                               build_request(api_key, version, fields))
-        self.sock.sendall(frame)
-        (size,) = _SIZE.unpack(self._read(4))
-        got, body = decode_response(self._read(size), api_key, version)
-        if got != correlation_id:
-            raise ConnectionError(f"response correlation id {got}, expected {correlation_id}")
+        """Send a request; its response decoded by :mod:`strata.protocol` (kio)."""
+        correlation_id = self._send(api_key, version, fields)
+        got, body = decode_response(self._read_frame(), api_key, version)
+        self._check(got, correlation_id)
         return body
 
-    def _read(self, size: int) -> memoryview:
-        buf = memoryview(bytearray(size))
-        at = 0
+    def request_raw(self, api_key: int, version: int, fields: dict[str, Any]) -> memoryview:
+        """Send a request with a v0 response header; the response body, valid until the next
+        request on this connection."""
+        correlation_id = self._send(api_key, version, fields)
+        frame = self._read_frame()
+        self._check(_SIZE.unpack_from(frame, 0)[0], correlation_id)
+        return frame[4:]
+
+    def _send(self, api_key: int, version: int, fields: dict[str, Any]) -> int:
+        correlation_id = next(self._ids)
+        self.sock.sendall(encode_request(
+            RequestHeader(api_key, version, correlation_id, self.client_id),
+            build_request(api_key, version, fields)))
+        return correlation_id
+
+    @staticmethod
+    def _check(got: int, correlation_id: int) -> None:
+        if got != correlation_id:
+            raise ConnectionError(f"response correlation id {got}, expected {correlation_id}")
+
+    def _read_frame(self) -> memoryview:
+        (size,) = _SIZE.unpack(self._read_into(memoryview(bytearray(4))))
+        if size > len(self._buffer):
+            self._buffer = bytearray(size)
+        return self._read_into(memoryview(self._buffer)[:size])
+
+    def _read_into(self, buf: memoryview) -> memoryview:
+        at, size = 0, len(buf)
         while at < size:
             got = self.sock.recv_into(buf[at:])
             if not got:
@@ -166,42 +191,51 @@ class _PartitionReader:
             self.connection = _Connection(host, port, self.client_id)
         return self.connection
 
-    def _partition_request(self, api_key: int, version: int, fields: dict[str, Any],
-                           topics_key: str) -> Any:
+    def _partition_request(self, api_key: int, version: int,
+                           fields: dict[str, Any]) -> Any:
         try:
-            response = self._connected().request(api_key, version, fields)
+            connection = self._connected()
+            if api_key == ApiKey.FETCH:
+                error, answers = parse_fetch_response(
+                    connection.request_raw(api_key, version, fields))
+                if error in _LEADERSHIP_ERRORS:
+                    raise RetriableError(f"answered {ErrorCode(error).name}")
+            else:
+                answers = [a for topic in connection.request(api_key, version, fields).topics
+                           for a in topic.partitions]
         except (OSError, ConnectionError) as exc:
             self.close()
             raise RetriableError(f"{type(exc).__name__}: {exc}") from exc
-        for topic in getattr(response, topics_key):
-            for answer in topic.partitions:
-                if answer.partition_index == self.range.partition:
-                    if answer.error_code in _LEADERSHIP_ERRORS:
-                        self.close()
-                        raise RetriableError(f"answered {answer.error_code.name}")
-                    return answer
+        for answer in answers:
+            if answer.partition_index == self.range.partition:
+                if answer.error_code in _LEADERSHIP_ERRORS:
+                    self.close()
+                    raise RetriableError(f"answered {ErrorCode(answer.error_code).name}")
+                return answer
         raise RetriableError("the response does not name the partition")
 
-    def fetch(self, offset: int) -> Any:
+    def fetch(self, offset: int) -> PartitionAnswer:
+        """The partition's answer; its records are valid until the next request."""
         r = self.range
-        return self._partition_request(ApiKey.FETCH, FETCH_VERSION, {
+        answer: PartitionAnswer = self._partition_request(ApiKey.FETCH, FETCH_VERSION, {
             "replica_id": -1, "max_wait_ms": FETCH_MAX_WAIT_MS, "min_bytes": 1,
             "max_bytes": FETCH_MAX_BYTES, "isolation_level": int(self.read_committed),
             "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": r.topic, "partitions": [{
                 "partition": r.partition, "current_leader_epoch": -1, "fetch_offset": offset,
                 "log_start_offset": -1, "partition_max_bytes": FETCH_MAX_BYTES}]}],
-            "forgotten_topics_data": [], "rack_id": ""}, "responses")
+            "forgotten_topics_data": [], "rack_id": ""})
+        return answer
 
     def log_start(self) -> int:
         r = self.range
         answer = self._partition_request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, {
             "replica_id": -1, "isolation_level": 0, "topics": [{"name": r.topic, "partitions": [
                 {"partition_index": r.partition, "current_leader_epoch": -1,
-                 "timestamp": EARLIEST_TIMESTAMP}]}]}, "topics")
+                 "timestamp": EARLIEST_TIMESTAMP}]}]})
         if answer.error_code != ErrorCode.none:
             raise RuntimeError(f"{r.topic}-{r.partition}: ListOffsets answered "
-                               f"{answer.error_code.name}")
+                               f"{ErrorCode(answer.error_code).name}")
         return int(answer.offset)
 
 
@@ -248,14 +282,11 @@ def read_range_direct(options: SourceOptions,
                 continue
             if answer.error_code != ErrorCode.none:
                 raise RuntimeError(f"{r.topic}-{r.partition}: Fetch at offset {position} "
-                                   f"answered {answer.error_code.name}")
+                                   f"answered {ErrorCode(answer.error_code).name}")
             if 0 <= position < answer.log_start_offset:
                 position = _lost(options, r, position, int(answer.log_start_offset))
-            aborted = None
-            if reader.read_committed:
-                aborted = [AbortedTransaction(int(a.producer_id), int(a.first_offset))
-                           for a in answer.aborted_transactions or ()]
-            decoded = decode(answer.records or b"", r.topic, r.partition, position,
+            aborted = (answer.aborted_transactions or ()) if reader.read_committed else None
+            decoded = decode(answer.records, r.topic, r.partition, position,
                              r.until_offset, include_headers=options.include_headers,
                              aborted=aborted)
             if decoded.batch is not None:

@@ -28,7 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +45,16 @@ from strata.storage.errors import CorruptRecordError
 _START, _END, _COUNT, _BASE_OFFSET, _BASE_TS, _LOG_APPEND_TS = range(6)
 # Arrow's binary type has 32-bit offsets.
 MAX_BINARY_BYTES = 2**31 - 1
+
+
+def _compiled(func: Callable[..., Any]) -> Any:
+    """``func`` compiled by numba, cached on disk (next to this file, else the user's cache
+    directory) so a Spark worker loads it instead of compiling (~1 s); without any writable
+    cache location, compiled once per process."""
+    try:
+        return njit(cache=True, nogil=True)(func)
+    except RuntimeError:
+        return njit(nogil=True)(func)
 
 
 @dataclass(frozen=True)
@@ -64,7 +74,7 @@ class AbortedTransaction:
     first_offset: int
 
 
-@njit(cache=True, nogil=True)
+@_compiled
 def _varint(buf: Any, pos: int, end: int) -> tuple[int, int]:
     """Zigzag varint (up to 10 bytes) at ``pos``: (value, next pos); next pos -1 if malformed."""
     result = 0
@@ -79,7 +89,7 @@ def _varint(buf: Any, pos: int, end: int) -> tuple[int, int]:
     return 0, -1
 
 
-@njit(cache=True, nogil=True)
+@_compiled
 def _walk_records(buf: Any, batches: Any, from_offset: int, until_offset: int,
                   out_offset: Any, out_ts: Any, out_ts_type: Any,
                   key_off: Any, key_valid: Any, key_data: Any,
@@ -148,7 +158,7 @@ def _walk_records(buf: Any, batches: Any, from_offset: int, until_offset: int,
     return n, -1
 
 
-@njit(cache=True, nogil=True)
+@_compiled
 def _walk_headers(buf: Any, hdr_pos: Any, hdr_count: Any, n: int, list_off: Any,
                   hk_off: Any, hk_data: Any, hv_off: Any, hv_valid: Any,
                   hv_data: Any) -> int:
