@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -40,7 +41,7 @@ from local_broker import local_broker
 from produce import create_topic, run_producer
 
 MIB = 1024 * 1024
-BATCH_ROWS = 10_000
+BATCH_ROWS = int(os.environ.get("BENCH_BATCH_ROWS", "10000"))
 
 
 def constant_source(rows: int, partitions: int, record_size: int):  # type: ignore[no-untyped-def]
@@ -99,10 +100,36 @@ def fill(bootstrap: str, args: argparse.Namespace) -> None:
         raise SystemExit(f"filling the topic failed for {stats.errors} records")
 
 
-def timed(action: Callable[[], None]) -> float:
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds used so far by ``root`` and every process below it (the JVM, Spark's Python
+    workers, a broker this script started), read from /proc; 0 where /proc is missing."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    used: dict[int, int] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        used[pid] = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    total = 0
+    for pid in used:
+        walk = pid
+        while walk > 1 and walk != root:
+            walk = parents.get(walk, 0)
+        if walk == root:
+            total += used[pid]
+    return total / tick
+
+
+def timed(action: Callable[[], None]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process tree) of ``action``."""
+    cpu = tree_cpu_s(os.getpid())
     start = time.perf_counter()
     action()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, tree_cpu_s(os.getpid()) - cpu
 
 
 def bench(bootstrap: str, args: argparse.Namespace) -> None:
@@ -143,13 +170,15 @@ def bench(bootstrap: str, args: argparse.Namespace) -> None:
 
     load_before = os.getloadavg()[0]
     times: dict[str, list[float]] = {name: [] for name in frames}
+    cpus: dict[str, list[float]] = {name: [] for name in frames}
     # Rounds interleave the three scans, so a burst of load on the shared machine hits all
     # of them; warm-up rounds (JIT, Python workers, numba's cache) are not counted.
     for round_ in range(args.warmup + args.runs):
         for name, df in frames.items():
-            elapsed = timed(scan(df))
+            elapsed, cpu = timed(scan(df))
             if round_ >= args.warmup:
                 times[name].append(elapsed)
+                cpus[name].append(cpu)
     load_after = os.getloadavg()[0]
     base_s, ceiling_s, strata_s = (min(times[name]) for name in frames)
     mb = n * args.record_size / MIB
@@ -165,6 +194,9 @@ def bench(bootstrap: str, args: argparse.Namespace) -> None:
           f"({mb / strata_s:.2f} MB/sec), best of {args.runs}")
     print(f"strata / spark.range = {100 * base_s / strata_s:.1f}%, strata / python data source "
           f"ceiling = {100 * ceiling_s / strata_s:.1f}%", flush=True)
+    print("# CPU seconds per scan (median; JVM + Python workers"
+          + ("" if args.bootstrap else " + broker") + "): "
+          + ", ".join(f"{name} {statistics.median(cpus[name]):.2f}" for name in frames))
     if args.verbose:
         for name, values in times.items():
             print(f"# {name} rows/sec per round: "

@@ -52,7 +52,8 @@ FETCH_VERSION: Final = 11
 METADATA_VERSION: Final = 8
 LIST_OFFSETS_VERSION: Final = 4
 EARLIEST_TIMESTAMP: Final = -2
-# One fetch: at most this many bytes (also the most one yielded Arrow batch holds).
+# One fetch: at most this many bytes (also the most one yielded Arrow batch holds), unless
+# kafka.max.partition.fetch.bytes says otherwise (Kafka returns a larger first batch whole).
 FETCH_MAX_BYTES: Final = 8 * 1024 * 1024
 FETCH_MAX_WAIT_MS: Final = 100
 REQUEST_TIMEOUT_S: Final = 30.0
@@ -177,6 +178,8 @@ class _PartitionReader:
         self.client_id = str(options.client_config.get("client.id", "strata-spark"))
         level = str(options.client_config.get("isolation.level", "read_committed")).lower()
         self.read_committed = level != "read_uncommitted"
+        self.max_bytes = int(options.client_config.get("max.partition.fetch.bytes",
+                                                       FETCH_MAX_BYTES))
         self.connection: _Connection | None = None
 
     def close(self) -> None:
@@ -219,11 +222,11 @@ class _PartitionReader:
         r = self.range
         answer: PartitionAnswer = self._partition_request(ApiKey.FETCH, FETCH_VERSION, {
             "replica_id": -1, "max_wait_ms": FETCH_MAX_WAIT_MS, "min_bytes": 1,
-            "max_bytes": FETCH_MAX_BYTES, "isolation_level": int(self.read_committed),
+            "max_bytes": self.max_bytes, "isolation_level": int(self.read_committed),
             "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": r.topic, "partitions": [{
                 "partition": r.partition, "current_leader_epoch": -1, "fetch_offset": offset,
-                "log_start_offset": -1, "partition_max_bytes": FETCH_MAX_BYTES}]}],
+                "log_start_offset": -1, "partition_max_bytes": self.max_bytes}]}],
             "forgotten_topics_data": [], "rack_id": ""})
         return answer
 
