@@ -2,28 +2,35 @@
 
 Starts a Strata broker (``bench/local_broker.py``) unless ``--bootstrap`` names a running
 cluster, fills a topic of ``--partitions`` partitions with ``--num-records`` records of
-``--record-size`` bytes (untimed; ``--no-fill`` when it already holds them), then, in one local
-SparkSession, times two full scans written to Spark's ``noop`` sink (every column is
-materialised, nothing is stored):
+``--record-size`` bytes (untimed; null keys spread evenly, one random partition per record,
+so the Spark partitions are as even as the others'; ``--no-fill`` when the topic already holds
+them), then, in one local SparkSession, times three full scans written to Spark's ``noop``
+sink (every column is materialised, nothing is stored):
 
 - the baseline: ``spark.range(N)`` projected to the Kafka source's columns (a null key, a value
   of ``--record-size`` bytes, topic, partition, offset, timestamp, timestampType), generated in
-  the JVM;
+  the JVM (the value is a literal Spark folds to a constant: the JVM at its fastest);
 - the ceiling of PySpark's Python Data Source API itself: a source (``constant_source``)
-  whose ``read()`` yields prebuilt Arrow batches of the same schema, touching no broker, in as
-  many partitions as the topic;
-- ``spark.read.format("strata")`` over the topic (``minPartitions`` = Spark's parallelism).
+  whose ``read()`` yields prebuilt Arrow batches of the same schema, touching no broker;
+- ``spark.read.format("strata")`` over the topic (``minPartitions`` = the cores).
 
-Each is run ``--runs`` times (default 2: the first warms the JVM and the Python workers) and
-the best is reported, in consumer-perf-test's summary format, then the ratio::
+All three have as many input partitions as the strata scan. A warm-up round (JIT, Python
+workers, numba's cache) is not counted, then ``--runs`` rounds (default 5) each run the three
+scans in turn, so a burst of load on a shared machine hits all of them; the best of each is
+printed in consumer-perf-test's summary format, then the ratios, then each scan's median CPU
+seconds (the JVM, Spark's Python workers and a broker started here, from /proc: a figure load
+disturbs far less than wall time). On 2 shared cores (load average 5.0 -> 5.4)::
 
-    spark.range: 1000000 rows, 2060455.2 rows/sec (196.50 MB/sec), best of 2
-    python data source ceiling: 1000000 rows, 785880.0 rows/sec (74.95 MB/sec), best of 2
-    strata:      1000000 records consumed, 514400.8 records/sec (49.06 MB/sec), best of 2
-    strata / spark.range = 25.0%, strata / python data source ceiling = 65.5%
+    # action: df.write.format('noop') of all 7 columns; master local[*] (2 cores); ...
+    spark.range: 1000000 rows, 3869780.3 rows/sec (369.05 MB/sec), best of 10
+    python data source ceiling: 1000000 rows, 1833448.3 rows/sec (174.85 MB/sec), best of 10
+    strata:      1000000 records consumed, 1498115.4 records/sec (142.87 MB/sec), best of 10
+    strata / spark.range = 38.7%, strata / python data source ceiling = 81.7%
+    # CPU seconds per scan (median; JVM + Python workers): spark.range 0.53, python data ...
 
 Run: ``.venv/bin/python bench/spark_read.py [--num-records 1000000] [--record-size 100]
-[--partitions 4] [--bootstrap HOST:PORT [--no-fill]] [--master local[*]] [--runs 2]``.
+[--partitions 4] [--bootstrap HOST:PORT [--no-fill]] [--master local[*]] [--runs 5]
+[--min-partitions N] [--verbose]`` (``make bench-spark``).
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from local_broker import local_broker
 from produce import create_topic, run_producer
 
 MIB = 1024 * 1024
-BATCH_ROWS = int(os.environ.get("BENCH_BATCH_ROWS", "10000"))
+BATCH_ROWS = 10_000
 
 
 def constant_source(rows: int, partitions: int, record_size: int):  # type: ignore[no-untyped-def]
@@ -93,7 +100,9 @@ def constant_source(rows: int, partitions: int, record_size: int):  # type: igno
 def fill(bootstrap: str, args: argparse.Namespace) -> None:
     produce_args = argparse.Namespace(
         topic=args.topic, num_records=args.num_records, record_size=args.record_size, acks="1",
-        producer_props=["linger.ms=20", "batch.size=1000000"],
+        # No sticky partitioning: each null-key record goes to a random partition, so the
+        # partitions end up even (the sticky partitioner leaves them 20% apart).
+        producer_props=["linger.ms=20", "batch.size=1000000", "sticky.partitioning.linger.ms=0"],
     )
     stats = run_producer(bootstrap, produce_args)
     if stats.errors:
