@@ -2,33 +2,42 @@
 
 Starts a Strata broker (``bench/local_broker.py``) unless ``--bootstrap`` names a running
 cluster, fills a topic of ``--partitions`` partitions with ``--num-records`` records of
-``--record-size`` bytes (untimed; ``--no-fill`` when it already holds them), then, in one local
-SparkSession, times two full scans written to Spark's ``noop`` sink (every column is
-materialised, nothing is stored):
+``--record-size`` bytes (untimed; null keys spread evenly, one random partition per record,
+so the Spark partitions are as even as the others'; ``--no-fill`` when the topic already holds
+them), then, in one local SparkSession, times three full scans written to Spark's ``noop``
+sink (every column is materialised, nothing is stored):
 
 - the baseline: ``spark.range(N)`` projected to the Kafka source's columns (a null key, a value
   of ``--record-size`` bytes, topic, partition, offset, timestamp, timestampType), generated in
-  the JVM;
+  the JVM (the value is a literal Spark folds to a constant: the JVM at its fastest);
 - the ceiling of PySpark's Python Data Source API itself: a source (``constant_source``)
-  whose ``read()`` yields prebuilt Arrow batches of the same schema, touching no broker, in as
-  many partitions as the topic;
-- ``spark.read.format("strata")`` over the topic (``minPartitions`` = Spark's parallelism).
+  whose ``read()`` yields prebuilt Arrow batches of the same schema, touching no broker;
+- ``spark.read.format("strata")`` over the topic (``minPartitions`` = the cores).
 
-Each is run ``--runs`` times (default 2: the first warms the JVM and the Python workers) and
-the best is reported, in consumer-perf-test's summary format, then the ratio::
+All three have as many input partitions as the strata scan. A warm-up round (JIT, Python
+workers, numba's cache) is not counted, then ``--runs`` rounds (default 5) each run the three
+scans in turn, so a burst of load on a shared machine hits all of them; the best of each is
+printed in consumer-perf-test's summary format, then the ratios, then each scan's median CPU
+seconds (the JVM, Spark's Python workers and a broker started here, from /proc: a figure load
+disturbs far less than wall time). On 2 shared cores (load average 5.0 -> 5.4)::
 
-    spark.range: 1000000 rows, 2060455.2 rows/sec (196.50 MB/sec), best of 2
-    python data source ceiling: 1000000 rows, 785880.0 rows/sec (74.95 MB/sec), best of 2
-    strata:      1000000 records consumed, 514400.8 records/sec (49.06 MB/sec), best of 2
-    strata / spark.range = 25.0%, strata / python data source ceiling = 65.5%
+    # action: df.write.format('noop') of all 7 columns; master local[*] (2 cores); ...
+    spark.range: 1000000 rows, 3869780.3 rows/sec (369.05 MB/sec), best of 10
+    python data source ceiling: 1000000 rows, 1833448.3 rows/sec (174.85 MB/sec), best of 10
+    strata:      1000000 records consumed, 1498115.4 records/sec (142.87 MB/sec), best of 10
+    strata / spark.range = 38.7%, strata / python data source ceiling = 81.7%
+    # CPU seconds per scan (median; JVM + Python workers): spark.range 0.53, python data ...
 
 Run: ``.venv/bin/python bench/spark_read.py [--num-records 1000000] [--record-size 100]
-[--partitions 4] [--bootstrap HOST:PORT [--no-fill]] [--master local[*]] [--runs 2]``.
+[--partitions 4] [--bootstrap HOST:PORT [--no-fill]] [--master local[*]] [--runs 5]
+[--min-partitions N] [--verbose]`` (``make bench-spark``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -91,20 +100,45 @@ def constant_source(rows: int, partitions: int, record_size: int):  # type: igno
 def fill(bootstrap: str, args: argparse.Namespace) -> None:
     produce_args = argparse.Namespace(
         topic=args.topic, num_records=args.num_records, record_size=args.record_size, acks="1",
-        producer_props=["linger.ms=20", "batch.size=1000000"],
+        # No sticky partitioning: each null-key record goes to a random partition, so the
+        # partitions end up even (the sticky partitioner leaves them 20% apart).
+        producer_props=["linger.ms=20", "batch.size=1000000", "sticky.partitioning.linger.ms=0"],
     )
     stats = run_producer(bootstrap, produce_args)
     if stats.errors:
         raise SystemExit(f"filling the topic failed for {stats.errors} records")
 
 
-def best_of(runs: int, action: Callable[[], None]) -> float:
-    best = float("inf")
-    for _ in range(runs):
-        start = time.perf_counter()
-        action()
-        best = min(best, time.perf_counter() - start)
-    return best
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds used so far by ``root`` and every process below it (the JVM, Spark's Python
+    workers, a broker this script started), read from /proc; 0 where /proc is missing."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    used: dict[int, int] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        used[pid] = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    total = 0
+    for pid in used:
+        walk = pid
+        while walk > 1 and walk != root:
+            walk = parents.get(walk, 0)
+        if walk == root:
+            total += used[pid]
+    return total / tick
+
+
+def timed(action: Callable[[], None]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process tree) of ``action``."""
+    cpu = tree_cpu_s(os.getpid())
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start, tree_cpu_s(os.getpid()) - cpu
 
 
 def bench(bootstrap: str, args: argparse.Namespace) -> None:
@@ -114,10 +148,20 @@ def bench(bootstrap: str, args: argparse.Namespace) -> None:
 
     spark = get_session("strata-bench-spark-read", master=args.master)
     spark.sparkContext.setLogLevel("ERROR")
-    parallelism = spark.sparkContext.defaultParallelism
+    cores = spark.sparkContext.defaultParallelism
     n = args.num_records
 
-    baseline = spark.range(0, n, numPartitions=max(parallelism, args.partitions)).select(
+    strata = (spark.read.format("strata").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", args.topic)
+              .option("minPartitions", str(args.min_partitions or cores)).load())
+    counted = strata.count()
+    if counted != n:
+        raise SystemExit(f"the topic holds {counted} records, expected {n} (use --no-fill "
+                         "only when it holds exactly --num-records)")
+    partitions = strata.rdd.getNumPartitions()
+    # The same columns and as many input partitions as the strata scan; value is a literal
+    # that Spark folds to a constant, so the baseline is JVM generation at its fastest.
+    baseline = spark.range(0, n, numPartitions=partitions).select(
         F.lit(None).cast("binary").alias("key"),
         F.expr(f"unhex(repeat('ab', {args.record_size}))").alias("value"),
         F.lit(args.topic).alias("topic"),
@@ -126,25 +170,31 @@ def bench(bootstrap: str, args: argparse.Namespace) -> None:
         F.current_timestamp().alias("timestamp"),
         F.lit(0).alias("timestampType"),
     )
-    strata = (spark.read.format("strata").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", args.topic)
-              .option("minPartitions", str(parallelism)).load())
-    counted = strata.count()
-    if counted != n:
-        raise SystemExit(f"the topic holds {counted} records, expected {n} (use --no-fill "
-                         "only when it holds exactly --num-records)")
+    spark.dataSource.register(constant_source(n, partitions, args.record_size))
+    ceiling = spark.read.format("bench-constant").load()
+    frames = {"spark.range": baseline, "python data source ceiling": ceiling, "strata": strata}
 
     def scan(df):  # type: ignore[no-untyped-def]
         return lambda: df.write.format("noop").mode("overwrite").save()
 
-    spark.dataSource.register(constant_source(n, strata.rdd.getNumPartitions(),
-                                              args.record_size))
-    ceiling = spark.read.format("bench-constant").load()
-
-    base_s = best_of(args.runs, scan(baseline))
-    ceiling_s = best_of(args.runs, scan(ceiling))
-    strata_s = best_of(args.runs, scan(strata))
+    load_before = os.getloadavg()[0]
+    times: dict[str, list[float]] = {name: [] for name in frames}
+    cpus: dict[str, list[float]] = {name: [] for name in frames}
+    # Rounds interleave the three scans, so a burst of load on the shared machine hits all
+    # of them; warm-up rounds (JIT, Python workers, numba's cache) are not counted.
+    for round_ in range(args.warmup + args.runs):
+        for name, df in frames.items():
+            elapsed, cpu = timed(scan(df))
+            if round_ >= args.warmup:
+                times[name].append(elapsed)
+                cpus[name].append(cpu)
+    load_after = os.getloadavg()[0]
+    base_s, ceiling_s, strata_s = (min(times[name]) for name in frames)
     mb = n * args.record_size / MIB
+    print(f"# action: df.write.format('noop') of all 7 columns; master {args.master} "
+          f"({cores} cores); {partitions} input partitions each; best of {args.runs} "
+          f"interleaved rounds after {args.warmup} warm-up; load average "
+          f"{load_before:.2f} -> {load_after:.2f}")
     print(f"spark.range: {n} rows, {n / base_s:.1f} rows/sec ({mb / base_s:.2f} MB/sec), "
           f"best of {args.runs}")
     print(f"python data source ceiling: {n} rows, {n / ceiling_s:.1f} rows/sec "
@@ -153,6 +203,13 @@ def bench(bootstrap: str, args: argparse.Namespace) -> None:
           f"({mb / strata_s:.2f} MB/sec), best of {args.runs}")
     print(f"strata / spark.range = {100 * base_s / strata_s:.1f}%, strata / python data source "
           f"ceiling = {100 * ceiling_s / strata_s:.1f}%", flush=True)
+    print("# CPU seconds per scan (median; JVM + Python workers"
+          + ("" if args.bootstrap else " + broker") + "): "
+          + ", ".join(f"{name} {statistics.median(cpus[name]):.2f}" for name in frames))
+    if args.verbose:
+        for name, values in times.items():
+            print(f"# {name} rows/sec per round: "
+                  + " ".join(f"{n / t:.0f}" for t in values))
     spark.stop()
 
 
@@ -166,7 +223,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-fill", action="store_true",
                         help="the topic already holds the records: only read")
     parser.add_argument("--master", default="local[*]")
-    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=1, help="untimed rounds first")
+    parser.add_argument("--min-partitions", type=int,
+                        help="the strata scan's minPartitions (default: the cores)")
+    parser.add_argument("--verbose", action="store_true", help="print every round's figure")
     args = parser.parse_args(argv)
 
     def run(bootstrap: str) -> None:
