@@ -18,7 +18,7 @@ import pytest
 
 from ..broker_process import BrokerProcess
 from .group_worker import SESSION_TIMEOUT_MS
-from .kafka_ops import committed, describe, end_offsets, fresh_topic, produce
+from .kafka_ops import TP, committed, describe, end_offsets, fresh_topic, produce
 from .ledger import all_committed, check_processing, expected_positions
 from .workers import CLIENTS, WAIT_S, Group
 
@@ -46,9 +46,9 @@ def test_committed_offsets_and_group_survive_a_broker_restart(
                           WAIT_S, "two members to process and commit the first 2,000 records")
         offsets_before = committed(bootstrap, group_id, everything)
         assert offsets_before == first
-        state_before, members_before = describe(bootstrap, group_id)
-        assert state_before == "STABLE" and len(members_before) == 2, (state_before,
-                                                                        members_before)
+        # A member may rejoin right after its first assignment (kafka-python's leader does
+        # when its metadata snapshot changed): wait for the group to settle, with a deadline.
+        members_before = _stable_group(bootstrap, group_id, 2)
 
         stopped_at = time.monotonic()
         code = broker.restart(hard=hard)
@@ -80,3 +80,15 @@ def test_committed_offsets_and_group_survive_a_broker_restart(
         assert committed(bootstrap, group_id, ends) == ends
         for member in members:
             group.members[member].stop()
+
+
+def _stable_group(bootstrap: str, group_id: str, size: int) -> dict[str, set[TP]]:
+    """The group's members and assignment once it is STABLE with ``size`` members and every
+    member holds partitions (WAIT_S at most)."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        state, members = describe(bootstrap, group_id)
+        if state == "STABLE" and len(members) == size and all(members.values()):
+            return members
+        assert time.monotonic() < deadline, (state, members)
+        time.sleep(0.1)
