@@ -36,6 +36,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
+from .process_control import signal_and_wait
+
 READY_TIMEOUT_S: Final = 30.0
 STOP_TIMEOUT_S: Final = 20.0
 KILL_TIMEOUT_S: Final = 10.0
@@ -146,16 +148,7 @@ class BrokerProcess:
         process = self.process
         if process is None:
             raise RuntimeError("broker was never started")
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, sig)  # by PID: the broker only, never its process group
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(process.pid, signal.SIGKILL)
-                process.wait(KILL_TIMEOUT_S)
-        return process.returncode
+        return signal_and_wait(process, sig, timeout)  # by PID: never its process group
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import ssl
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from typing import Final
 import httpx
 
 from ..broker_process import free_port
+from ..process_control import signal_and_wait
 
 START_TIMEOUT_S: Final = 30.0
 STOP_TIMEOUT_S: Final = 20.0
@@ -102,16 +102,7 @@ class AdminProcess:
         process = self.process
         if process is None:
             raise RuntimeError("never started")
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGTERM)
-            try:
-                process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(process.pid, signal.SIGKILL)
-                process.wait(10)
-        return process.returncode
+        return signal_and_wait(process, timeout=STOP_TIMEOUT_S)
 
     def log_tail(self, lines: int = 60) -> str:
         try:

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -23,6 +21,7 @@ from typing import Any, Final
 import httpx
 
 from ..broker_process import free_port
+from ..process_control import signal_and_wait
 
 READY_TIMEOUT_S: Final = 30.0
 
@@ -92,16 +91,7 @@ class PrometheusProcess:
         process = self.process
         if process is None:
             return 0
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGTERM)
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(process.pid, signal.SIGKILL)
-                process.wait(10)
-        return process.returncode
+        return signal_and_wait(process)
 
     def log_tail(self, lines: int = 40) -> str:
         try:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..broker_process import free_port
+from ..process_control import signal_and_wait
 
 T = TypeVar("T")
 
@@ -65,16 +65,7 @@ class OperatorProcess:
         process = self.process
         if process is None:
             return None
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(process.pid, signal.SIGKILL)
-                process.wait(10)
-        return process.returncode
+        return signal_and_wait(process, timeout=timeout)
 
     def log_tail(self, lines: int = 60) -> str:
         try:
