@@ -13,16 +13,13 @@ pods outdated, which the operator rolls after logging in with the new password.
 from __future__ import annotations
 
 import base64
-import contextlib
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -34,6 +31,7 @@ from strata.operator.builders import CONFIG_HASH_ANNOTATION
 from strata.operator.kube import Kube
 
 from ..broker_process import BrokerProcess, free_port
+from ..security import logins
 from .kube_mock import KubeMock, StatefulSetController
 from .operator_process import OperatorProcess, running_operator, wait_until
 
@@ -116,21 +114,10 @@ def users_status(kube: Kube) -> dict[str, tuple[str, str, str | None]]:
 
 
 def can_log_in(port: int, user: str, password: str, mechanism: str = "SCRAM-SHA-512") -> bool:
-    """Metadata answered (True) or the login refused (False: _AUTHENTICATION reported)."""
-    errors: list[KafkaError] = []
-    client = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}",
-                          "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
-                          "sasl.username": user, "sasl.password": password,
-                          "error_cb": errors.append, "log_level": 0})
-    deadline = time.monotonic() + LOGIN_TIMEOUT_S
-    while time.monotonic() < deadline:
-        with contextlib.suppress(KafkaException):
-            client.list_topics(timeout=0.5)
-            return True
-        client.poll(0)
-        if any(e.code() == KafkaError._AUTHENTICATION for e in errors):
-            return False
-    raise AssertionError(f"{user}'s login neither succeeded nor failed: {errors}")
+    return logins.can_log_in({"bootstrap.servers": f"127.0.0.1:{port}",
+                              "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+                              "sasl.username": user, "sasl.password": password},
+                             LOGIN_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")

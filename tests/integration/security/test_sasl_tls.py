@@ -10,7 +10,6 @@ connection).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
 import ssl
 import struct
@@ -19,7 +18,7 @@ import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -36,6 +35,7 @@ from strata.protocol import RequestHeader, build_request, decode_response, encod
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 
+from . import logins
 from .conftest import SecureBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
@@ -294,19 +294,8 @@ def test_scram_users_through_confluent_kafka_admin(secure_broker: SecureBroker) 
             future.result(timeout=TIMEOUT_S)
 
     def can_log_in(password: str) -> bool:
-        """Metadata answered (True) or the login refused (False: _AUTHENTICATION reported)."""
-        errors: list[KafkaError] = []
-        client = AdminClient({**config, "sasl.username": "frank", "sasl.password": password,
-                              "error_cb": errors.append})
-        deadline = time.monotonic() + TIMEOUT_S
-        while time.monotonic() < deadline:
-            with contextlib.suppress(KafkaException):
-                client.list_topics(timeout=0.5)
-                return True
-            client.poll(0)
-            if any(e.code() == KafkaError._AUTHENTICATION for e in errors):
-                return False
-        raise AssertionError(f"frank's login neither succeeded nor failed: {errors}")
+        return logins.can_log_in({**config, "sasl.username": "frank", "sasl.password": password},
+                                 TIMEOUT_S)
 
     alter(UserScramCredentialUpsertion("frank", info, b"frank-1"))
     assert can_log_in("frank-1")
