@@ -52,6 +52,17 @@ class RangePartition(InputPartition):
         self.offset_range = offset_range
 
 
+def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """The records of one planned partition. When a plan has no partition at all (an empty
+    topic, an empty offset range), Spark still runs one task, with ``InputPartition(None)``:
+    it reads nothing."""
+    if isinstance(partition, RangePartition):
+        return kafka_io.read_range(options, partition.offset_range)
+    if partition.value is None:
+        return iter(())
+    raise TypeError(f"not a partition planned by the strata source: {partition!r}")
+
+
 def _start_positions(options: SourceOptions, partitions: list[tuple[str, int]],
                      log_start: Positions, latest: Positions) -> Positions:
     if options.starting_timestamp_ms is not None:
@@ -85,8 +96,7 @@ class StrataBatchReader(DataSourceReader):
         return _plan(options, start, end, log_start)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
-        yield from kafka_io.read_range(self.options, partition.offset_range)
+        return _read(self.options, partition)
 
 
 class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -143,8 +153,7 @@ class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _plan(self.options, start_at, end_at, log_start)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
-        yield from kafka_io.read_range(self.options, partition.offset_range)
+        return _read(self.options, partition)
 
     def commit(self, end: dict[str, dict[str, int]]) -> None:
         """Nothing to do: offsets live in Spark's checkpoint, never in the brokers."""

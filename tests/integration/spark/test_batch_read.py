@@ -124,3 +124,17 @@ def test_ending_offsets_past_the_log_are_an_error_naming_the_option(
     with pytest.raises(AnalysisException, match="endingOffsets: offset 5"):
         read(spark, bootstrap, subscribe=topic,
              endingOffsets=json.dumps({topic: {"0": 5}})).collect()
+
+
+def test_an_empty_topic_or_an_empty_offset_range_reads_no_rows(
+    spark: SparkSession, bootstrap: str
+) -> None:
+    empty = new_topic(bootstrap, 2)
+    assert read(spark, bootstrap, subscribe=empty).count() == 0
+
+    topic = new_topic(bootstrap, 2)
+    produce(bootstrap, topic, [Record(p, b"v") for p in (0, 1)])
+    nothing = json.dumps({topic: {"0": 0, "1": 0}})
+    assert read(spark, bootstrap, subscribe=topic, endingOffsets=nothing).collect() == []
+    # Spark hands read() its placeholder partition when the plan has none: still no rows.
+    assert read(spark, bootstrap, subscribePattern="no-such-topic-.*").count() == 0
