@@ -23,7 +23,9 @@ whenever the Python loop drains its queue slower than fetches fill it, with any 
 measured 0.25 M vs 0.85 M records/s here); override with ``--consumer-props``. The figures
 are client-bound: the broker spends ~0.1 s of CPU per 100 MB served (sendfile).
 
-When it starts the broker it also prints the broker's own CPU time per record consumed;
+It prints the client's CPU per record, split between the Python thread (confluent-kafka
+builds one ``Message`` per record there) and librdkafka's threads, and, when it starts the
+broker, the broker's own CPU time per record consumed;
 ``--cprofile FILE`` profiles the broker's CPU while consuming (``bench/cprofile_broker.py``).
 
 Run: ``.venv/bin/python bench/consume.py [--num-records 1000000] [--record-size 100]
@@ -51,7 +53,7 @@ from confluent_kafka import (
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cprofile_broker import profiling, summary
 from local_broker import local_broker
-from process_cpu import cpu_seconds
+from process_cpu import client_cpu, cpu_seconds
 from produce import create_topic, parse_props, run_producer
 
 MIB = 1024 * 1024
@@ -164,9 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             fill(bootstrap, args)
         warm_up_group_coordinator(bootstrap, args.topic)
         cpu_before = cpu_seconds(pids)
-        with profiling(pids if args.cprofile else []):
+        with profiling(pids if args.cprofile else []), client_cpu() as client:
             records, nbytes, start, end = consume(bootstrap, args)
         report(records, nbytes, start, end)
+        print(client[0].line(records), flush=True)
         if pids:
             cpu = cpu_seconds(pids) - cpu_before
             print(f"broker CPU: {cpu:.2f} s, {cpu * 1e6 / max(records, 1):.2f} us/record",

@@ -17,9 +17,10 @@ call and that append.
 
 Run: ``.venv/bin/python bench/produce.py [--num-records 1000000] [--record-size 100]
 [--acks 1] [--partitions 1] [--bootstrap HOST:PORT] [--producer-props k=v ...]``.
-When it starts the broker it also prints the broker's own CPU time per record
-(``bench/process_cpu.py``); ``--cprofile FILE`` profiles the broker's CPU while the records are
-sent and prints the top functions (``bench/cprofile_broker.py``).
+It prints the client's CPU per record (the Python thread, librdkafka's threads) and, when it
+starts the broker, the broker's own CPU time per record (``bench/process_cpu.py``);
+``--cprofile FILE`` profiles the broker's CPU while the records are sent and prints the top
+functions (``bench/cprofile_broker.py``).
 ``--replication`` runs issue 5's suite in one go: one broker at acks=1, then a 3-broker cluster
 (one SQLite metadata store) with replication factor 3 at acks=1 and at acks=all, and prints
 each figure as a share of the first.
@@ -40,7 +41,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cprofile_broker import profiling, summary
 from local_broker import local_broker, local_cluster
-from process_cpu import cpu_seconds
+from process_cpu import client_cpu, cpu_seconds
 
 MIB = 1024 * 1024
 REPORT_INTERVAL_S = 5.0
@@ -197,9 +198,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     def bench(bootstrap: str) -> None:
         create_topic(bootstrap, args.topic, args.partitions)
         cpu_before = cpu_seconds(pids)
-        with profiling(pids if args.cprofile else []):
+        with profiling(pids if args.cprofile else []), client_cpu() as client:
             stats = run_producer(bootstrap, args)
         stats.print_total()
+        print(client[0].line(stats.count), flush=True)
         if pids:
             cpu = cpu_seconds(pids) - cpu_before
             print(f"broker CPU: {cpu:.2f} s, {cpu * 1e6 / max(stats.count, 1):.2f} us/record",

@@ -4,17 +4,20 @@ A ``Throughput`` is records moved in a wall-clock interval (MB/s counts the reco
 bytes, ``record_size`` each, in MiB like Kafka's perf tools). A ``Row`` is one system/scenario:
 its produce and/or consume throughput, each with the CPU time the server process(es) spent
 meanwhile (``server_cpu_s``, from ``/proc``: per record, the one figure a shared machine hardly
-moves), an optional latency (p50, p99 in ms, with what it measures), and its durability setting
-in words. ``render_table`` prints the rows as one Markdown
-table (readable in a terminal and pasted as-is into the README) in which every row after the
-first states its produce and consume figures as a ratio to the first row's — Strata, 1 broker,
-acks=1 — so each peer is read against Strata's comparable figure.
+moves) and, where the benchmark's own client ran in this process, the client's CPU
+(``client_cpu``), an optional latency (p50, p99 in ms, with what it measures), and its
+durability setting in words. ``render_table`` prints the rows as one Markdown table (readable
+in a terminal and pasted as-is into the README) in which every row after the first states its
+produce and consume figures as a ratio to the first row's — Strata, 1 broker, acks=1 — so each
+peer is read against Strata's comparable figure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from process_cpu import ClientCpu
 
 MIB = 1024 * 1024
 
@@ -25,6 +28,7 @@ class Throughput:
     seconds: float
     record_size: int
     server_cpu_s: float | None = None  # CPU the server process(es) used meanwhile (/proc)
+    client_cpu: ClientCpu | None = None  # CPU this benchmark's own client used meanwhile
 
     @property
     def records_per_s(self) -> float:
@@ -33,6 +37,12 @@ class Throughput:
     @property
     def mb_per_s(self) -> float:
         return self.records_per_s * self.record_size / MIB
+
+    @property
+    def client_cpu_us_per_record(self) -> float | None:
+        if self.client_cpu is None:
+            return None
+        return (self.client_cpu.python_s + self.client_cpu.native_s) * 1e6 / max(self.records, 1)
 
     @property
     def server_cpu_us_per_record(self) -> float | None:
@@ -59,7 +69,8 @@ class Row:
 
 
 HEADER = ("system / scenario", "produce records/s", "produce MB/s", "consume records/s",
-          "consume MB/s", "server CPU us/record produce / consume", "latency p50 / p99 ms",
+          "consume MB/s", "server CPU us/record produce / consume",
+          "client CPU us/record produce / consume", "latency p50 / p99 ms",
           "durability", "vs Strata 1 broker")
 
 
@@ -70,8 +81,16 @@ def _rate(t: Throughput | None) -> tuple[str, str]:
 
 
 def _server_cpu(row: Row) -> str:
-    figures = [t.server_cpu_us_per_record if t is not None else None
-               for t in (row.produce, row.consume)]
+    return _cpu([t.server_cpu_us_per_record if t is not None else None
+                 for t in (row.produce, row.consume)])
+
+
+def _client_cpu(row: Row) -> str:
+    return _cpu([t.client_cpu_us_per_record if t is not None else None
+                 for t in (row.produce, row.consume)])
+
+
+def _cpu(figures: list[float | None]) -> str:
     if all(f is None for f in figures):
         return "-"
     return " / ".join("-" if f is None else f"{f:.2f}" for f in figures)
@@ -93,7 +112,7 @@ def table_cells(rows: Sequence[Row]) -> list[tuple[str, ...]]:
         latency = (f"{row.latency.p50_ms:.1f} / {row.latency.p99_ms:.1f} ({row.latency.what})"
                    if row.latency else "-")
         cells.append((f"{row.system}: {row.scenario}", *_rate(row.produce), *_rate(row.consume),
-                      _server_cpu(row), latency, row.durability,
+                      _server_cpu(row), _client_cpu(row), latency, row.durability,
                       "(reference)" if i == 0 else _ratio(row, rows[0])))
     return cells
 

@@ -17,7 +17,9 @@ before the next starts, so no two compete for the CPU:
 Then prints one table (``bench/results.py``) with each figure as a ratio to Strata's 1-broker
 figure, each server's own CPU time per record moved (``bench/process_cpu.py``: user + system
 seconds of its process(es) from ``/proc``, which a loaded machine hardly distorts, unlike the
-wall-clock rates), and the load average before and after (the machine may be shared).
+wall-clock rates), for Strata's rows the client's own CPU per record (confluent-kafka's Python
+thread + librdkafka's threads: what bounds those rates on 2 shared cores), and the load
+average before and after (the machine may be shared).
 ``--profile DIR`` also samples the 1-broker broker with py-spy during its produce and consume
 and prints the top frames (``bench/broker_profile.py``).
 
@@ -45,7 +47,7 @@ import redis_streams
 from broker_profile import format_top, py_spy_record
 from local_broker import local_broker, local_cluster
 from peer_servers import nats_server, redis_server
-from process_cpu import cpu_seconds
+from process_cpu import client_cpu, cpu_seconds
 from produce import create_topic, run_producer
 from results import Latency, Row, Throughput, render_table
 
@@ -100,12 +102,13 @@ def strata_single(args: argparse.Namespace) -> list[Row]:
                                  record_size=args.record_size, producer_props=[],
                                  timeout_s=args.timeout_s)
         cpu_before = cpu_seconds(pids)
-        with _maybe_profile(args.profile, pids, "strata-produce"):
+        with _maybe_profile(args.profile, pids, "strata-produce"), client_cpu() as producer:
             stats = run_producer(bootstrap, run)
             produce_s = time.perf_counter() - stats.start
         produce_cpu = cpu_seconds(pids) - cpu_before
         stats.print_total()
         _print_server_cpu("broker", produce_cpu, stats.count)
+        print(producer[0].line(stats.count), flush=True)
         if stats.errors or stats.count < args.num_records:
             raise RuntimeError(f"Strata produce: {stats.errors} records failed")
         lat = sorted(stats.latencies)
@@ -114,11 +117,12 @@ def strata_single(args: argparse.Namespace) -> list[Row]:
         consume_args = argparse.Namespace(topic=topic, num_records=args.num_records,
                                           partitions=1, consumer_props=[], timeout_s=30.0)
         cpu_before = cpu_seconds(pids)
-        with _maybe_profile(args.profile, pids, "strata-consume"):
+        with _maybe_profile(args.profile, pids, "strata-consume"), client_cpu() as consumer:
             records, nbytes, start, end = strata_consume.consume(bootstrap, consume_args)
         consume_cpu = cpu_seconds(pids) - cpu_before
         strata_consume.report(records, nbytes, start, end)
         _print_server_cpu("broker", consume_cpu, records)
+        print(consumer[0].line(records), flush=True)
         if records < args.num_records:
             raise RuntimeError(f"Strata consume: {records} of {args.num_records} records")
 
@@ -132,8 +136,10 @@ def strata_single(args: argparse.Namespace) -> list[Row]:
               f"{e2e.p99_ms:.2f} ms 99th, {e2e.max_ms:.2f} ms max.", flush=True)
     return [
         Row("Strata", "1 broker, acks=1 (confluent-kafka)", DURABILITY["strata-1"],
-            produce=Throughput(stats.count, produce_s, args.record_size, produce_cpu),
-            consume=Throughput(records, end - start, args.record_size, consume_cpu),
+            produce=Throughput(stats.count, produce_s, args.record_size, produce_cpu,
+                               producer[0]),
+            consume=Throughput(records, end - start, args.record_size, consume_cpu,
+                               consumer[0]),
             latency=Latency(lat[len(lat) // 2], lat[min(len(lat) - 1, int(0.99 * len(lat)))],
                             "produce->ack")),
         Row("Strata", f"1 broker, end-to-end at {args.latency_rate:,} records/s",
@@ -153,16 +159,19 @@ def strata_cluster(args: argparse.Namespace) -> Row:
                                  record_size=args.record_size, producer_props=[],
                                  timeout_s=args.timeout_s)
         cpu_before = cpu_seconds(pids)
-        stats = run_producer(bootstrap, run)
-        produce_s = time.perf_counter() - stats.start
+        with client_cpu() as producer:
+            stats = run_producer(bootstrap, run)
+            produce_s = time.perf_counter() - stats.start
         produce_cpu = cpu_seconds(pids) - cpu_before
         stats.print_total()
         _print_server_cpu("3 brokers'", produce_cpu, stats.count)
+        print(producer[0].line(stats.count), flush=True)
         if stats.errors or stats.count < args.num_records:
             raise RuntimeError(f"Strata acks=all produce: {stats.errors} records failed")
     lat = sorted(stats.latencies)
     return Row("Strata", "3 brokers, RF 3, acks=all (confluent-kafka)", DURABILITY["strata-3"],
-               produce=Throughput(stats.count, produce_s, args.record_size, produce_cpu),
+               produce=Throughput(stats.count, produce_s, args.record_size, produce_cpu,
+                                  producer[0]),
                latency=Latency(lat[len(lat) // 2], lat[min(len(lat) - 1, int(0.99 * len(lat)))],
                                "produce->ack"))
 

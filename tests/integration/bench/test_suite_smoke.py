@@ -3,7 +3,7 @@ a 3-broker Strata, redis-server (twice) and nats-server -js, all started and sto
 
 Asserts only that the harness works: it exits 0, prints the Kafka perf-test lines for Strata,
 and its table has every row with a positive figure in each cell that row measures (and a
-server CPU figure beside each throughput). No timing
+server CPU figure beside each throughput, and the client's CPU beside Strata's). No timing
 assertions: the machine may be loaded. Needs Debian's redis-server, redis-tools and nats-server
 (``make test`` installs them; this test installs nothing).
 """
@@ -58,6 +58,16 @@ def test_suite_prints_every_row_with_positive_figures() -> None:
         assert len(names) == 1, f"{prefix!r} rows: {names} in\n{out}"
         cells = by_name[names[0]]
         cpu = cells["server CPU us/record produce / consume"].split(" / ")
+        client = cells["client CPU us/record produce / consume"].split(" / ")
+        # The client's CPU is measured where it runs in the suite's process: confluent-kafka.
+        ours = prefix.startswith("Strata") and bool({"produce", "consume"} & set(measured))
+        if ours:
+            if "produce" in measured:
+                assert _number(client[0]) > 0
+            if "consume" in measured:
+                assert _number(client[1]) > 0
+        else:
+            assert client == ["-"]
         if "produce" in measured:
             assert _number(cells["produce records/s"]) > 0
             assert _number(cells["produce MB/s"]) > 0
