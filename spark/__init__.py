@@ -2,8 +2,10 @@
 
 ``StrataDataSource`` (``name() == "strata"``) mirrors Spark's Kafka source and sink options and
 schema, so a job changes only ``format("kafka")`` to ``format("strata")`` after
-``spark.dataSource.register(StrataDataSource)``. No JVM jar is needed: brokers are reached
-through confluent-kafka from the Python workers. Modules: ``options`` (option parsing) and
+``spark.dataSource.register(StrataDataSource)``. No JVM jar is needed: the Python workers
+fetch record batches themselves (``partition_fetcher`` over ``broker_connection``, decoded by
+``record_columns``) and use confluent-kafka for planning, writing and any login they do not
+speak. Modules: ``options`` (option parsing) and
 ``offsets`` (offset arithmetic) are pure and import no pyspark; ``schema``, ``kafka_io`` (every
 client call), ``reader``, ``writer``, ``source`` (the ``DataSource``), ``session`` (a local
 session for jobs and tests) and ``pipelines`` (example jobs) need the ``spark`` extra.

@@ -190,9 +190,10 @@ def _to_batch(messages: list[Message], offsets: list[int], topic: str, partition
 def read_range(options: SourceOptions, offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
     """The records of ``offset_range`` as Arrow batches (executor side).
 
-    Plaintext connections take the direct path
+    Connections take the direct path
     (:func:`strata.spark.partition_fetcher.read_range_direct`: raw Fetch responses decoded
-    column-wise); TLS and SASL take the librdkafka consumer below.
+    column-wise) for PLAINTEXT, SSL and SASL PLAIN/SCRAM; any other login (e.g. GSSAPI) takes
+    the librdkafka consumer below.
 
     If the partition's first available record is past ``from_offset`` because retention
     removed the start, that is data loss: it raises with ``failOnDataLoss=true`` and skips with

@@ -1,12 +1,13 @@
-"""Reading one offset range with Kafka Fetch requests on a plain socket (executor side).
+"""Reading one offset range with Kafka Fetch requests on our own connection (executor side).
 
 Owns :func:`read_range_direct`, the fast path of :func:`strata.spark.kafka_io.read_range`:
 instead of a librdkafka consumer (which hands Python one ``Message`` object per record), it
 asks the partition's leader for raw record batches (Fetch v11: requests encoded by
 :mod:`strata.protocol`, responses read by :mod:`strata.spark.fetch_codec`, records left in the
 receive buffer) and turns each response into one Arrow batch with
-:func:`strata.spark.record_columns.decode`. Used only for ``security.protocol=PLAINTEXT``
-(:func:`supports`); anything else keeps the librdkafka path.
+:func:`strata.spark.record_columns.decode`. Used for PLAINTEXT, SSL and SASL (PLAIN, SCRAM)
+connections (:func:`supports`, :mod:`strata.spark.broker_connection`); anything else (e.g.
+GSSAPI) keeps the librdkafka path.
 
 Invariants (the same as the librdkafka path's):
 
@@ -18,29 +19,24 @@ Invariants (the same as the librdkafka path's):
   ``failOnDataLoss=true``, otherwise a warning and reading goes on at the log start;
 - without progress for ``kafkaConsumer.pollTimeoutMs`` (leader unknown, records expected but
   not there) it raises :class:`TimeoutError` naming the offsets;
-- leadership errors re-read the metadata and retry; the socket is closed on every exit.
+- leadership errors and lost connections re-read the metadata and retry; a refused login or
+  an untrusted certificate raises at once (``AuthenticationError``); the socket is closed on
+  every exit.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
-import socket
-import struct
 import time
 from collections.abc import Iterator
 from typing import Any, Final
 
 import pyarrow as pa
 
-from strata.protocol import (
-    ApiKey,
-    ErrorCode,
-    RequestHeader,
-    build_request,
-    decode_response,
-    encode_request,
-)
+from strata.broker.security.listeners import ClientSecurity
+from strata.protocol import ApiKey, ErrorCode
+from strata.spark import broker_connection
+from strata.spark.broker_connection import BrokerConnection
 from strata.spark.fetch_codec import PartitionAnswer, parse_fetch_response
 from strata.spark.offsets import DataLossError, OffsetRange
 from strata.spark.options import SourceOptions
@@ -56,8 +52,6 @@ EARLIEST_TIMESTAMP: Final = -2
 # kafka.max.partition.fetch.bytes says otherwise (Kafka returns a larger first batch whole).
 FETCH_MAX_BYTES: Final = 8 * 1024 * 1024
 FETCH_MAX_WAIT_MS: Final = 100
-REQUEST_TIMEOUT_S: Final = 30.0
-_SIZE: Final = struct.Struct(">i")
 _RETRY_S: Final = 0.1
 _LEADERSHIP_ERRORS: Final = frozenset({
     ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available,
@@ -68,72 +62,13 @@ _LEADERSHIP_ERRORS: Final = frozenset({
 
 
 def supports(options: SourceOptions) -> bool:
-    """Whether the options allow the direct path: a plaintext connection, no SASL/TLS."""
-    config = options.client_config
-    protocol = str(config.get("security.protocol", "plaintext")).lower()
-    return protocol == "plaintext" and not any(
-        key.startswith(("sasl.", "ssl.")) for key in config)
+    """Whether the direct path can log in as the options say: PLAINTEXT, SSL (mutual TLS
+    too), or SASL PLAIN/SCRAM over either (:mod:`strata.spark.broker_connection`)."""
+    return broker_connection.supported(options.client_config)
 
 
 class RetriableError(Exception):
     """The leader moved or is not known yet: re-read the metadata and try again."""
-
-
-class _Connection:
-    """One blocking connection; one request at a time. Responses are read into one buffer
-    that the next response overwrites (no allocation and zero-filling per fetch)."""
-
-    def __init__(self, host: str, port: int, client_id: str) -> None:
-        self.sock = socket.create_connection((host, port), timeout=REQUEST_TIMEOUT_S)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.client_id = client_id
-        self._ids = itertools.count(1)
-        self._buffer = bytearray(64 * 1024)
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def request(self, api_key: int, version: int, fields: dict[str, Any]) -> Any:
-        """Send a request; its response decoded by :mod:`strata.protocol` (kio)."""
-        correlation_id = self._send(api_key, version, fields)
-        got, body = decode_response(self._read_frame(), api_key, version)
-        self._check(got, correlation_id)
-        return body
-
-    def request_raw(self, api_key: int, version: int, fields: dict[str, Any]) -> memoryview:
-        """Send a request with a v0 response header; the response body, valid until the next
-        request on this connection."""
-        correlation_id = self._send(api_key, version, fields)
-        frame = self._read_frame()
-        self._check(_SIZE.unpack_from(frame, 0)[0], correlation_id)
-        return frame[4:]
-
-    def _send(self, api_key: int, version: int, fields: dict[str, Any]) -> int:
-        correlation_id = next(self._ids)
-        self.sock.sendall(encode_request(
-            RequestHeader(api_key, version, correlation_id, self.client_id),
-            build_request(api_key, version, fields)))
-        return correlation_id
-
-    @staticmethod
-    def _check(got: int, correlation_id: int) -> None:
-        if got != correlation_id:
-            raise ConnectionError(f"response correlation id {got}, expected {correlation_id}")
-
-    def _read_frame(self) -> memoryview:
-        (size,) = _SIZE.unpack(self._read_into(memoryview(bytearray(4))))
-        if size > len(self._buffer):
-            self._buffer = bytearray(size)
-        return self._read_into(memoryview(self._buffer)[:size])
-
-    def _read_into(self, buf: memoryview) -> memoryview:
-        at, size = 0, len(buf)
-        while at < size:
-            got = self.sock.recv_into(buf[at:])
-            if not got:
-                raise ConnectionError("the broker closed the connection")
-            at += got
-        return buf.toreadonly()
 
 
 def _bootstrap_addresses(options: SourceOptions) -> list[tuple[str, int]]:
@@ -145,12 +80,12 @@ def _bootstrap_addresses(options: SourceOptions) -> list[tuple[str, int]]:
 
 
 def _leader_address(options: SourceOptions, topic: str, partition: int,
-                    client_id: str) -> tuple[str, int]:
+                    client_id: str, security: ClientSecurity | None) -> tuple[str, int]:
     """Ask each bootstrap server in turn for the partition's leader."""
     failures = []
     for host, port in _bootstrap_addresses(options):
         try:
-            connection = _Connection(host, port, client_id)
+            connection = BrokerConnection(host, port, client_id, security)
         except OSError as exc:
             failures.append(f"{host}:{port}: {exc}")
             continue
@@ -180,18 +115,19 @@ class _PartitionReader:
         self.read_committed = level != "read_uncommitted"
         self.max_bytes = int(options.client_config.get("max.partition.fetch.bytes",
                                                        FETCH_MAX_BYTES))
-        self.connection: _Connection | None = None
+        self.security = broker_connection.security_of(options.client_config)
+        self.connection: BrokerConnection | None = None
 
     def close(self) -> None:
         if self.connection is not None:
             self.connection.close()
             self.connection = None
 
-    def _connected(self) -> _Connection:
+    def _connected(self) -> BrokerConnection:
         if self.connection is None:
             host, port = _leader_address(self.options, self.range.topic, self.range.partition,
-                                         self.client_id)
-            self.connection = _Connection(host, port, self.client_id)
+                                         self.client_id, self.security)
+            self.connection = BrokerConnection(host, port, self.client_id, self.security)
         return self.connection
 
     def _partition_request(self, api_key: int, version: int,
