@@ -2,12 +2,14 @@
 (except plaintext reads, which :mod:`strata.spark.partition_fetcher` serves with raw Fetch).
 
 Driver side (planning): :func:`discover_partitions`, :func:`watermarks` and
-:func:`offsets_for_timestamp` open a short-lived consumer per call and close it. Executor side:
+:func:`offsets_for_timestamp` open a short-lived consumer per call and close it, unless the
+caller keeps a :func:`planning_consumer` between calls (the streaming reader). Executor side:
 :func:`read_range` reads one :class:`~strata.spark.offsets.OffsetRange` into Arrow record
 batches. Invariants:
 
 - nothing here is held on an object Spark pickles: each function opens and closes its own
-  client, so readers and writers stay picklable;
+  client, or uses the one its caller keeps out of its pickled state, so readers and writers
+  stay picklable;
 - consumers only ``assign()`` explicit partitions at explicit offsets with
   ``enable.auto.commit=false`` and never commit: offsets live in Spark's checkpoint only (a
   ``group.id`` is still set because confluent-kafka requires one; it is never joined);
@@ -24,6 +26,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Final, cast
 
 import numpy as np
@@ -76,17 +79,35 @@ def _check_error(partition: TopicPartition, what: str) -> None:
         raise RuntimeError(f"{what}: no offset for {partition.topic}-{partition.partition}")
 
 
-def discover_partitions(options: SourceOptions) -> list[TP]:
+@contextmanager
+def _driver_consumer(options: SourceOptions, kept: Consumer | None) -> Iterator[Consumer]:
+    """``kept`` if the caller keeps a consumer between calls, else a new one closed after."""
+    if kept is not None:
+        yield kept
+        return
+    consumer = Consumer(consumer_config(options, "driver"))
+    try:
+        yield consumer
+    finally:
+        consumer.close()
+
+
+def planning_consumer(options: SourceOptions) -> Consumer:
+    """A driver-side consumer to keep between planning calls (a streaming query plans every
+    trigger; a new librdkafka client costs ~60 ms to bootstrap). Its holder must not let Spark
+    pickle it and must ``close()`` it."""
+    return Consumer(consumer_config(options, "driver"))
+
+
+def discover_partitions(options: SourceOptions, consumer: Consumer | None = None) -> list[TP]:
     """The partitions the subscription names right now, sorted.
 
     ``subscribe`` topics that do not exist (yet) contribute none, like a Kafka consumer; an
-    ``assign`` partition that does not exist is an error naming it.
+    ``assign`` partition that does not exist is an error naming it. ``consumer``: a kept
+    :func:`planning_consumer`, else one is opened for the call.
     """
-    consumer = Consumer(consumer_config(options, "driver"))
-    try:
-        metadata = consumer.list_topics(timeout=METADATA_TIMEOUT_S)
-    finally:
-        consumer.close()
+    with _driver_consumer(options, consumer) as client:
+        metadata = client.list_topics(timeout=METADATA_TIMEOUT_S)
     found: list[TP] = []
     for name, topic in metadata.topics.items():
         if topic.error is not None or not options.matches(name):
@@ -102,20 +123,18 @@ def discover_partitions(options: SourceOptions) -> list[TP]:
     return sorted(found)
 
 
-def watermarks(options: SourceOptions, partitions: Iterable[TP]) -> tuple[Positions, Positions]:
+def watermarks(options: SourceOptions, partitions: Iterable[TP],
+               consumer: Consumer | None = None) -> tuple[Positions, Positions]:
     """``(log_start_offset, high_watermark)`` per partition, asked of the leaders now."""
     log_start: Positions = {}
     latest: Positions = {}
-    consumer = Consumer(consumer_config(options, "driver"))
-    try:
+    with _driver_consumer(options, consumer) as client:
         for topic, partition in partitions:
-            low, high = consumer.get_watermark_offsets(
+            low, high = client.get_watermark_offsets(
                 TopicPartition(topic, partition), timeout=METADATA_TIMEOUT_S, cached=False
             )
             log_start[(topic, partition)] = int(low)
             latest[(topic, partition)] = int(high)
-    finally:
-        consumer.close()
     return log_start, latest
 
 

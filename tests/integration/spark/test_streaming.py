@@ -126,3 +126,26 @@ def test_a_failed_batch_is_replayed_with_the_same_offsets(
     assert sorted((r.partition, r.offset) for r in rows) == sorted(
         [(0, o) for o in range(12)] + [(1, o) for o in range(12)])
     assert values(rows) == sorted(r.value for r in records)
+
+
+def test_the_stream_reader_keeps_its_consumer_out_of_what_spark_pickles(bootstrap: str) -> None:
+    from pyspark import cloudpickle
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from strata.spark.options import parse_source_options
+    from strata.spark.reader import StrataStreamReader
+
+    topic = new_topic(bootstrap, 2)
+    produce(bootstrap, topic, [Record(p, b"v") for p in (0, 1, 1)])
+    reader = StrataStreamReader(parse_source_options(
+        {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, streaming=True))
+    start = reader.initialOffset()  # plans with the consumer the reader keeps
+
+    copy = cloudpickle.loads(cloudpickle.dumps(reader))  # a librdkafka client cannot pickle
+
+    end = {topic: {"0": 1, "1": 2}}
+    assert reader.latestOffset(start, ReadAllAvailable()) == end
+    assert copy.latestOffset(start, ReadAllAvailable()) == end
+    for planner in (reader, copy):
+        planner.stop()
+        planner.stop()  # stopping twice is harmless
