@@ -19,14 +19,14 @@ workers, numba's cache) is not counted, then ``--runs`` rounds (default 5) each 
 scans in turn, so a burst of load on a shared machine hits all of them; the best of each is
 printed in consumer-perf-test's summary format, then the ratios, then each scan's median CPU
 seconds (the JVM, Spark's Python workers and a broker started here, from /proc: a figure load
-disturbs far less than wall time). On 2 shared cores (load average 5.0 -> 5.4)::
+disturbs far less than wall time). On 2 shared cores (load average 2.41 -> 2.77)::
 
     # action: df.write.format('noop') of all 7 columns; master local[*] (2 cores); ...
-    spark.range: 1000000 rows, 3869780.3 rows/sec (369.05 MB/sec), best of 10
-    python data source ceiling: 1000000 rows, 1833448.3 rows/sec (174.85 MB/sec), best of 10
-    strata:      1000000 records consumed, 1498115.4 records/sec (142.87 MB/sec), best of 10
-    strata / spark.range = 38.7%, strata / python data source ceiling = 81.7%
-    # CPU seconds per scan (median; JVM + Python workers): spark.range 0.53, python data ...
+    spark.range: 1000000 rows, 2941275.3 rows/sec (280.50 MB/sec), best of 5
+    python data source ceiling: 1000000 rows, 1103607.8 rows/sec (105.25 MB/sec), best of 5
+    strata:      1000000 records consumed, 1021190.2 records/sec (97.39 MB/sec), best of 5
+    strata / spark.range = 34.7%, strata / python data source ceiling = 92.5%
+    # CPU seconds per scan (median; JVM + Python workers + broker): spark.range 0.83, ...
 
 Run: ``.venv/bin/python bench/spark_read.py [--num-records 1000000] [--record-size 100]
 [--partitions 4] [--bootstrap HOST:PORT [--no-fill]] [--master local[*]] [--runs 5]
@@ -51,9 +51,11 @@ MIB = 1024 * 1024
 BATCH_ROWS = 10_000
 
 
-def constant_source(rows: int, partitions: int, record_size: int):  # type: ignore[no-untyped-def]
+def constant_source(rows: int, partitions: int, record_size: int,  # type: ignore[no-untyped-def]
+                    topic: str):
     """A Python data source ``bench-constant`` yielding ``rows`` rows of the Kafka schema from
-    prebuilt Arrow batches: what PySpark's Python Data Source path costs with no reading."""
+    prebuilt Arrow batches: what PySpark's Python Data Source path costs with no reading. The
+    rows are as wide as the strata scan's (the same topic name, value size and null key)."""
     import numpy as np
     import pyarrow as pa
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -73,7 +75,7 @@ def constant_source(rows: int, partitions: int, record_size: int):  # type: igno
                                              dtype=np.int32)),
                 pa.py_buffer(b"x" * (n * record_size))])
             batch = pa.RecordBatch.from_arrays([
-                pa.nulls(n, pa.binary()), value, pa.repeat(pa.scalar("t"), n),
+                pa.nulls(n, pa.binary()), value, pa.repeat(pa.scalar(topic), n),
                 pa.repeat(pa.scalar(0, pa.int32()), n), pa.array(np.arange(n, dtype=np.int64)),
                 pa.array(np.full(n, 1_700_000_000_000_000, dtype=np.int64))
                 .cast(schema.field("timestamp").type),
@@ -170,7 +172,7 @@ def bench(bootstrap: str, args: argparse.Namespace) -> None:
         F.current_timestamp().alias("timestamp"),
         F.lit(0).alias("timestampType"),
     )
-    spark.dataSource.register(constant_source(n, partitions, args.record_size))
+    spark.dataSource.register(constant_source(n, partitions, args.record_size, args.topic))
     ceiling = spark.read.format("bench-constant").load()
     frames = {"spark.range": baseline, "python data source ceiling": ceiling, "strata": strata}
 
