@@ -8,11 +8,20 @@ source's ``kafka.*`` options with librdkafka's names (``security.protocol``, ``s
 read by :func:`strata.broker.security.client_properties.client_security`, the same reader the
 CLI and the operator use.
 
-Invariants: a response whose correlation id is not the request's closes nothing but raises
-``ConnectionError``; raw responses are read into one buffer that the next response overwrites
-(no allocation and zero-filling per fetch), so a raw body is valid until the next request; a
-refused login or an untrusted certificate is :class:`AuthenticationError`, which retrying
-cannot fix (callers must not retry it); every other failure is ``OSError``/``ConnectionError``.
+:func:`supported` says whether this connection can honour the properties at all: any
+``ssl.*``/``sasl.*`` property it does not know (a PKCS#12 keystore, a CRL, cipher lists,
+``enable.ssl.certificate.verification``, ...) or a mechanism it does not speak (GSSAPI,
+OAUTHBEARER) means no, and the caller keeps librdkafka, which honours them. A property it
+knows but cannot use (an unreadable CA file) raises ``ClientPropertiesError`` naming it.
+
+Invariants: a response whose correlation id is not the request's raises ``ConnectionError``;
+raw responses are read into one buffer that the next response overwrites (no allocation and
+zero-filling per fetch), so a raw body is valid until the next request; a refused login, an
+untrusted broker certificate or a client certificate refused with a TLS alert is
+:class:`AuthenticationError` from the constructor, which retrying cannot fix (callers must not
+retry it); network failures are ``OSError``/``ConnectionError`` (a connection closed right
+after the TLS handshake says that a refused client certificate looks like that); a response
+that does not decode raises the codec's error.
 """
 
 from __future__ import annotations
@@ -25,10 +34,16 @@ import struct
 from collections.abc import Mapping
 from typing import Any, Final
 
-from strata.broker.security.client_properties import ClientPropertiesError, client_security
-from strata.broker.security.listeners import ClientSecurity
+from strata.broker.security.client_properties import PROTOCOLS, client_security
+from strata.broker.security.listeners import SUPPORTED_MECHANISMS, ClientSecurity
 from strata.broker.security.sasl_client import SaslClientError, sasl_login
-from strata.protocol import RequestHeader, build_request, decode_response, encode_request
+from strata.protocol import (
+    ApiKey,
+    RequestHeader,
+    build_request,
+    decode_response,
+    encode_request,
+)
 
 REQUEST_TIMEOUT_S: Final = 30.0
 _SIZE: Final = struct.Struct(">i")
@@ -38,19 +53,38 @@ class AuthenticationError(RuntimeError):
     """The broker refused the login, or its certificate is not trusted: retrying cannot help."""
 
 
+# The login properties client_security() reads (librdkafka's names); with any other
+# security property present the caller keeps librdkafka.
+KNOWN_PROPERTIES: Final = frozenset({
+    "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
+    "ssl.ca.location", "ssl.ca.pem", "ssl.endpoint.identification.algorithm",
+    "ssl.certificate.location", "ssl.key.location", "ssl.key.password", "ssl.certificate.pem",
+    "ssl.key.pem",
+})
+
+
+def _is_security_property(key: str) -> bool:
+    return key.startswith(("sasl.", "ssl.", "security.")) or "ssl" in key.split(".")
+
+
 def security_of(client_config: Mapping[str, Any]) -> ClientSecurity | None:
     """The connection security the client properties describe (None: PLAINTEXT); raises
-    ``ClientPropertiesError`` for what this connection cannot do (e.g. GSSAPI)."""
+    ``ClientPropertiesError`` naming a property that cannot be used (e.g. an unreadable file)."""
     return client_security({key: str(value) for key, value in client_config.items()
-                            if key == "security.protocol" or key.startswith(("sasl.", "ssl."))})
+                            if key in KNOWN_PROPERTIES})
 
 
 def supported(client_config: Mapping[str, Any]) -> bool:
-    """Whether :class:`BrokerConnection` can log in as the client properties say."""
-    try:
-        security_of(client_config)
-    except ClientPropertiesError:
+    """Whether :class:`BrokerConnection` can log in exactly as the client properties say."""
+    if any(_is_security_property(key) and key not in KNOWN_PROPERTIES for key in client_config):
         return False
+    protocol = str(client_config.get("security.protocol", "PLAINTEXT")).strip().upper()
+    if protocol not in PROTOCOLS:
+        return False
+    if protocol.startswith("SASL"):
+        mechanism = str(client_config.get("sasl.mechanism")
+                        or client_config.get("sasl.mechanisms") or "GSSAPI").strip().upper()
+        return mechanism in SUPPORTED_MECHANISMS
     return True
 
 
@@ -65,17 +99,30 @@ class BrokerConnection:
         sock = socket.create_connection((host, port), timeout=REQUEST_TIMEOUT_S)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if security is not None and security.ssl_context is not None:
-                try:
-                    sock = security.ssl_context.wrap_socket(sock, server_hostname=host)
-                except ssl.SSLCertVerificationError as exc:
-                    raise AuthenticationError(f"TLS with {host}:{port}: {exc}") from exc
             self.sock = sock
+            if security is not None and security.ssl_context is not None:
+                self._start_tls(security.ssl_context, host, port)
             if security is not None and security.sasl_mechanism is not None:
                 self._login(security, f"{host}:{port}")
         except BaseException:
-            sock.close()
+            getattr(self, "sock", sock).close()  # the TLS socket, once it has wrapped sock
             raise
+
+    def _start_tls(self, context: ssl.SSLContext, host: str, port: int) -> None:
+        """TLS, checked by one ApiVersions round trip: under TLS 1.3 a broker that refuses
+        the client's certificate says so only in the first record the client reads."""
+        try:
+            self.sock = context.wrap_socket(self.sock, server_hostname=host)
+            self.request(ApiKey.API_VERSIONS, 0, {})
+        except (ssl.SSLEOFError, ssl.SSLZeroReturnError, ConnectionError) as exc:
+            # Retried like any lost connection, but named: a broker that refuses the client's
+            # certificate may just close the connection without a TLS alert (Strata's does).
+            raise ConnectionError(
+                f"TLS with {host}:{port}: the broker closed the connection right after the "
+                "handshake, as a broker does when it refuses the client's certificate "
+                f"({exc})") from exc
+        except ssl.SSLError as exc:  # a certificate refused either way, or no common protocol
+            raise AuthenticationError(f"TLS with {host}:{port}: {exc}") from exc
 
     def _login(self, security: ClientSecurity, where: str) -> None:
         async def send(api_key: int, version: int, fields: Mapping[str, Any]) -> Any:

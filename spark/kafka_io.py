@@ -2,8 +2,9 @@
 (except plaintext reads, which :mod:`strata.spark.partition_fetcher` serves with raw Fetch).
 
 Driver side (planning): :func:`discover_partitions`, :func:`watermarks` and
-:func:`offsets_for_timestamp` open a short-lived consumer per call and close it, unless the
-caller keeps a :func:`planning_consumer` between calls (the streaming reader). Executor side:
+:func:`offsets_for_timestamp` open a short-lived consumer per call and close it; the first two
+use the caller's :func:`planning_consumer` instead when it keeps one between calls (the
+streaming reader, which plans every trigger). Executor side:
 :func:`read_range` reads one :class:`~strata.spark.offsets.OffsetRange` into Arrow record
 batches. Invariants:
 

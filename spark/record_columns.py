@@ -88,7 +88,8 @@ def _varint(buf: Any, pos: int, end: int) -> tuple[int, int]:
         pos += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
+            # A logical shift: a 10-byte varint fills all 64 bits; >> on int64 keeps the sign.
+            return ((result >> 1) & 0x7FFFFFFFFFFFFFFF) ^ -(result & 1), pos
         shift += 7
     return 0, -1
 
@@ -107,7 +108,7 @@ def _walk_records(buf: Any, batches: Any, from_offset: int, until_offset: int,
                   out_offset: Any, out_ts: Any, out_ts_type: Any,
                   key_off: Any, key_valid: Any, key_data: Any,
                   val_off: Any, val_valid: Any, val_data: Any,
-                  hdr_pos: Any, hdr_count: Any) -> tuple[int, int]:
+                  hdr_pos: Any, hdr_end: Any, hdr_count: Any) -> tuple[int, int]:
     """Walk every record of ``batches`` once, writing the in-range ones to the ``out_*`` /
     ``key_*`` / ``val_*`` / ``hdr_*`` arrays. Returns (records written, -1), or (records
     written, index of the batch) when a record of that batch does not parse."""
@@ -165,6 +166,7 @@ def _walk_records(buf: Any, batches: Any, from_offset: int, until_offset: int,
                     _copy(buf[val_at:val_at + val_len], val_data[v:v + val_len])
                 val_off[n + 1] = v + max(val_len, 0)
                 hdr_pos[n] = pos
+                hdr_end[n] = record_end
                 hdr_count[n] = headers
                 n += 1
             pos = record_end
@@ -172,18 +174,20 @@ def _walk_records(buf: Any, batches: Any, from_offset: int, until_offset: int,
 
 
 @_compiled
-def _walk_headers(buf: Any, hdr_pos: Any, hdr_count: Any, n: int, list_off: Any,
-                  hk_off: Any, hk_data: Any, hv_off: Any, hv_valid: Any,
+def _walk_headers(buf: Any, hdr_pos: Any, hdr_end: Any, hdr_count: Any, n: int,
+                  list_off: Any, hk_off: Any, hk_data: Any, hv_off: Any, hv_valid: Any,
                   hv_data: Any) -> int:
     """The headers of the ``n`` records found by :func:`_walk_records`, as the child arrays of
-    a list<struct<key, value>> column. Returns -1, or the record index that does not parse."""
+    a list<struct<key, value>> column. Returns -1, or the record index that does not parse.
+    Each record's headers must lie inside that record (``hdr_end``), so the bytes written
+    never exceed ``buf``'s, the size of ``hk_data`` and ``hv_data``."""
     h = 0
     list_off[0] = 0
     hk_off[0] = 0
     hv_off[0] = 0
-    end = buf.shape[0]
     for r in range(n):
         pos = hdr_pos[r]
+        end = hdr_end[r]
         for _ in range(hdr_count[r]):
             klen, pos = _varint(buf, pos, end)
             if pos < 0 or klen < 0 or pos + klen > end:
@@ -243,8 +247,8 @@ def _binary(count: int, offsets: np.ndarray, valid: np.ndarray, data: np.ndarray
         pa.py_buffer(data[:size])], null_count=nulls)
 
 
-def _headers(buf: np.ndarray, hdr_pos: np.ndarray, hdr_count: np.ndarray, count: int,
-             arrow_type: pa.DataType) -> pa.Array:
+def _headers(buf: np.ndarray, hdr_pos: np.ndarray, hdr_end: np.ndarray, hdr_count: np.ndarray,
+             count: int, arrow_type: pa.DataType) -> pa.Array:
     total = int(hdr_count[:count].sum())
     list_off = np.empty(count + 1, np.int64)
     hk_off = np.empty(total + 1, np.int64)
@@ -252,8 +256,8 @@ def _headers(buf: np.ndarray, hdr_pos: np.ndarray, hdr_count: np.ndarray, count:
     hv_valid = np.empty(total, np.bool_)
     hk_data = np.empty(len(buf), np.uint8)
     hv_data = np.empty(len(buf), np.uint8)
-    bad = _walk_headers(buf, hdr_pos, hdr_count, count, list_off, hk_off, hk_data, hv_off,
-                        hv_valid, hv_data)
+    bad = _walk_headers(buf, hdr_pos, hdr_end, hdr_count, count, list_off, hk_off, hk_data,
+                        hv_off, hv_valid, hv_data)
     if bad >= 0:
         raise CorruptRecordError(f"the headers of record {bad} of a fetch do not parse")
     struct_type = arrow_type.value_type
@@ -337,10 +341,11 @@ def _columns(buf: np.ndarray, batches: np.ndarray, topic: str, partition: int,
     key_data = np.empty(len(buf), np.uint8)
     val_data = np.empty(len(buf), np.uint8)
     hdr_pos = np.empty(total, np.int64)
+    hdr_end = np.empty(total, np.int64)
     hdr_count = np.empty(total, np.int64)
     count, bad = _walk_records(buf, batches, from_offset, until_offset, out_offset, out_ts,
                                   out_ts_type, key_off, key_valid, key_data, val_off, val_valid,
-                                  val_data, hdr_pos, hdr_count)
+                                  val_data, hdr_pos, hdr_end, hdr_count)
     if bad != -1:
         raise CorruptRecordError(
             f"{topic}-{partition}: a record of the batch at offset "
@@ -358,5 +363,6 @@ def _columns(buf: np.ndarray, batches: np.ndarray, topic: str, partition: int,
         pa.array(out_ts_type[:count]),
     ]
     if include_headers:
-        columns.append(_headers(buf, hdr_pos, hdr_count, count, schema.field("headers").type))
+        columns.append(_headers(buf, hdr_pos, hdr_end, hdr_count, count,
+                                schema.field("headers").type))
     return pa.RecordBatch.from_arrays(columns, schema=schema)

@@ -139,13 +139,22 @@ def test_the_stream_reader_keeps_its_consumer_out_of_what_spark_pickles(bootstra
     produce(bootstrap, topic, [Record(p, b"v") for p in (0, 1, 1)])
     reader = StrataStreamReader(parse_source_options(
         {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, streaming=True))
-    start = reader.initialOffset()  # plans with the consumer the reader keeps
+    copy = None
+    try:
+        start = reader.initialOffset()
+        kept = reader._consumer  # the driver's consumer, made by the first planning call
+        assert kept is not None
 
-    copy = cloudpickle.loads(cloudpickle.dumps(reader))  # a librdkafka client cannot pickle
+        copy = cloudpickle.loads(cloudpickle.dumps(reader))  # a librdkafka client cannot pickle
+        assert copy._consumer is None
 
-    end = {topic: {"0": 1, "1": 2}}
-    assert reader.latestOffset(start, ReadAllAvailable()) == end
-    assert copy.latestOffset(start, ReadAllAvailable()) == end
-    for planner in (reader, copy):
-        planner.stop()
-        planner.stop()  # stopping twice is harmless
+        end = {topic: {"0": 1, "1": 2}}
+        assert reader.latestOffset(start, ReadAllAvailable()) == end
+        assert reader._consumer is kept  # kept between triggers, not made anew
+        assert copy.latestOffset(start, ReadAllAvailable()) == end
+    finally:
+        for planner in (reader, copy):
+            if planner is not None:
+                planner.stop()
+    assert reader._consumer is None
+    reader.stop()  # stopping twice is harmless

@@ -5,11 +5,12 @@ from __future__ import annotations
 import datetime
 import struct
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strata.spark.record_columns import AbortedTransaction, decode
+from strata.spark.record_columns import AbortedTransaction, _varint, decode
 from strata.storage import record_batch as rb
 from strata.storage.errors import CorruptRecordError
 from strata.storage.records import (
@@ -17,6 +18,7 @@ from strata.storage.records import (
     RecordSpec,
     build_batch,
     control_record_key,
+    encode_varlong,
     end_transaction_marker_value,
     iter_records,
 )
@@ -140,3 +142,20 @@ def test_a_record_longer_than_its_batch_is_corruption() -> None:
     struct.pack_into(">I", records, rb.CRC_OFFSET, rb.compute_crc(records, 0, len(records)))
     with pytest.raises(CorruptRecordError, match="batch at offset 42 does not parse"):
         decode(bytes(records), "t", 3, 0, 100)
+
+
+def test_headers_running_past_their_record_are_corruption_not_the_next_record() -> None:
+    records = bytearray(build_batch([RecordSpec(value=b"a", headers=(("h", b"xy"),)),
+                                     RecordSpec(value=b"b")], base_offset=7))
+    at = records.index(b"\x02h\x04xy") + 2  # the header value's length, 2 (zigzag 4)
+    records[at] = 0x14  # 10 bytes: past this record's end, though not past the fetch's
+    struct.pack_into(">I", records, rb.CRC_OFFSET, rb.compute_crc(records, 0, len(records)))
+    with pytest.raises(CorruptRecordError, match="headers of record 0"):
+        decode(bytes(records), "t", 3, 0, 100, include_headers=True)
+
+
+@pytest.mark.parametrize("value", [0, 1, -1, 63, -64, 64, 300, -(2**31), 2**62, -(2**62) - 1,
+                                   2**63 - 1, -(2**63)])
+def test_varints_decode_over_the_whole_64_bit_range(value: int) -> None:
+    encoded = encode_varlong(value)
+    assert _varint(np.frombuffer(encoded, np.uint8), 0, len(encoded)) == (value, len(encoded))
