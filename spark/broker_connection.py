@@ -34,8 +34,13 @@ import struct
 from collections.abc import Mapping
 from typing import Any, Final
 
-from strata.broker.security.client_properties import PROTOCOLS, client_security
-from strata.broker.security.listeners import SUPPORTED_MECHANISMS, ClientSecurity
+from strata.broker.security.client_properties import (
+    PROPERTIES,
+    UnsupportedLogin,
+    client_security,
+    login_kind,
+)
+from strata.broker.security.listeners import ClientSecurity
 from strata.broker.security.sasl_client import SaslClientError, sasl_login
 from strata.protocol import (
     ApiKey,
@@ -53,16 +58,6 @@ class AuthenticationError(RuntimeError):
     """The broker refused the login, or its certificate is not trusted: retrying cannot help."""
 
 
-# The login properties client_security() reads (librdkafka's names); with any other
-# security property present the caller keeps librdkafka.
-KNOWN_PROPERTIES: Final = frozenset({
-    "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
-    "ssl.ca.location", "ssl.ca.pem", "ssl.endpoint.identification.algorithm",
-    "ssl.certificate.location", "ssl.key.location", "ssl.key.password", "ssl.certificate.pem",
-    "ssl.key.pem",
-})
-
-
 def _is_security_property(key: str) -> bool:
     return key.startswith(("sasl.", "ssl.", "security.")) or "ssl" in key.split(".")
 
@@ -71,20 +66,18 @@ def security_of(client_config: Mapping[str, Any]) -> ClientSecurity | None:
     """The connection security the client properties describe (None: PLAINTEXT); raises
     ``ClientPropertiesError`` naming a property that cannot be used (e.g. an unreadable file)."""
     return client_security({key: str(value) for key, value in client_config.items()
-                            if key in KNOWN_PROPERTIES})
+                            if key in PROPERTIES})
 
 
 def supported(client_config: Mapping[str, Any]) -> bool:
     """Whether :class:`BrokerConnection` can log in exactly as the client properties say."""
-    if any(_is_security_property(key) and key not in KNOWN_PROPERTIES for key in client_config):
+    if any(_is_security_property(key) and key not in PROPERTIES for key in client_config):
         return False
-    protocol = str(client_config.get("security.protocol", "PLAINTEXT")).strip().upper()
-    if protocol not in PROTOCOLS:
+    try:
+        login_kind({key: str(value) for key, value in client_config.items()
+                    if key in PROPERTIES})
+    except UnsupportedLogin:
         return False
-    if protocol.startswith("SASL"):
-        mechanism = str(client_config.get("sasl.mechanism")
-                        or client_config.get("sasl.mechanisms") or "GSSAPI").strip().upper()
-        return mechanism in SUPPORTED_MECHANISMS
     return True
 
 

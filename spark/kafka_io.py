@@ -86,7 +86,7 @@ def _driver_consumer(options: SourceOptions, kept: Consumer | None) -> Iterator[
     if kept is not None:
         yield kept
         return
-    consumer = Consumer(consumer_config(options, "driver"))
+    consumer = planning_consumer(options)
     try:
         yield consumer
     finally:

@@ -17,8 +17,10 @@ module turns the same properties into what ``BrokerClient`` needs:
   from a file, so PEM text is written to a private temporary file (mode 0600) that is removed
   as soon as it is loaded — the one I/O here besides reading the named files.
 
-Errors: ``ClientPropertiesError`` (a ``ValueError``) naming the property; callers add where the
-properties came from (the CLI: ``--command-config``).
+Errors: ``ClientPropertiesError`` (a ``ValueError``) naming the property, or its subclass
+``UnsupportedLogin`` for a protocol or mechanism Strata's client does not speak (checked by
+:func:`login_kind` without reading any file); callers add where the properties came from (the
+CLI: ``--command-config``). :data:`PROPERTIES` lists every property read here.
 """
 
 from __future__ import annotations
@@ -27,32 +29,54 @@ import os
 import ssl
 import tempfile
 from collections.abc import Mapping
+from typing import Final
 
 from strata.broker.security.listeners import SUPPORTED_MECHANISMS, ClientSecurity
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# Every property client_security() reads; a caller that must honour a client's whole login
+# (strata.spark.broker_connection) leaves any other security property to librdkafka.
+PROPERTIES: Final = frozenset({
+    "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
+    "ssl.ca.location", "ssl.ca.pem", "ssl.endpoint.identification.algorithm",
+    "ssl.certificate.location", "ssl.key.location", "ssl.key.password", "ssl.certificate.pem",
+    "ssl.key.pem",
+})
 
 
 class ClientPropertiesError(ValueError):
     """A property that cannot be used to connect (unknown value, unreadable file)."""
 
 
-def client_security(properties: Mapping[str, str]) -> ClientSecurity | None:
-    """The ``ClientSecurity`` for librdkafka-style ``properties`` (None for PLAINTEXT)."""
+class UnsupportedLogin(ClientPropertiesError):
+    """A ``security.protocol`` or SASL mechanism Strata's own client does not speak."""
+
+
+def login_kind(properties: Mapping[str, str]) -> tuple[str, str | None]:
+    """``(security.protocol, SASL mechanism or None)``, upper-cased, without reading any file;
+    ``UnsupportedLogin`` names what Strata's client does not speak."""
     protocol = properties.get("security.protocol", "PLAINTEXT").strip().upper()
     if protocol not in PROTOCOLS:
-        raise ClientPropertiesError(f"security.protocol={protocol} is not one of "
-                                    f"{', '.join(PROTOCOLS)}")
-    if protocol == "PLAINTEXT":
-        return None
-    context = ssl_context(properties) if protocol.endswith("SSL") else None
+        raise UnsupportedLogin(f"security.protocol={protocol} is not one of "
+                               f"{', '.join(PROTOCOLS)}")
     if not protocol.startswith("SASL"):
-        return ClientSecurity(ssl_context=context)
+        return protocol, None
     mechanism = (properties.get("sasl.mechanism") or properties.get("sasl.mechanisms")
                  or "GSSAPI").strip().upper()
     if mechanism not in SUPPORTED_MECHANISMS:
-        raise ClientPropertiesError(f"sasl.mechanism={mechanism} is not one of "
-                                    f"{', '.join(SUPPORTED_MECHANISMS)}")
+        raise UnsupportedLogin(f"sasl.mechanism={mechanism} is not one of "
+                               f"{', '.join(SUPPORTED_MECHANISMS)}")
+    return protocol, mechanism
+
+
+def client_security(properties: Mapping[str, str]) -> ClientSecurity | None:
+    """The ``ClientSecurity`` for librdkafka-style ``properties`` (None for PLAINTEXT)."""
+    protocol, mechanism = login_kind(properties)
+    if protocol == "PLAINTEXT":
+        return None
+    context = ssl_context(properties) if protocol.endswith("SSL") else None
+    if mechanism is None:
+        return ClientSecurity(ssl_context=context)
     return ClientSecurity(context, mechanism, properties.get("sasl.username", ""),
                           properties.get("sasl.password", ""))
 

@@ -86,3 +86,19 @@ def test_client_certificate_from_files_or_pem_text_leaves_no_file(
 def test_unusable_properties_are_named(properties: dict[str, str], named: str) -> None:
     with pytest.raises(ClientPropertiesError, match=named):
         client_security(properties)
+
+
+def test_login_kind_names_the_protocol_and_mechanism_without_reading_any_file() -> None:
+    from strata.broker.security.client_properties import UnsupportedLogin, login_kind
+
+    missing_ca = {"ssl.ca.location": "/nonexistent/ca.pem"}
+    assert login_kind({}) == ("PLAINTEXT", None)
+    assert login_kind({"security.protocol": "ssl", **missing_ca}) == ("SSL", None)
+    assert login_kind({"security.protocol": "SASL_SSL", "sasl.mechanisms": "scram-sha-256",
+                       **missing_ca}) == ("SASL_SSL", "SCRAM-SHA-256")
+    with pytest.raises(UnsupportedLogin, match=r"sasl\.mechanism=GSSAPI"):
+        login_kind({"security.protocol": "SASL_PLAINTEXT"})  # librdkafka's default mechanism
+    with pytest.raises(UnsupportedLogin, match=r"security\.protocol=KERBEROS"):
+        login_kind({"security.protocol": "kerberos"})
+    with pytest.raises(ClientPropertiesError, match="nonexistent"):  # files: client_security
+        client_security({"security.protocol": "SSL", **missing_ca})
