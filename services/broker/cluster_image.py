@@ -311,7 +311,9 @@ def build_image(entries: Mapping[str, tuple[bytes, int]], revision: int) -> Clus
                 configs[key[len(BROKER_CONFIGS):]] = MappingProxyType(decode_configs(value))
             elif key.startswith(ACLS_PREFIX):
                 acls.add(decode_binding(json.loads(value)))
-        except (ImageFormatError, ValueError, KeyError, TypeError):
+        except (ImageFormatError, ValueError, KeyError, TypeError, AttributeError):
+            # A value this Strata cannot read (malformed, wrongly typed, or from a newer
+            # Strata) is left out of the image, never fatal to the broker reading it.
             continue
     # Partitions of a topic that is gone (a deletion in progress) are not part of the image.
     partitions = {tp: p for tp, p in partitions.items()
