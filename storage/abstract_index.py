@@ -272,6 +272,11 @@ class AbstractIndex:
             finally:
                 self._release()
 
+    def release(self) -> None:
+        """Close without flushing or trimming (the file is left as it is). Idempotent."""
+        with self._lock:
+            self._release()
+
     def delete(self) -> bool:
         """Close without trimming and unlink the file; True if it existed."""
         with self._lock:

@@ -320,6 +320,12 @@ class FileRecords:
             self._closed = True
             os.close(self._fd)
 
+    def release(self) -> None:
+        """Close without fsync or trim (the file is left as it is). Idempotent."""
+        if not self._closed:
+            self._closed = True
+            os.close(self._fd)
+
     def delete(self) -> bool:
         """Close (no fsync) and unlink; True if the file existed."""
         if not self._closed:

@@ -135,14 +135,14 @@ class LogSegment:
             raise
         segment = cls(log, offset_index, time_index, base_offset, config.index_interval_bytes,
                       now_ms)
-        if file_already_exists and log.size_in_bytes > 0:
+        if file_already_exists:
             segment._check_indexes_against_log(index_existed, time_index_existed)
         return segment
 
     def _check_indexes_against_log(self, index_existed: bool, time_index_existed: bool) -> None:
         for index, existed in ((self.offset_index, index_existed),
                                (self.time_index, time_index_existed)):
-            if not existed:
+            if not existed and self.log.size_in_bytes > 0:
                 index.mark_corrupt(f"index file {index.path} was missing for a non-empty "
                                    f"{self.log.path}; it must be rebuilt")
         entries = self.offset_index.entries
@@ -338,6 +338,26 @@ class LogSegment:
         self._rolling_based_timestamp = None
         return truncated
 
+    def check_tail(self) -> str | None:
+        """Why the segment's tail is damaged, or None: the cheap check of the last segment
+        after a clean shutdown. Every batch from the last offset index entry to the end of the
+        ``.log`` must be whole, CRC-valid, above the previous one and inside the segment, and
+        the last must end exactly at the end of the file. Costs one scan of at most about
+        ``index_interval_bytes`` plus one append, whatever the segment's size."""
+        position = self.offset_index.lookup(self.offset_index.last_offset).position
+        previous_last_offset = self.base_offset - 1
+        try:
+            for pos, header in self.log.batches(position, verify_crc=True):
+                if (header.base_offset <= previous_last_offset
+                        or not self.offset_index.can_append_offset(header.last_offset)):
+                    return (f"batch at position {pos} has offsets {header.base_offset}.."
+                            f"{header.last_offset}, out of order for base offset "
+                            f"{self.base_offset}")
+                previous_last_offset = header.last_offset
+        except CorruptRecordError as exc:
+            return str(exc)
+        return None
+
     # -------------------------------------------------------------- truncate
     def truncate_to(self, offset: int, *, now_ms: int | None = None) -> int:
         """Remove the batch holding ``offset`` and every later one (the truncation rule in the
@@ -423,6 +443,15 @@ class LogSegment:
                 self.time_index.close()
             finally:
                 self.log.close()
+
+    def release(self) -> None:
+        """Close all three files without writing anything (a load that failed): a damaged
+        segment is left on disk exactly as it was found."""
+        try:
+            self.offset_index.release()
+            self.time_index.release()
+        finally:
+            self.log.release()
 
     def delete(self) -> None:
         """Close (no flush) and unlink all three files; missing files are fine."""
