@@ -5,7 +5,7 @@ Owns the load phase only; it *returns* a ready ``Log``. Steps, in order:
 1. Finish or roll back an interrupted cleaner swap (``.cleaned`` / ``.swap`` / ``.deleted``
    files, see ``cleaner.complete_swaps``) so exactly one copy of every offset remains.
 2. Delete index files whose ``.log`` is gone; open every segment (``.log`` names sort by base
-   offset).
+   offset); every segment but the last opens its ``.log`` lazily (no descriptor until read).
 3. Recovery. After an unclean shutdown every segment from the one holding the recovery point
    to the end is scanned: size, framing and CRC of each batch; at the first bad batch the
    segment is truncated there and every later segment deleted (that is the unflushed tail a
@@ -77,9 +77,10 @@ def load_log(
     )
     segments: list[LogSegment] = []
     try:
-        for b in bases:
+        for i, b in enumerate(bases):  # inactive segments open their .log on first use
             segments.append(LogSegment.open(dir, b, seg_cfg, now_ms=now,
-                                            file_already_exists=True))
+                                            file_already_exists=True,
+                                            lazy=i < len(bases) - 1))
         return _load(dir, config, clock, segments, recovery_point, log_start_offset,
                      had_clean_shutdown, producer_id_expiration_ms, on_storage_error)
     except BaseException:

@@ -24,6 +24,9 @@ truncates it at the first invalid batch and rebuilds both indexes. An index file
 missing while its ``.log`` has data, or whose last entry points past the ``.log``, is marked
 corrupt on open so its ``sanity_check`` fails and the loader rebuilds it.
 
+Descriptors (issue 16): the indexes keep none (``file_mapping``); an inactive segment loaded
+with ``lazy`` opens its ``.log`` on first read, so a partition costs one descriptor at rest.
+
 Lifecycle: the active segment is appended to; ``on_become_inactive_segment`` (roll) writes the
 final time index entry and trims all three files; ``close`` does the same plus fsync;
 ``change_file_suffixes`` renames (``.deleted``, ``.cleaned``, ``.swap``); ``delete`` unlinks.
@@ -113,12 +116,18 @@ class LogSegment:
         now_ms: int,
         file_already_exists: bool = False,
         file_suffix: str = "",
+        lazy: bool = False,
     ) -> LogSegment:
-        """Open the segment's files in ``dir`` (created unless ``file_already_exists``)."""
+        """Open the segment's files in ``dir`` (created unless ``file_already_exists``).
+
+        ``lazy`` (an existing inactive segment at load): the ``.log`` descriptor is opened on
+        first use only (the mapped indexes hold none), so a hosted partition costs one
+        descriptor, its active segment's ``.log``, until older segments are read."""
         log = FileRecords.open(
             names.log_file(dir, base_offset, file_suffix),
             create=not file_already_exists,
             preallocate_size=config.init_file_size if config.preallocate else 0,
+            lazy=lazy and file_already_exists,
         )
         try:
             index_path = names.offset_index_file(dir, base_offset, file_suffix)
