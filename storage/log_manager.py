@@ -199,9 +199,13 @@ class LogManager:
                                         f"in {offline[0]} could not be loaded ({offline[1]})")
             data_dir = self._next_log_dir()
             part_dir = data_dir / names.topic_partition_dir_name(topic, partition)
-            log = load_log(part_dir, self.config_for(topic), self.clock,
-                           producer_id_expiration_ms=self.producer_id_expiration_ms,
-                           on_storage_error=self._on_storage_error)
+            try:
+                log = load_log(part_dir, self.config_for(topic), self.clock,
+                               producer_id_expiration_ms=self.producer_id_expiration_ms,
+                               on_storage_error=self._on_storage_error)
+            except OSError as exc:  # e.g. EMFILE: this creation fails, the broker serves on
+                raise KafkaStorageError(f"cannot create the log of {topic}-{partition} in "
+                                        f"{part_dir}: {exc}") from exc
             self._logs[(topic, partition)] = log
             return log
 
