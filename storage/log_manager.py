@@ -77,6 +77,8 @@ class LogManager:
         self.node_id = node_id
         self._logs: dict[TopicPartition, Log] = {}
         self._topic_overrides: dict[str, dict[str, str]] = {}
+        # The broker_config object each topic's overrides were last applied over.
+        self._defaults_applied: dict[str, Mapping[str, str]] = {}
         self.offline_dirs: set[Path] = set()
         # Partitions whose log could not be loaded: their dir and why (see the docstring).
         self.offline_partitions: dict[TopicPartition, tuple[Path, str]] = {}
@@ -172,7 +174,11 @@ class LogManager:
     def set_topic_config(self, topic: str, overrides: Mapping[str, str]) -> LogConfig:
         """Validate and apply a topic's overrides to its existing and future logs."""
         config = LogConfig.from_props(overrides, self.broker_config)
+        if self._topic_overrides.get(topic) == overrides and \
+                self._defaults_applied.get(topic) is self.broker_config:
+            return config  # unchanged: every log of the topic has it (no O(partitions) walk)
         self._topic_overrides[topic] = dict(overrides)
+        self._defaults_applied[topic] = self.broker_config
         for (t, _), log in list(self._logs.items()):
             if t == topic:
                 log.update_config(config)
@@ -214,6 +220,8 @@ class LogManager:
         online = [d for d in self.log_dirs if d not in self.offline_dirs]
         if not online:
             raise LogDirOfflineError("every log dir is offline")
+        if len(online) == 1:  # no count needed (it cost O(partitions) per creation)
+            return online[0]
         counts = {d: 0 for d in online}
         for log in self._logs.values():
             if log.dir.parent in counts:

@@ -81,7 +81,7 @@ async def _create_partitions(state: BrokerState, topic: Any, validate_only: bool
                          f"The topic '{topic.name}' does not exist.") from None
     except ValueError as exc:  # another request grew it past ``count`` meanwhile
         raise ApiError(ErrorCode.invalid_partitions, str(exc)) from None
-    host_partitions(state, record, range(old_count, count))
+    await host_partitions(state, record, range(old_count, count))
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -28,6 +28,7 @@ to the metadata store in one transaction, and each broker hosts its replicas whe
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -191,15 +192,26 @@ async def create_topic(state: BrokerState, spec: TopicSpec) -> TopicRecord:
                          f"Topic '{spec.name}' already exists.") from None
     except PlacementError as exc:
         raise ApiError(ErrorCode.invalid_replication_factor, str(exc)) from None
-    host_partitions(state, record, range(record.partitions))
+    await host_partitions(state, record, range(record.partitions))
     return record
 
 
-def host_partitions(state: BrokerState, record: TopicRecord, indexes: range) -> None:
+async def host_partitions(state: BrokerState, record: TopicRecord, indexes: range) -> None:
     """Lead each partition of ``indexes`` at its recorded epoch (creating its log). A single
-    broker only: in a cluster the ``MetadataPublisher`` hosts what the metadata assigns."""
+    broker only: in a cluster the ``MetadataPublisher`` hosts what the metadata assigns.
+
+    The logs are created in a worker thread first (a few ms of file work each: thousands of
+    partitions must not stall every other client), then led on the loop."""
     if state.cluster is not None:
         return
+    log_manager = state.log_manager
+    log_manager.set_topic_config(record.name, record.configs)
+
+    def create_logs() -> None:
+        for index in indexes:
+            log_manager.get_or_create_log(record.name, index)
+
+    await asyncio.to_thread(create_logs)
     for index in indexes:
         state.replica_manager.make_leader(record.name, index, record.topic_id,
                                           record.leader_epochs[index], configs=record.configs)
