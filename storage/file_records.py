@@ -140,11 +140,16 @@ class FileRecords:
         return self._fd != NOT_OPEN and not self._closed
 
     def _open_lazily(self) -> int:
+        """Open the descriptor of a lazy file; ``KafkaStorageError`` (caused by the
+        ``OSError``) if that fails, e.g. EMFILE."""
         with _OPEN_LOCK:
             if self._fd == NOT_OPEN:
                 if self._closed:
                     raise ValueError(f"{self.path} is closed")
-                fd = os.open(self.path, os.O_RDWR)
+                try:
+                    fd = os.open(self.path, os.O_RDWR)
+                except OSError as exc:  # EMFILE: this read or append fails, not the broker
+                    raise KafkaStorageError(f"cannot open {self.path}: {exc}") from exc
                 os.lseek(fd, self._size, os.SEEK_SET)
                 self._fd = fd
             return self._fd

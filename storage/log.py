@@ -27,7 +27,8 @@ Durability: ``append_*`` returns after ``os.write`` handed every byte to the OS,
 process loses nothing acknowledged. ``flush.messages`` / ``flush.ms`` only decide when fsync
 runs (what an OS crash may lose); ``needs_flush`` tells the caller when it is due. A disk error
 raises ``KafkaStorageError`` (the write is not acknowledged) and takes the log offline; running
-out of file descriptors (EMFILE/ENFILE) at a roll fails that append only (issue 16).
+out of file descriptors (EMFILE/ENFILE) at a roll or a lazy open fails that append only
+(issue 16).
 """
 
 from __future__ import annotations
@@ -291,7 +292,8 @@ class Log:
             segment = self._maybe_roll(size, max_ts, last_offset)
             segment.append(last_offset, max_ts, offset_of_max_ts, buf)
         except KafkaStorageError as exc:
-            self._storage_failure(exc)
+            if not _out_of_descriptors(exc):
+                self._storage_failure(exc)
             raise
         psm = self.producer_state
         for h, first, last in producer_batches:
