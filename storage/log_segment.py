@@ -20,7 +20,10 @@ that is "keep batches whose base offset < offset", and the segment's next offset
 
 Crash policy: ``append`` returns once the bytes reached the OS; nothing is fsynced until
 ``flush``. After an unclean shutdown ``recover`` scans the ``.log`` (framing, offsets, CRC),
-truncates it at the first invalid batch and rebuilds both indexes. An index file that is
+truncates it at the first invalid batch and rebuilds both indexes. After a clean shutdown the
+loader only runs ``check_tail`` on the last segment (its batches from the last offset index
+entry, CRC included, must end exactly at the end of the file) and ``recover``s it if that
+fails: the disk may have changed since the clean shutdown (issue 16). An index file that is
 missing while its ``.log`` has data, or whose last entry points past the ``.log``, is marked
 corrupt on open so its ``sanity_check`` fails and the loader rebuilds it.
 

@@ -5,12 +5,17 @@
   takes only the unloadable one offline with one error line and no traceback, and serves the rest;
 - a topic of 10,001 partitions is refused at once with POLICY_VIOLATION naming the limit, while
   4,000 partitions are hosted within the 20,000-descriptor limit (about one descriptor each)
-  and the broker keeps answering.
+  and the broker keeps answering;
+- a broker out of descriptors (a flood of connections: EMFILE in accept) keeps serving once
+  they are closed, without tracebacks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import resource
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -141,3 +146,43 @@ def test_partitions_beyond_capacity_are_refused_and_thousands_fit(
     assert pid is not None
     assert open_descriptors(pid) <= 4_000 + 200
     assert produce(broker.bootstrap, "many", 3_999, 1) == [1]
+
+
+def test_running_out_of_descriptors_never_stalls_the_broker(tmp_path: Path) -> None:
+    """A broker whose limit drops to 1,200 descriptors: its capacity follows the limit, and a
+    flood of connections that exhausts its descriptors (EMFILE in accept) leaves it serving."""
+    broker = BrokerProcess(tmp_path)
+    broker.start()
+    pid = broker.pid
+    assert pid is not None
+    try:  # the running broker's limit only (the test process keeps its own)
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (1_200, 1_200))
+    except (ValueError, OSError):
+        broker.stop()
+        pytest.skip("cannot lower the broker's open file limit")
+    try:
+        assert create_topic(broker.bootstrap, "fits", 50) is None
+        refused = create_topic(broker.bootstrap, "too-many", 200)
+        assert refused is not None
+        assert refused.args[0].code() == KafkaError.POLICY_VIOLATION
+        host, port = broker.bootstrap.split(":")
+        flood: list[socket.socket] = []
+        try:
+            for _ in range(1_400):
+                sock = socket.socket()
+                sock.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    sock.connect((host, int(port)))
+                flood.append(sock)
+            deadline = time.monotonic() + CLIENT_TIMEOUT_S
+            while open_descriptors(pid) < 1_190 and time.monotonic() < deadline:
+                time.sleep(0.05)  # polls the broker's accept progress against a deadline
+            assert open_descriptors(pid) >= 1_190, "the flood did not exhaust the broker"
+        finally:
+            for sock in flood:
+                sock.close()
+        assert produce(broker.bootstrap, "fits", 49, 1) == [0]
+        said = broker.log_path.read_text()
+        assert "Traceback" not in said, said[-3000:]
+    finally:
+        assert broker.stop() == 0
