@@ -11,12 +11,17 @@ falls back to ``mmap.mmap`` and its duplicated descriptor.
 Contract: ``view`` is a writable (or read-only) byte ``memoryview`` of exactly ``length`` bytes
 of the file from offset 0, valid until ``close``. The file must stay at least ``length`` bytes
 long while mapped (a shorter file raises SIGBUS on access, as with ``mmap.mmap``). The owner
-(``AbstractIndex``) serialises ``close`` against every other use under its lock and never hands
-the view out beyond one call, so no access can outlive the mapping.
+(``AbstractIndex``) serialises ``close`` with ``flush``/``resize`` under its lock and never keeps
+the view beyond one call. ``close`` releases the view (holding the GIL) before ``munmap``, so a
+reader on another thread that still holds the view object gets ``ValueError`` (a released
+memoryview), never an access to unmapped memory; one inside ``struct.unpack_from`` holds the
+GIL, so the unmap cannot run under it. A mapping dropped without ``close`` is unmapped when
+collected.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import os
@@ -62,13 +67,17 @@ class FileMapping:
 
     def close(self) -> None:
         """Unmap. Idempotent. Dirty pages stay in the page cache (nothing is lost)."""
-        self.view.release()
+        self.view.release()  # raises BufferError (and keeps the mapping) while one is exported
         if self._fallback is not None:
             self._fallback.close()
             self._fallback = None
         elif self._address is not None:
             _munmap(self._address, self.length)
             self._address = None
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
 
 
 def map_file(fd: int, length: int, writable: bool) -> FileMapping:
