@@ -20,6 +20,10 @@ Crash policy: indexes are not checksummed and never fsynced on the append path. 
 of the ``.log``: after an unclean shutdown every segment after the recovery point has its
 indexes rebuilt, and any index that fails ``sanity_check`` is rebuilt too.
 
+Descriptors: none is kept open. The file is opened only to size and map it (``FileMapping``
+keeps no descriptor, issue 16) and whenever ``resize`` changes its length; a segment's indexes
+therefore cost no file descriptor however many partitions the broker hosts.
+
 Threads: appends, lookups and truncation run on the log's owner thread; ``flush`` may run on a
 worker thread. Operations that replace the mapping (resize, trim, close) and ``flush`` hold
 ``_lock`` so a flush never touches a closed mapping.
@@ -28,13 +32,13 @@ worker thread. Operations that replace the mapping (resize, trim, close) and ``f
 from __future__ import annotations
 
 import contextlib
-import mmap
 import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from strata.storage.errors import StorageError
+from strata.storage.file_mapping import FileMapping, map_file
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024  # segment.index.bytes
 MAX_RELATIVE_OFFSET = (1 << 31) - 1  # relative offsets are stored as a signed int32
@@ -79,15 +83,14 @@ class AbstractIndex:
         existed = path.exists()
         if not existed and not writable:
             raise FileNotFoundError(f"index file {path} does not exist")
-        self._fd = os.open(path, (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY, 0o644)
+        fd = os.open(path, (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY, 0o644)
         try:
             if not existed:
-                os.ftruncate(self._fd, self._round_down(max_index_size))
-            self._length = os.fstat(self._fd).st_size
-            self._mmap = self._map(self._length)
-        except BaseException:
-            os.close(self._fd)
-            raise
+                os.ftruncate(fd, self._round_down(max_index_size))
+            self._length = os.fstat(fd).st_size
+            self._mmap = self._map(fd, self._length)
+        finally:
+            os.close(fd)
         self._entries = 0 if not existed else self._length // self.entry_size
         self._closed = False
 
@@ -133,10 +136,10 @@ class AbstractIndex:
         return 0 <= rel <= MAX_RELATIVE_OFFSET
 
     # ---------------------------------------------------------------- read
-    def _buffer(self) -> mmap.mmap:
+    def _buffer(self) -> memoryview:
         if self._mmap is None:
             raise ValueError(f"index {self.path} has no mapped entries")
-        return self._mmap
+        return self._mmap.view
 
     def _largest_lower_bound_slot(self, target: int, key: Callable[[int], int]) -> int:
         """Slot of the last entry whose ``key(slot) <= target``, or -1 if there is none.
@@ -203,9 +206,13 @@ class AbstractIndex:
             if not self.writable:
                 raise ValueError(f"index {self.path} is read-only")
             self._unmap()
-            os.ftruncate(self._fd, rounded)
-            self._length = rounded
-            self._mmap = self._map(rounded)
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                os.ftruncate(fd, rounded)
+                self._length = rounded
+                self._mmap = self._map(fd, rounded)
+            finally:
+                os.close(fd)
             self._entries = min(self._entries, rounded // self.entry_size)
             return True
 
@@ -272,6 +279,11 @@ class AbstractIndex:
             finally:
                 self._release()
 
+    def release(self) -> None:
+        """Close without flushing or trimming (the file is left as it is). Idempotent."""
+        with self._lock:
+            self._release()
+
     def delete(self) -> bool:
         """Close without trimming and unlink the file; True if it existed."""
         with self._lock:
@@ -293,12 +305,11 @@ class AbstractIndex:
     def _round_down(self, size: int) -> int:
         return max(size, 0) // self.entry_size * self.entry_size
 
-    def _map(self, length: int) -> mmap.mmap | None:
+    def _map(self, fd: int, length: int) -> FileMapping | None:
         # mmap of a zero-length file fails: an empty index simply has no mapping.
         if length == 0:
             return None
-        access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
-        return mmap.mmap(self._fd, length, access=access)
+        return map_file(fd, length, self.writable)
 
     def _unmap(self) -> None:
         # Unmapping a shared mapping loses nothing: dirty pages stay in the page cache.
@@ -310,12 +321,9 @@ class AbstractIndex:
         if self._closed:
             return
         self._closed = True
-        try:
-            if self._mmap is not None:
-                self._mmap.close()
-                self._mmap = None
-        finally:
-            os.close(self._fd)
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(path={str(self.path)!r}, base_offset={self.base_offset}, "

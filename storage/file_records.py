@@ -18,9 +18,15 @@ Crash policy: the ``.log`` is the source of truth. After an unclean shutdown its
 partial or zeroed batch (unflushed pages, preallocation); ``LogSegment.recover`` scans it with
 ``batches(verify_crc=True)`` and truncates at the first invalid batch. ``flush`` is ``fsync``.
 
+Descriptors (issue 16): a file opened with ``lazy=True`` (an inactive segment at load) holds
+no descriptor until its first read or write needs one; its size comes from ``stat``. Once
+opened it stays open until ``close``/``delete``: a ``FileSlice`` handed to a connection holds
+the raw fd, and closing it under an in-flight ``sendfile`` could send another file's bytes.
+
 Threads: appends, reads, truncation and renames run on the log's owner thread; ``flush`` may run
-on a worker thread. A ``FileSlice`` holds the raw fd, so it stays readable after a rename (even
-to ``.deleted``) and until ``close``/``delete``.
+on a worker thread, the cleaner reads on its own; the lazy open takes ``_OPEN_LOCK``. A
+``FileSlice`` holds the raw fd, so it stays readable after a rename (even to ``.deleted``) and
+until ``close``/``delete``.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +58,8 @@ from strata.storage.records import iter_records
 logger = logging.getLogger(__name__)
 
 READ_CHUNK = 64 * 1024  # bytes read at once while scanning batch headers
+NOT_OPEN = -1  # ``FileRecords._fd`` of a lazily opened file before its first use
+_OPEN_LOCK = threading.Lock()  # one lazy open at a time (the loop and a cleaner thread race)
 
 
 def pread_fully(fd: int, position: int, size: int) -> bytes:
@@ -93,15 +102,20 @@ class FileRecords:
         self._size = size
         self._dirty = False
         self._closed = False
-        os.lseek(fd, size, os.SEEK_SET)
+        if fd != NOT_OPEN:
+            os.lseek(fd, size, os.SEEK_SET)
 
     @classmethod
-    def open(cls, path: Path, create: bool = True, *, preallocate_size: int = 0) -> FileRecords:
+    def open(cls, path: Path, create: bool = True, *, preallocate_size: int = 0,
+             lazy: bool = False) -> FileRecords:
         """Open ``path`` (creating it if ``create``; an existing file keeps its bytes).
 
         A *new* file is preallocated (sparse) to ``preallocate_size`` bytes when that is > 0;
-        its logical size starts at 0. An existing file's logical size is its length.
+        its logical size starts at 0. An existing file's logical size is its length. With
+        ``lazy`` an existing file is only ``stat``ed: the descriptor is opened on first use.
         """
+        if lazy and not create:
+            return cls(path, NOT_OPEN, os.stat(path).st_size)
         existed = path.exists()
         flags = os.O_RDWR | (os.O_CREAT if create else 0)
         fd = os.open(path, flags, 0o644)
@@ -118,7 +132,27 @@ class FileRecords:
 
     @property
     def fd(self) -> int:
-        return self._fd
+        return self._fd if self._fd != NOT_OPEN else self._open_lazily()
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the descriptor is open (False for a lazy file not used yet, or closed)."""
+        return self._fd != NOT_OPEN and not self._closed
+
+    def _open_lazily(self) -> int:
+        """Open the descriptor of a lazy file; ``KafkaStorageError`` (caused by the
+        ``OSError``) if that fails, e.g. EMFILE."""
+        with _OPEN_LOCK:
+            if self._fd == NOT_OPEN:
+                if self._closed:
+                    raise ValueError(f"{self.path} is closed")
+                try:
+                    fd = os.open(self.path, os.O_RDWR)
+                except OSError as exc:  # EMFILE: this read or append fails, not the broker
+                    raise KafkaStorageError(f"cannot open {self.path}: {exc}") from exc
+                os.lseek(fd, self._size, os.SEEK_SET)
+                self._fd = fd
+            return self._fd
 
     @property
     def size_in_bytes(self) -> int:
@@ -142,9 +176,10 @@ class FileRecords:
         if total == 0:
             return 0
         start, written = self._size, 0
+        fd = self._fd if self._fd != NOT_OPEN else self._open_lazily()
         try:
             while views:
-                n = os.writev(self._fd, views) if len(views) > 1 else os.write(self._fd, views[0])
+                n = os.writev(fd, views) if len(views) > 1 else os.write(fd, views[0])
                 if n <= 0:
                     raise OSError(errno.EIO, "write made no progress")
                 written += n
@@ -176,9 +211,10 @@ class FileRecords:
                              f"its size is {self._size} bytes")
         removed = self._size - size
         try:
-            if size < os.fstat(self._fd).st_size:
-                os.ftruncate(self._fd, size)
-            os.lseek(self._fd, size, os.SEEK_SET)
+            fd = self.fd
+            if size < os.fstat(fd).st_size:
+                os.ftruncate(fd, size)
+            os.lseek(fd, size, os.SEEK_SET)
         except OSError as exc:
             raise KafkaStorageError(f"truncation of {self.path} to {size} bytes failed: "
                                     f"{exc}") from exc
@@ -188,6 +224,8 @@ class FileRecords:
 
     def trim(self) -> None:
         """Drop a preallocated tail: the file length becomes ``size_in_bytes``."""
+        if self._fd == NOT_OPEN:  # untouched since it was found trimmed
+            return
         if os.fstat(self._fd).st_size > self._size:
             os.ftruncate(self._fd, self._size)
 
@@ -205,14 +243,14 @@ class FileRecords:
     def read(self, position: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``position``, never past ``size_in_bytes``."""
         self._check_position(position)
-        return pread_fully(self._fd, position, min(size, self._size - position))
+        return pread_fully(self.fd, position, min(size, self._size - position))
 
     def slice(self, position: int, size: int) -> FileSlice:
         """A ``FileSlice`` of up to ``size`` bytes at ``position`` (clamped to the end)."""
         self._check_position(position)
         if size < 0:
             raise ValueError(f"invalid slice size {size} for {self.path}")
-        return FileSlice(self._fd, position, min(size, self._size - position))
+        return FileSlice(self.fd, position, min(size, self._size - position))
 
     def batches(
         self, start_position: int = 0, verify_crc: bool = False
@@ -293,7 +331,7 @@ class FileRecords:
         """``(buf, buf_start)`` covering ``[pos, pos + need)``, reading ahead up to a chunk."""
         if buf_start <= pos and pos + need <= buf_start + len(buf):
             return buf, buf_start
-        data = pread_fully(self._fd, pos, min(max(need, READ_CHUNK), end - pos))
+        data = pread_fully(self.fd, pos, min(max(need, READ_CHUNK), end - pos))
         if len(data) < need:
             raise CorruptRecordError(f"file ends after {len(data)} of {need} bytes")
         return data, pos
@@ -307,6 +345,8 @@ class FileRecords:
     @property
     def last_modified(self) -> int:
         """The file's modification time in ms."""
+        if self._fd == NOT_OPEN:
+            return os.stat(self.path).st_mtime_ns // 1_000_000
         return os.fstat(self._fd).st_mtime_ns // 1_000_000
 
     def close(self) -> None:
@@ -317,14 +357,23 @@ class FileRecords:
             self.flush()
             self.trim()
         finally:
+            self._release_fd()
+
+    def release(self) -> None:
+        """Close without fsync or trim (the file is left as it is). Idempotent."""
+        self._release_fd()
+
+    def _release_fd(self) -> None:
+        with _OPEN_LOCK:
+            if self._closed:
+                return
             self._closed = True
-            os.close(self._fd)
+            if self._fd != NOT_OPEN:
+                os.close(self._fd)
 
     def delete(self) -> bool:
         """Close (no fsync) and unlink; True if the file existed."""
-        if not self._closed:
-            self._closed = True
-            os.close(self._fd)
+        self._release_fd()
         try:
             self.path.unlink()
         except FileNotFoundError:

@@ -26,12 +26,15 @@ swap; every structural change on the owner thread takes ``lock`` too (uncontende
 Durability: ``append_*`` returns after ``os.write`` handed every byte to the OS, so a killed
 process loses nothing acknowledged. ``flush.messages`` / ``flush.ms`` only decide when fsync
 runs (what an OS crash may lose); ``needs_flush`` tells the caller when it is due. A disk error
-raises ``KafkaStorageError`` (the write is not acknowledged) and takes the log offline.
+raises ``KafkaStorageError`` (the write is not acknowledged) and takes the log offline; running
+out of file descriptors (EMFILE/ENFILE) at a roll or a lazy open fails that append only
+(issue 16).
 """
 
 from __future__ import annotations
 
 import bisect
+import errno
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -289,7 +292,8 @@ class Log:
             segment = self._maybe_roll(size, max_ts, last_offset)
             segment.append(last_offset, max_ts, offset_of_max_ts, buf)
         except KafkaStorageError as exc:
-            self._storage_failure(exc)
+            if not _out_of_descriptors(exc):
+                self._storage_failure(exc)
             raise
         psm = self.producer_state
         for h, first, last in producer_batches:
@@ -324,7 +328,8 @@ class Log:
                 segment = LogSegment.open(self.dir, new_base, segment_config(self._config),
                                           now_ms=self._clock.milliseconds())
             except (KafkaStorageError, OSError) as exc:
-                self._storage_failure(exc)
+                if not _out_of_descriptors(exc):  # a process limit is no disk failure
+                    self._storage_failure(exc)
                 raise KafkaStorageError(f"cannot roll {self.dir}: {exc}") from exc
             self._set_segments((*self._segments, segment))
             self.producer_state.take_snapshot(new_base)
@@ -589,3 +594,13 @@ def _validation_config(cfg: LogConfig) -> ValidationConfig:
         message_timestamp_difference_max_ms=cfg.message_timestamp_difference_max_ms,
         compacted=cfg.compact,
     )
+
+
+def _out_of_descriptors(exc: BaseException) -> bool:
+    """EMFILE/ENFILE (here or as the cause): the append fails, the log dir stays online."""
+    current: BaseException | None = exc
+    while current is not None:
+        if isinstance(current, OSError) and current.errno in (errno.EMFILE, errno.ENFILE):
+            return True
+        current = current.__cause__
+    return False

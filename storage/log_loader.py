@@ -5,23 +5,35 @@ Owns the load phase only; it *returns* a ready ``Log``. Steps, in order:
 1. Finish or roll back an interrupted cleaner swap (``.cleaned`` / ``.swap`` / ``.deleted``
    files, see ``cleaner.complete_swaps``) so exactly one copy of every offset remains.
 2. Delete index files whose ``.log`` is gone; open every segment (``.log`` names sort by base
-   offset).
+   offset); every segment but the last opens its ``.log`` lazily (no descriptor until read).
 3. Recovery. After an unclean shutdown every segment from the one holding the recovery point
    to the end is scanned: size, framing and CRC of each batch; at the first bad batch the
-   segment is truncated there and every later segment deleted. Indexes of recovered segments
-   are rebuilt. After a clean shutdown nothing is scanned; a segment whose index fails its
-   sanity check is still recovered (rebuilt).
+   segment is truncated there and every later segment deleted (that is the unflushed tail a
+   crash may leave). Indexes of recovered segments are rebuilt. After a clean shutdown nothing
+   is scanned in full, but the disk may still have been damaged since (issue 16): the last
+   segment's tail - every batch from its last offset index entry to the end, at most about
+   ``index.interval.bytes`` plus one append - is CRC-checked and must end exactly at the end
+   of the file (``LogSegment.check_tail``); if it does not, that segment is recovered like
+   after a crash (a torn last batch or appended garbage is cut). Any segment whose index fails
+   its sanity check is recovered (rebuilt); when that cuts bytes off a segment that was
+   already flushed, the later segments are kept (Kafka's rule for a segment with a corrupt
+   index: only the damaged tail of that segment is lost) and one error names the cut.
+   Damage the cheap checks cannot see (a bad CRC in the middle of a segment after a clean
+   shutdown) is served as it is: reads answer it with a Kafka error, clients check CRCs.
 4. ``log_start_offset`` is at least the first segment's base; the leader-epoch cache is trimmed
    to [log_start_offset, log_end_offset); producer state is loaded from the newest snapshot and
    replayed from the batches after it; the high watermark is the caller's checkpointed one
    (``replication-offset-checkpoint``) clamped into the log, or the log start offset.
 
 Invariant on return: every byte of every segment is a whole, CRC-valid batch (for the scanned
-range), offsets are increasing, and the log end offset is the last batch's next offset.
+range and the last segment's tail), offsets are increasing, and the log end offset is the last
+batch's next offset. A ``load_log`` that raises (a file that cannot be opened or read) has
+closed every file it opened; the caller takes that one partition offline.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -65,8 +77,34 @@ def load_log(
         names.offset_from_file_name(p.name) for p in dir.iterdir()
         if p.name.endswith(names.LOG_FILE_SUFFIX)
     )
-    segments = [LogSegment.open(dir, b, seg_cfg, now_ms=now, file_already_exists=True)
-                for b in bases]
+    segments: list[LogSegment] = []
+    try:
+        for i, b in enumerate(bases):  # inactive segments open their .log on first use
+            segments.append(LogSegment.open(dir, b, seg_cfg, now_ms=now,
+                                            file_already_exists=True,
+                                            lazy=i < len(bases) - 1))
+        return _load(dir, config, clock, segments, recovery_point, log_start_offset,
+                     had_clean_shutdown, producer_id_expiration_ms, on_storage_error)
+    except BaseException:
+        for seg in segments:
+            with contextlib.suppress(Exception):
+                seg.release()
+        raise
+
+
+def _load(
+    dir: Path,
+    config: LogConfig,
+    clock: Clock,
+    segments: list[LogSegment],
+    recovery_point: int,
+    log_start_offset: int,
+    had_clean_shutdown: bool,
+    producer_id_expiration_ms: int,
+    on_storage_error: Callable[[Path, BaseException], None] | None,
+) -> Log:
+    now = clock.milliseconds()
+    seg_cfg = segment_config(config)
     epoch_cache = LeaderEpochFileCache(dir / LEADER_EPOCH_CHECKPOINT)
 
     def on_batch(header: BatchHeader) -> None:
@@ -112,24 +150,37 @@ def _recover(
     had_clean_shutdown: bool,
     on_batch: Callable[[BatchHeader], None],
 ) -> list[LogSegment]:
-    """Scan what may be unflushed; drop everything after the first bad batch."""
+    """Step 3 of the module docstring: scan what may be unflushed, dropping everything after
+    its first bad batch; check the rest cheaply, recovering only what fails."""
+    last = len(segments) - 1
     for i, seg in enumerate(segments):
-        nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
-        needs_scan = not had_clean_shutdown and (nxt is None or nxt > recovery_point)
-        if not needs_scan:
-            try:
-                seg.offset_index.sanity_check()
-                seg.time_index.sanity_check()
+        nxt = segments[i + 1].base_offset if i < last else None
+        unflushed = not had_clean_shutdown and (nxt is None or nxt > recovery_point)
+        if unflushed:
+            truncated = seg.recover(on_batch)
+            if truncated > 0:
+                logger.warning("recovery of %s truncated %d invalid bytes; deleting %d later "
+                               "segment(s)", seg.log.path, truncated, last - i)
+                for later in segments[i + 1:]:
+                    later.delete()
+                return segments[: i + 1]
+            continue
+        try:
+            seg.offset_index.sanity_check()
+            seg.time_index.sanity_check()
+        except CorruptIndexError as exc:
+            logger.warning("rebuilding indexes of %s: %s", seg.log.path, exc)
+        else:
+            damage = seg.check_tail() if i == last else None
+            if damage is None:
                 continue
-            except CorruptIndexError as exc:
-                logger.warning("rebuilding indexes of %s: %s", seg.log.path, exc)
-        truncated = seg.recover(on_batch if needs_scan else None)
-        if truncated > 0:
-            logger.warning("recovery of %s truncated %d invalid bytes; deleting %d later "
-                           "segment(s)", seg.log.path, truncated, len(segments) - i - 1)
-            for later in segments[i + 1:]:
-                later.delete()
-            return segments[: i + 1]
+            logger.warning("%s is damaged after a clean shutdown (%s): recovering it",
+                           seg.log.path, damage)
+        truncated = seg.recover(on_batch if i == last else None)
+        if truncated > 0 and i < last:
+            logger.error("%s was damaged on disk: cut %d bytes after offset %d; the offsets "
+                         "up to %d are lost (later segments kept)", seg.log.path, truncated,
+                         seg.read_next_offset() - 1, segments[i + 1].base_offset - 1)
     return segments
 
 

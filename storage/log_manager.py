@@ -25,6 +25,11 @@ retention deletion and cleaner round; ``recovery_seconds`` is how long ``startup
 
 Disk errors: a log that hits ``KafkaStorageError`` reports it here; its whole log dir goes
 offline (every log in it answers KAFKA_STORAGE_ERROR), the broker keeps serving the others.
+A partition whose log cannot be loaded at startup (damage recovery cannot repair, a file that
+cannot be opened) goes offline alone (issue 16): one error line names it, its directory is
+left untouched, it is in ``offline_partitions`` and ``get_or_create_log`` refuses it with
+KAFKA_STORAGE_ERROR (so it is not hosted: in a cluster the other replicas serve it), until a
+``delete_log`` removes it; every other partition loads and serves.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from strata.storage import log_file_names as names
 from strata.storage.checkpoints import OffsetCheckpointFile
 from strata.storage.cleaner import CleanerStats
 from strata.storage.clock import Clock
-from strata.storage.errors import LogDirOfflineError
+from strata.storage.errors import KafkaStorageError, LogDirOfflineError, StorageError
 from strata.storage.log import Log
 from strata.storage.log_cleaner import CleanerConfig, LogCleaner
 from strata.storage.log_config import LogConfig
@@ -79,7 +84,11 @@ class LogManager:
         self.node_id = node_id
         self._logs: dict[TopicPartition, Log] = {}
         self._topic_overrides: dict[str, dict[str, str]] = {}
+        # The broker_config object each topic's overrides were last applied over.
+        self._defaults_applied: dict[str, Mapping[str, str]] = {}
         self.offline_dirs: set[Path] = set()
+        # Partitions whose log could not be loaded: their dir and why (see the docstring).
+        self.offline_partitions: dict[TopicPartition, tuple[Path, str]] = {}
         self._lock = threading.Lock()  # guards _logs against concurrent create/delete
         self.had_clean_shutdown: dict[Path, bool] = {}
         self.producer_id_expiration_ms = int(
@@ -118,7 +127,7 @@ class LogManager:
         with ThreadPoolExecutor(max_workers=max(1, threads * len(self.log_dirs))) as pool:
             loaded = list(pool.map(lambda job: self._load(*job), jobs))
         for tp, log in loaded:
-            if tp is not None:
+            if isinstance(log, Log):
                 self._logs[tp] = log
         for data_dir in self.log_dirs:
             (data_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
@@ -132,18 +141,26 @@ class LogManager:
         recovery: Mapping[TopicPartition, int],
         starts: Mapping[TopicPartition, int],
         high_watermarks: Mapping[TopicPartition, int],
-    ) -> tuple[TopicPartition | None, Log]:
+    ) -> tuple[TopicPartition, Log | None]:
         topic, partition = names.parse_topic_partition_name(part_dir.name)
         tp = (topic, partition)
-        log = load_log(
-            part_dir, self.config_for(topic), self.clock,
-            recovery_point=recovery.get(tp, 0),
-            log_start_offset=starts.get(tp, 0),
-            high_watermark=high_watermarks.get(tp),
-            had_clean_shutdown=clean and tp in recovery,
-            producer_id_expiration_ms=self.producer_id_expiration_ms,
-            on_storage_error=self._on_storage_error,
-        )
+        try:
+            log = load_log(
+                part_dir, self.config_for(topic), self.clock,
+                recovery_point=recovery.get(tp, 0),
+                log_start_offset=starts.get(tp, 0),
+                high_watermark=high_watermarks.get(tp),
+                had_clean_shutdown=clean and tp in recovery,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
+                on_storage_error=self._on_storage_error,
+            )
+        except (OSError, StorageError, ValueError) as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            logger.error("partition %s-%d is offline: its log in %s cannot be loaded (%s)",
+                         topic, partition, part_dir, reason)
+            with self._lock:
+                self.offline_partitions[tp] = (part_dir, reason)
+            return tp, None
         return tp, log
 
     def shutdown(self) -> None:
@@ -168,7 +185,11 @@ class LogManager:
     def set_topic_config(self, topic: str, overrides: Mapping[str, str]) -> LogConfig:
         """Validate and apply a topic's overrides to its existing and future logs."""
         config = LogConfig.from_props(overrides, self.broker_config)
+        if self._topic_overrides.get(topic) == overrides and \
+                self._defaults_applied.get(topic) is self.broker_config:
+            return config  # unchanged: every log of the topic has it (no O(partitions) walk)
         self._topic_overrides[topic] = dict(overrides)
+        self._defaults_applied[topic] = self.broker_config
         for (t, _), log in list(self._logs.items()):
             if t == topic:
                 log.update_config(config)
@@ -189,11 +210,19 @@ class LogManager:
             existing = self._logs.get((topic, partition))
             if existing is not None:
                 return existing
+            offline = self.offline_partitions.get((topic, partition))
+            if offline is not None:
+                raise KafkaStorageError(f"partition {topic}-{partition} is offline: its log "
+                                        f"in {offline[0]} could not be loaded ({offline[1]})")
             data_dir = self._next_log_dir()
             part_dir = data_dir / names.topic_partition_dir_name(topic, partition)
-            log = load_log(part_dir, self.config_for(topic), self.clock,
-                           producer_id_expiration_ms=self.producer_id_expiration_ms,
-                           on_storage_error=self._on_storage_error)
+            try:
+                log = load_log(part_dir, self.config_for(topic), self.clock,
+                               producer_id_expiration_ms=self.producer_id_expiration_ms,
+                               on_storage_error=self._on_storage_error)
+            except OSError as exc:  # e.g. EMFILE: this creation fails, the broker serves on
+                raise KafkaStorageError(f"cannot create the log of {topic}-{partition} in "
+                                        f"{part_dir}: {exc}") from exc
             self._logs[(topic, partition)] = log
             return log
 
@@ -202,6 +231,8 @@ class LogManager:
         online = [d for d in self.log_dirs if d not in self.offline_dirs]
         if not online:
             raise LogDirOfflineError("every log dir is offline")
+        if len(online) == 1:  # no count needed (it cost O(partitions) per creation)
+            return online[0]
         counts = {d: 0 for d in online}
         for log in self._logs.values():
             if log.dir.parent in counts:
@@ -212,8 +243,11 @@ class LogManager:
         """Close the log, rename its dir to ``*-delete`` and remove it; True if it existed."""
         with self._lock:
             log = self._logs.pop((topic, partition), None)
+            offline = self.offline_partitions.pop((topic, partition), None)
         if log is None:
-            return False
+            if offline is not None:
+                shutil.rmtree(offline[0], ignore_errors=True)
+            return offline is not None
         self.cleaner.abort_cleaning((topic, partition), log.dir.parent)
         log.close()
         doomed = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{names.DELETE_DIR_SUFFIX}")

@@ -20,9 +20,15 @@ that is "keep batches whose base offset < offset", and the segment's next offset
 
 Crash policy: ``append`` returns once the bytes reached the OS; nothing is fsynced until
 ``flush``. After an unclean shutdown ``recover`` scans the ``.log`` (framing, offsets, CRC),
-truncates it at the first invalid batch and rebuilds both indexes. An index file that is
+truncates it at the first invalid batch and rebuilds both indexes. After a clean shutdown the
+loader only runs ``check_tail`` on the last segment (its batches from the last offset index
+entry, CRC included, must end exactly at the end of the file) and ``recover``s it if that
+fails: the disk may have changed since the clean shutdown (issue 16). An index file that is
 missing while its ``.log`` has data, or whose last entry points past the ``.log``, is marked
 corrupt on open so its ``sanity_check`` fails and the loader rebuilds it.
+
+Descriptors (issue 16): the indexes keep none (``file_mapping``); an inactive segment loaded
+with ``lazy`` opens its ``.log`` on first read, so a partition costs one descriptor at rest.
 
 Lifecycle: the active segment is appended to; ``on_become_inactive_segment`` (roll) writes the
 final time index entry and trims all three files; ``close`` does the same plus fsync;
@@ -113,12 +119,18 @@ class LogSegment:
         now_ms: int,
         file_already_exists: bool = False,
         file_suffix: str = "",
+        lazy: bool = False,
     ) -> LogSegment:
-        """Open the segment's files in ``dir`` (created unless ``file_already_exists``)."""
+        """Open the segment's files in ``dir`` (created unless ``file_already_exists``).
+
+        ``lazy`` (an existing inactive segment at load): the ``.log`` descriptor is opened on
+        first use only (the mapped indexes hold none), so a hosted partition costs one
+        descriptor, its active segment's ``.log``, until older segments are read."""
         log = FileRecords.open(
             names.log_file(dir, base_offset, file_suffix),
             create=not file_already_exists,
             preallocate_size=config.init_file_size if config.preallocate else 0,
+            lazy=lazy and file_already_exists,
         )
         try:
             index_path = names.offset_index_file(dir, base_offset, file_suffix)
@@ -135,14 +147,14 @@ class LogSegment:
             raise
         segment = cls(log, offset_index, time_index, base_offset, config.index_interval_bytes,
                       now_ms)
-        if file_already_exists and log.size_in_bytes > 0:
+        if file_already_exists:
             segment._check_indexes_against_log(index_existed, time_index_existed)
         return segment
 
     def _check_indexes_against_log(self, index_existed: bool, time_index_existed: bool) -> None:
         for index, existed in ((self.offset_index, index_existed),
                                (self.time_index, time_index_existed)):
-            if not existed:
+            if not existed and self.log.size_in_bytes > 0:
                 index.mark_corrupt(f"index file {index.path} was missing for a non-empty "
                                    f"{self.log.path}; it must be rebuilt")
         entries = self.offset_index.entries
@@ -338,6 +350,26 @@ class LogSegment:
         self._rolling_based_timestamp = None
         return truncated
 
+    def check_tail(self) -> str | None:
+        """Why the segment's tail is damaged, or None: the cheap check of the last segment
+        after a clean shutdown. Every batch from the last offset index entry to the end of the
+        ``.log`` must be whole, CRC-valid, above the previous one and inside the segment, and
+        the last must end exactly at the end of the file. Costs one scan of at most about
+        ``index_interval_bytes`` plus one append, whatever the segment's size."""
+        position = self.offset_index.lookup(self.offset_index.last_offset).position
+        previous_last_offset = self.base_offset - 1
+        try:
+            for pos, header in self.log.batches(position, verify_crc=True):
+                if (header.base_offset <= previous_last_offset
+                        or not self.offset_index.can_append_offset(header.last_offset)):
+                    return (f"batch at position {pos} has offsets {header.base_offset}.."
+                            f"{header.last_offset}, out of order for base offset "
+                            f"{self.base_offset}")
+                previous_last_offset = header.last_offset
+        except CorruptRecordError as exc:
+            return str(exc)
+        return None
+
     # -------------------------------------------------------------- truncate
     def truncate_to(self, offset: int, *, now_ms: int | None = None) -> int:
         """Remove the batch holding ``offset`` and every later one (the truncation rule in the
@@ -423,6 +455,15 @@ class LogSegment:
                 self.time_index.close()
             finally:
                 self.log.close()
+
+    def release(self) -> None:
+        """Close all three files without writing anything (a load that failed): a damaged
+        segment is left on disk exactly as it was found."""
+        try:
+            self.offset_index.release()
+            self.time_index.release()
+        finally:
+            self.log.release()
 
     def delete(self) -> None:
         """Close (no flush) and unlink all three files; missing files are fine."""

@@ -5,10 +5,14 @@ through ``RequestContext.state``; nothing is global) and the broker's lifecycle.
 
 Startup, in order (each step needs the one before):
 
+0. raise the soft open file limit to the hard one and log both with the partition capacity
+   they give (``partition_capacity``: creations beyond it are refused with POLICY_VIOLATION);
 1. resolve the cluster id (``cluster.id``, else the one in a log dir's ``meta.properties``,
    else a new one) and open the ``TopicStore`` in the first log dir;
 2. start the ``LogManager`` (in a thread: it reads and recovers every partition), with the
    static and dynamic broker configs as defaults and each topic's overrides registered first;
+   a partition whose log cannot be loaded is offline alone (one error line; not hosted), the
+   broker starts anyway;
 3. reconcile the logs found with the registry: a log of an unknown topic (or beyond its
    partition count) is deleted, except when the registry file did not exist yet, in which case
    the logs found are adopted as topics (a data dir from before the registry, or a lost file);
@@ -60,6 +64,11 @@ from strata.broker.connection import Handler, KafkaConnection, RequestQueueLimit
 from strata.broker.group_coordinator import GroupCoordinator, group_config, offsets_topic_config
 from strata.broker.http import HealthServer
 from strata.broker.metrics import BrokerMetrics
+from strata.broker.partition_capacity import (
+    MAX_PARTITIONS_CONFIG,
+    current_capacity,
+    raise_open_file_limit,
+)
 from strata.broker.producer_id_manager import ClusterProducerIdManager, ProducerIdManager
 from strata.broker.replica_manager import ReplicaManager
 from strata.broker.security.authorization import BrokerAuthorizer, open_authorizer
@@ -216,6 +225,10 @@ class KafkaServer:
         config = self.config
         node_id = config.node_id
         log_dirs = config.log_dirs
+        soft, hard = raise_open_file_limit()
+        capacity = current_capacity(config.get(MAX_PARTITIONS_CONFIG))
+        logger.info("open file limit %d (hard %d): up to %d partition replicas (%s)", soft,
+                    hard if hard >= 0 else soft, capacity.limit, capacity.describe())
         cluster_id = config.cluster_id
         cluster: Cluster | None = None
         store: TopicStore
@@ -246,7 +259,8 @@ class KafkaServer:
                                                     record.leader_epochs[index],
                                                     configs=record.configs)
                     except StorageError as exc:
-                        logger.error("cannot host %s-%d: %s", record.name, index, exc)
+                        if (record.name, index) not in log_manager.offline_partitions:
+                            logger.error("cannot host %s-%d: %s", record.name, index, exc)
 
         listener = config.listener
         advertised = config.advertised_listener

@@ -4,8 +4,10 @@ Per topic, Kafka's rules: a name given twice in one request is INVALID_REQUEST; 
 on the topic (with an authorizer), TOPIC_AUTHORIZATION_FAILED; an unknown
 topic is UNKNOWN_TOPIC_OR_PARTITION; a count not above the current one is INVALID_PARTITIONS;
 manual ``assignments`` must list exactly the new partitions, each with valid replicas on live
-brokers (INVALID_REPLICA_ASSIGNMENT). ``validate_only`` checks and changes nothing. The new
-count is written to the ``TopicStore``, then each new partition is hosted as leader at epoch 0.
+brokers (INVALID_REPLICA_ASSIGNMENT). More partition replicas on this broker than it can hold
+(``partition_capacity``) is POLICY_VIOLATION (Strata's rule, issue 16). ``validate_only``
+checks and changes nothing. The new count is written to the ``TopicStore``, then each new
+partition is hosted as leader at epoch 0.
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ from strata.broker.handlers.create_topics import (
     check_assignments,
     check_replication_factor,
     host_partitions,
+)
+from strata.broker.partition_capacity import (
+    PartitionCapacityError,
+    check_capacity,
+    replicas_here,
 )
 from strata.broker.security.acl import AclOperation, ResourceType
 from strata.broker.server import BrokerState
@@ -42,8 +49,8 @@ async def _create_partitions(state: BrokerState, topic: Any, validate_only: bool
     if count == record.partitions:
         raise ApiError(ErrorCode.invalid_partitions,
                          f"Topic already has {record.partitions} partition(s).")
+    added = count - record.partitions
     if topic.assignments is not None:
-        added = count - record.partitions
         if len(topic.assignments) != added:
             raise ApiError(ErrorCode.invalid_replica_assignment,
                              f"Attempted to add {added} additional partition(s), but only "
@@ -52,13 +59,19 @@ async def _create_partitions(state: BrokerState, topic: Any, validate_only: bool
         check_assignments(state, replica_lists)
         for replicas in replica_lists:
             check_replication_factor(state, len(replicas))
+    lists = None if topic.assignments is None else [
+        [int(b) for b in a.broker_ids] for a in topic.assignments]
+    try:
+        check_capacity(state, replicas_here(state.node_id, added, record.replication_factor,
+                                            len(state.live_broker_ids()), lists),
+                       f"Adding {added} partition(s) to topic '{topic.name}'")
+    except PartitionCapacityError as exc:
+        raise ApiError(ErrorCode.policy_violation, str(exc)) from None
     if validate_only:
         return
     old_count = record.partitions
     try:
         if state.cluster is not None:
-            lists = None if topic.assignments is None else [
-                [int(b) for b in a.broker_ids] for a in topic.assignments]
             record = await state.cluster.topic_store.set_partition_count(topic.name, count,
                                                                          lists)
         else:
@@ -68,7 +81,7 @@ async def _create_partitions(state: BrokerState, topic: Any, validate_only: bool
                          f"The topic '{topic.name}' does not exist.") from None
     except ValueError as exc:  # another request grew it past ``count`` meanwhile
         raise ApiError(ErrorCode.invalid_partitions, str(exc)) from None
-    host_partitions(state, record, range(old_count, count))
+    await host_partitions(state, record, range(old_count, count))
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

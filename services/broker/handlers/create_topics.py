@@ -14,7 +14,10 @@ Kafka's rules, per topic, in the order Kafka checks them (each failure answers t
 * manual ``assignments`` exclude both counts (INVALID_REQUEST), must cover partitions 0..n-1 once
   each and name only live brokers (INVALID_REPLICA_ASSIGNMENT);
 * ``configs``: every name a topic config of ``strata.storage.log_config.TOPIC_CONFIGS`` with a
-  valid value, none null: INVALID_CONFIG.
+  valid value, none null: INVALID_CONFIG;
+* more partition replicas on this broker than it can hold (``partition_capacity``: derived from
+  its open file limit, or ``strata.max.partitions.per.broker``): POLICY_VIOLATION, also for
+  ``validate_only`` and for Metadata's auto-creation (Strata's own rule, issue 16).
 
 ``validate_only`` runs every check and creates nothing. A created topic gets a new topic id, is
 written to the ``TopicStore`` first (the registry is the truth), then every partition is hosted
@@ -25,6 +28,7 @@ to the metadata store in one transaction, and each broker hosts its replicas whe
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +36,11 @@ from typing import Any
 
 from strata.broker.connection import RequestContext
 from strata.broker.handlers import ApiError
+from strata.broker.partition_capacity import (
+    PartitionCapacityError,
+    check_capacity,
+    replicas_here,
+)
 from strata.broker.replica_placement import PlacementError
 from strata.broker.security.acl import AclOperation, ResourceType
 from strata.broker.server import BrokerState
@@ -158,8 +167,20 @@ def resolve(state: BrokerState, topic: Any) -> TopicSpec:
     return TopicSpec(name, partitions, replication_factor, configs, assignment)
 
 
+def check_topic_capacity(state: BrokerState, spec: TopicSpec) -> None:
+    """POLICY_VIOLATION if this broker cannot hold its share of the topic's replicas."""
+    new = replicas_here(state.node_id, spec.partitions, spec.replication_factor,
+                        len(state.live_broker_ids()), spec.assignment)
+    try:
+        check_capacity(state, new, f"Topic '{spec.name}' with {spec.partitions} partition(s)")
+    except PartitionCapacityError as exc:
+        raise ApiError(ErrorCode.policy_violation, str(exc)) from None
+
+
 async def create_topic(state: BrokerState, spec: TopicSpec) -> TopicRecord:
-    """Register the topic, then host its partitions. ``ApiError`` if the name got taken."""
+    """Register the topic, then host its partitions. ``ApiError`` if the name got taken or
+    this broker cannot hold the partitions (POLICY_VIOLATION)."""
+    check_topic_capacity(state, spec)
     record = TopicRecord.new(spec.name, spec.partitions, spec.replication_factor, spec.configs)
     try:
         if state.cluster is not None:  # every replica's broker hosts it from the metadata
@@ -171,15 +192,26 @@ async def create_topic(state: BrokerState, spec: TopicSpec) -> TopicRecord:
                          f"Topic '{spec.name}' already exists.") from None
     except PlacementError as exc:
         raise ApiError(ErrorCode.invalid_replication_factor, str(exc)) from None
-    host_partitions(state, record, range(record.partitions))
+    await host_partitions(state, record, range(record.partitions))
     return record
 
 
-def host_partitions(state: BrokerState, record: TopicRecord, indexes: range) -> None:
+async def host_partitions(state: BrokerState, record: TopicRecord, indexes: range) -> None:
     """Lead each partition of ``indexes`` at its recorded epoch (creating its log). A single
-    broker only: in a cluster the ``MetadataPublisher`` hosts what the metadata assigns."""
+    broker only: in a cluster the ``MetadataPublisher`` hosts what the metadata assigns.
+
+    The logs are created in a worker thread first (a few ms of file work each: thousands of
+    partitions must not stall every other client), then led on the loop."""
     if state.cluster is not None:
         return
+    log_manager = state.log_manager
+    log_manager.set_topic_config(record.name, record.configs)
+
+    def create_logs() -> None:
+        for index in indexes:
+            log_manager.get_or_create_log(record.name, index)
+
+    await asyncio.to_thread(create_logs)
     for index in indexes:
         state.replica_manager.make_leader(record.name, index, record.topic_id,
                                           record.leader_epochs[index], configs=record.configs)
@@ -202,6 +234,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                                         topic.name):
                 raise ApiError(ErrorCode.topic_authorization_failed, "Authorization failed.")
             spec = resolve(state, topic)
+            check_topic_capacity(state, spec)
             if not request.validate_only:
                 await create_topic(state, spec)
         except ApiError as exc:
