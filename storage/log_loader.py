@@ -84,7 +84,8 @@ def load_log(
                                             file_already_exists=True,
                                             lazy=i < len(bases) - 1))
         return _load(dir, config, clock, segments, recovery_point, log_start_offset,
-                     had_clean_shutdown, producer_id_expiration_ms, on_storage_error)
+                     high_watermark, had_clean_shutdown, producer_id_expiration_ms,
+                     on_storage_error)
     except BaseException:
         for seg in segments:
             with contextlib.suppress(Exception):
@@ -99,6 +100,7 @@ def _load(
     segments: list[LogSegment],
     recovery_point: int,
     log_start_offset: int,
+    high_watermark: int | None,
     had_clean_shutdown: bool,
     producer_id_expiration_ms: int,
     on_storage_error: Callable[[Path, BaseException], None] | None,

@@ -102,6 +102,10 @@ BROKER_SETTINGS: Final[tuple[BrokerSetting, ...]] = (
                   "Requests read but not yet handled, across connections, before reading pauses."),
     BrokerSetting("http.port", "9404", ConfigType.INT,
                   "Port of /healthz, /readyz and /metrics; 0 picks a free port."),
+    BrokerSetting("strata.max.partitions.per.broker", None, ConfigType.INT,
+                  "At most this many partition replicas on this broker (it can only lower the "
+                  "capacity the open file limit allows); CreateTopics, CreatePartitions and "
+                  "auto-creation beyond it answer POLICY_VIOLATION."),
     BrokerSetting("metadata.store", None, ConfigType.STRING,
                   "sqlite:///path or etcd://host:port,...: the cluster's metadata store. Unset: "
                   "a single broker keeping its topics in its first log dir."),

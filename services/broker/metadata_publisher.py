@@ -89,6 +89,8 @@ class MetadataPublisher:
         self._on_configs = on_configs
         self._applied: dict[TopicPartition, tuple[PartitionRegistration, LeaderEndpoint | None,
                                                   bool]] = {}
+        self._failed: dict[TopicPartition, tuple[PartitionRegistration, LeaderEndpoint | None,
+                                                 bool]] = {}
         self._configs_revision: object = None
         self._topics: dict[str, int] = {}
 
@@ -142,8 +144,12 @@ class MetadataPublisher:
             try:
                 self._apply(tp, registration, leader, leads, image)
             except (StorageError, PartitionError) as exc:
-                logger.error("cannot host %s-%d: %s", tp[0], tp[1], exc)
+                # Retried on every image (an EMFILE passes), logged once per registration.
+                if self._failed.get(tp) != applied:
+                    self._failed[tp] = applied
+                    logger.error("cannot host %s-%d: %s", tp[0], tp[1], exc)
                 continue
+            self._failed.pop(tp, None)
             self._applied[tp] = applied
 
     def _hosted(self) -> list[TopicPartition]:
