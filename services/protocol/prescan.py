@@ -9,7 +9,11 @@ kio dataclass that will decode it, without building any object, and rejects:
 
 - an array count larger than the bytes left (each element takes at least one byte),
 - a string, bytes or records length, or a tagged field size, that runs past the end,
-- a negative length other than -1 (null), an over-long varint, a truncated body.
+- a negative length other than -1 (null), an over-long varint, a truncated body,
+- null (-1, or 0 in compact form) for an array, string or bytes field the version declares
+  non-nullable. Kafka's generated readers throw "non-nullable field X was serialized as null"
+  and the broker closes the connection; kio would hand the handler ``None`` where its type says
+  a tuple or a string (a DescribeConfigs v1 with null ``resources`` raised ``TypeError``).
 
 Grammar followed (Kafka's message-spec encoding, per field in declaration order)::
 
@@ -162,18 +166,20 @@ def _field_scanner(
         element, _ = _unwrap_optional(typing.get_args(annotation)[0])
         if dataclasses.is_dataclass(element):
             steps = entity_steps(typing.cast(type[Any], element))
-            return _array(steps, 0, flexible, where)
+            return _array(steps, 0, flexible, nullable, where)
         kind = field.metadata["kafka_type"]
         if kind in FIXED_SIZES:
-            return _array((), FIXED_SIZES[kind], flexible, where)
-        return _array((_variable(kind, flexible, where),), 0, flexible, where)
+            return _array((), FIXED_SIZES[kind], flexible, nullable, where)
+        element_nullable = _unwrap_optional(typing.get_args(annotation)[0])[1]
+        element_scanner = _variable(kind, flexible, element_nullable, where)
+        return _array((element_scanner,), 0, flexible, nullable, where)
     if dataclasses.is_dataclass(annotation):
         struct = entity_scanner(typing.cast(type[Any], annotation))
         return _nullable_struct(struct, where) if nullable and not in_tag else struct
     kind = field.metadata["kafka_type"]
     if kind in FIXED_SIZES:
         return _skip(FIXED_SIZES[kind], where)
-    return _variable(kind, flexible, where)
+    return _variable(kind, flexible, nullable, where)
 
 
 def _skip(size: int, where: str) -> Scanner:
@@ -185,7 +191,11 @@ def _skip(size: int, where: str) -> Scanner:
     return scan_fixed
 
 
-def _variable(kind: str, flexible: bool, where: str) -> Scanner:
+def _not_nullable(where: str) -> WireFormatError:
+    return WireFormatError(f"non-nullable field {where} was serialized as null")
+
+
+def _variable(kind: str, flexible: bool, nullable: bool, where: str) -> Scanner:
     if kind not in _VARIABLE_KINDS:
         raise TypeError(f"{where}: unknown kafka_type {kind!r}")
     if flexible:
@@ -198,7 +208,11 @@ def _variable(kind: str, flexible: bool, where: str) -> Scanner:
                     f"{where}: length {length} at offset {offset} runs past the end "
                     f"({end - offset} bytes remaining)"
                 )
-            return offset + length if length > 0 else offset
+            if length > 0:
+                return offset + length
+            if length < 0 and not nullable:
+                raise _not_nullable(where)
+            return offset
 
         return scan_compact
 
@@ -220,13 +234,16 @@ def _variable(kind: str, flexible: bool, where: str) -> Scanner:
             return offset + length
         if length < -1:
             raise WireFormatError(f"{where}: negative length {length}")
+        if length == -1 and not nullable:
+            raise _not_nullable(where)
         return offset
 
     return scan_legacy
 
 
 def _array(
-    element_steps: tuple[Scanner, ...], element_size: int, flexible: bool, where: str
+    element_steps: tuple[Scanner, ...], element_size: int, flexible: bool, nullable: bool,
+    where: str,
 ) -> Scanner:
     """An array of elements scanned by ``element_steps``, or of fixed ``element_size`` elements."""
     min_element_size = element_size or 1  # every element takes at least one byte
@@ -243,6 +260,8 @@ def _array(
         def scan_fixed_array(buffer: BytesLike, offset: int, end: int) -> int:
             count, offset = read_count(buffer, offset, end, where)
             if count <= 0:
+                if count < 0 and not nullable:
+                    raise _not_nullable(where)
                 return offset
             if count * min_element_size > end - offset:
                 raise too_many(count, end - offset)
@@ -253,6 +272,8 @@ def _array(
     def scan_array(buffer: BytesLike, offset: int, end: int) -> int:
         count, offset = read_count(buffer, offset, end, where)
         if count <= 0:
+            if count < 0 and not nullable:
+                raise _not_nullable(where)
             return offset
         if count > end - offset:
             raise too_many(count, end - offset)
