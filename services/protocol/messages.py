@@ -59,8 +59,11 @@ E = TypeVar("E")
 
 _MS_SUFFIX: Final = "_ms"
 _TIME_KINDS: Final = frozenset({"timedelta_i32", "timedelta_i64", "datetime_i64"})
-# What kio's Rust reader raises on bad input besides its own SerialError subclasses.
-_KIO_DECODE_ERRORS: Final = (SerialError, ValueError, TypeError, OverflowError, IndexError)
+# What kio's Rust reader raises on bad input besides its own SerialError subclasses. KeyError:
+# kio 0.6.5 cannot skip a tagged field its class does not declare ("Unknown tagged field tag");
+# Kafka ignores such fields, Strata refuses the request (found by the protocol fuzzer).
+_KIO_DECODE_ERRORS: Final = (SerialError, ValueError, TypeError, OverflowError, IndexError,
+                             KeyError)
 # What kio's Python writer raises when handed a value of the wrong type or range.
 _KIO_ENCODE_ERRORS: Final = (
     SerialError,

@@ -94,3 +94,28 @@ async def test_fetch_with_negative_request_max_bytes_is_invalid_request(
     assert [p.error_code for p in body.responses[0].partitions] == [
         ErrorCode.invalid_request, ErrorCode.invalid_request]
     assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+
+
+async def test_an_unexpected_codec_error_closes_the_connection_it_came_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The live fuzzer's kio ``KeyError`` escaped ``decode_request`` and ended the serve task
+    unseen, leaving the socket open and unread. Any such Strata bug now logs and closes."""
+    from strata.broker import connection
+
+    def broken(frame: bytes, ranges: object) -> None:
+        raise KeyError("Unknown tagged field tag: 0")
+
+    state = broker_state(tmp_path)
+    state.registry = build_registry()
+    monkeypatch.setattr(connection, "decode_request", broken)
+    server, port = await serve(state)
+    try:
+        client = await Client.connect(port)
+        client.send(ApiKey.METADATA, 8, 1, topics=None, allow_auto_topic_creation=False,
+                    include_cluster_authorized_operations=False,
+                    include_topic_authorized_operations=False)
+        assert await client.closed_by_peer()
+    finally:
+        server.close()
+    assert any("serving" in r.getMessage() and r.exc_info for r in caplog.records)
