@@ -212,9 +212,11 @@ def _set(root: Any, path: tuple[Any, ...], value: Any) -> None:
 
 
 def _field_value(frame: bytes, rng: random.Random) -> bytes | None:
+    if len(frame) < _FIXED_OFFSET:
+        return None
     api_key, version, correlation_id = struct.unpack_from(">hhi", frame)
-    offset = len(request_frame(api_key, version, correlation_id, b""))
     try:
+        offset = len(request_frame(api_key, version, correlation_id, b""))
         plain = _plain(decode_request_body(api_key, version, frame, offset))
     except (ProtocolError, UnknownMessageVersion):  # not a seed: leave it to the byte mutations
         return None
