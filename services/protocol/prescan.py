@@ -26,6 +26,10 @@ Grammar followed (Kafka's message-spec encoding, per field in declaration order)
     struct              its fields, then in flexible versions a TAG_BUFFER whose known tags are
                         scanned inside their declared size and unknown ones skipped
 
+Unknown tagged fields are skipped here as Kafka skips them; kio cannot skip them, so
+``without_unknown_tagged_fields`` (run only after kio refused a body) rewrites a copy without
+them for kio to read.
+
 Invariant: ``scan`` accepts every body kio's writer produces (the unit tests round-trip samples
 of every supported version through it) and returns the offset just past the body. Scanners are
 compiled once per kio class and cached; consecutive fixed-size fields collapse into one skip.
@@ -34,6 +38,7 @@ compiled once per kio class and cached; consecutive fixed-size fields collapse i
 from __future__ import annotations
 
 import dataclasses
+import threading
 import types
 import typing
 from collections.abc import Callable
@@ -45,6 +50,7 @@ from strata.protocol.primitives import (
     BytesLike,
     WireFormatError,
     read_uvarint,
+    write_uvarint,
 )
 
 Scanner: TypeAlias = Callable[[BytesLike, int, int], int]
@@ -316,20 +322,85 @@ def _nullable_struct(struct: Scanner, where: str) -> Scanner:
 
 def _tag_buffer(known: dict[int, Scanner], where: str) -> Scanner:
     def scan_tags(buffer: BytesLike, offset: int, end: int) -> int:
+        count_start = offset
         count, offset = read_uvarint(buffer, offset, end)
+        if not count:
+            return offset
+        first_field = offset
         if count > end - offset:
             raise WireFormatError(
                 f"{where}: {count} tagged fields announced, only {end - offset} bytes remaining"
             )
+        edits = _UNKNOWN_TAGS.edits  # None unless ``without_unknown_tagged_fields`` runs
+        dropped = 0
         for _ in range(count):
+            field_start = offset
             tag, offset = read_uvarint(buffer, offset, end)
             size, offset = read_uvarint(buffer, offset, end)
             if size > end - offset:
                 raise WireFormatError(f"{where}: tagged field {tag} of {size} bytes is truncated")
             scanner = known.get(tag)
             if scanner is not None:
-                scanner(buffer, offset, offset + size)
+                if edits is None:
+                    scanner(buffer, offset, offset + size)
+                else:
+                    before = len(edits)
+                    scanner(buffer, offset, offset + size)
+                    if len(edits) != before:  # its size would change: not rewritten
+                        raise _NestedUnknownTags
+            elif edits is not None:
+                edits.append((field_start, offset + size, b""))
+                dropped += 1
             offset += size
+        if dropped:
+            edits = typing.cast(list[tuple[int, int, bytes]], edits)
+            edits.append((count_start, first_field, write_uvarint(count - dropped)))
         return offset
 
     return scan_tags
+
+
+# ------------------------------------------------------------------ unknown tagged fields
+class _UnknownTagEdits(threading.local):
+    """Per thread: the edits ``scan_tags`` records while ``without_unknown_tagged_fields``
+    runs (``(start, end, replacement)`` over the buffer), else None (the normal scan)."""
+
+    edits: list[tuple[int, int, bytes]] | None = None
+
+
+_UNKNOWN_TAGS: Final = _UnknownTagEdits()
+
+
+class _NestedUnknownTags(Exception):
+    pass
+
+
+def without_unknown_tagged_fields(
+    entity_type: type[Any], buffer: BytesLike, offset: int, end: int
+) -> bytes | None:
+    """The body in ``buffer[offset:end]`` with every tagged field its class does not declare
+    removed (and each TAG_BUFFER's count lowered), or None if there is none to remove or one
+    sits inside a declared tagged field (whose size would then change).
+
+    Kafka's readers skip unknown tagged fields (KIP-482: a newer peer may add them); kio 0.6.5
+    raises ``KeyError`` instead, so ``messages`` decodes this copy after such an error. Runs
+    only then: the normal scan records nothing.
+    """
+    edits: list[tuple[int, int, bytes]] = []
+    _UNKNOWN_TAGS.edits = edits
+    try:
+        body_end = scan(entity_type, buffer, offset, end)
+    except _NestedUnknownTags:
+        return None
+    finally:
+        _UNKNOWN_TAGS.edits = None
+    if not edits:
+        return None
+    out = bytearray()
+    position = offset
+    for start, stop, replacement in sorted(edits):
+        out += buffer[position:start]
+        out += replacement
+        position = stop
+    out += buffer[position:body_end]
+    return bytes(out)

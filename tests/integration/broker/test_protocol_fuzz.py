@@ -165,6 +165,7 @@ async def test_mutated_requests_get_answers_or_closes_and_the_broker_keeps_servi
     rng = random.Random(SEED)
     outcomes: collections.Counter[str] = collections.Counter()
     findings: list[str] = []
+    parked: collections.Counter[str] = collections.Counter()  # no answer in time, by request
     started = time.monotonic()
     semaphore = asyncio.Semaphore(CONCURRENCY)
 
@@ -174,6 +175,8 @@ async def test_mutated_requests_get_answers_or_closes_and_the_broker_keeps_servi
                 answer = await exchange(port, payload)
             except TimeoutError:
                 outcomes["no answer in time"] += 1
+                api_key, version = struct.unpack_from(">hh", payload)
+                parked[f"{api_key} v{version} ({how})"] += 1
                 return
         if answer is None:
             outcomes["closed"] += 1
@@ -191,7 +194,8 @@ async def test_mutated_requests_get_answers_or_closes_and_the_broker_keeps_servi
         await asyncio.gather(*batch)
         await assert_still_serving(fuzz_broker, f"after request {first + BATCH}")
     elapsed = time.monotonic() - started
-    print(f"{REQUESTS} mutated requests in {elapsed:.1f}s: {dict(outcomes)}")
+    print(f"{REQUESTS} mutated requests in {elapsed:.1f}s: {dict(outcomes)}; "
+          f"parked: {dict(parked)}")
     assert not findings, "\n".join(findings[:20])
     assert outcomes["answered"] > REQUESTS // 4 and outcomes["closed"] > REQUESTS // 10
 

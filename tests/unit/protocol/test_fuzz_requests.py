@@ -27,11 +27,17 @@ from strata.protocol.errors import (
     FrameTooLarge,
     InvalidFrameSize,
     InvalidRequest,
+    InvalidResponse,
     UnsupportedVersion,
 )
 from strata.protocol.framing import FrameReader, frame
 from strata.protocol.header import RequestHeader, encode_request_header, peek_request_header
-from strata.protocol.messages import build_request, encode_body, request_type
+from strata.protocol.messages import (
+    build_request,
+    decode_response_body,
+    encode_body,
+    request_type,
+)
 from strata.protocol.primitives import write_uvarint
 from strata.protocol.versions import SUPPORTED_VERSIONS
 
@@ -100,16 +106,38 @@ def test_header_peek_on_arbitrary_bytes(raw: bytes) -> None:
 
 # ------------------------------------------------------------------ tagged fields
 @pytest.mark.parametrize(("api_key", "version"), FLEXIBLE)
-def test_an_unknown_tagged_field_is_an_invalid_request(api_key: ApiKey, version: int) -> None:
+def test_unknown_tagged_fields_are_skipped_as_kafka_does(api_key: ApiKey, version: int) -> None:
     """Found by the live protocol fuzzer: kio 0.6.5 raised ``KeyError('Unknown tagged field
-    tag: 0')`` through ``decode_request``, which ended the connection's serve task unseen."""
+    tag: 0')`` through ``decode_request``, which ended the connection's serve task unseen.
+    Kafka's readers skip a tagged field they do not know (KIP-482); so does the codec now."""
     body = sample_body(api_key, version)
     assert body.endswith(b"\x00")  # the top-level TAG_BUFFER, empty
-    unknown = body[:-1] + b"\x01" + write_uvarint(99) + b"\x01\x00"
-    try:
-        decode_request(request_frame(api_key, version, unknown))
-    except InvalidRequest as exc:
-        assert exc.header is not None and exc.header.api_key == api_key
+    expected = decode_request(request_frame(api_key, version, body)).body
+    unknown = body[:-1] + b"\x02" + write_uvarint(99) + b"\x01\x00" + write_uvarint(7) + b"\x00"
+    assert decode_request(request_frame(api_key, version, unknown)).body == expected
+
+
+def api_versions_v3_response(features: bytes) -> bytes:
+    """error_code, api_keys (empty), throttle_time_ms, then a TAG_BUFFER holding
+    ``supported_features`` (tag 0) with one feature whose own TAG_BUFFER is ``features``."""
+    feature = b"\x02f" + struct.pack(">hh", 0, 1) + features
+    tag_zero = b"\x02" + feature  # compact array of one
+    return (struct.pack(">h", 0) + b"\x01" + struct.pack(">i", 0)
+            + b"\x01" + b"\x00" + write_uvarint(len(tag_zero)) + tag_zero)
+
+
+def test_unknown_tagged_fields_of_a_response_are_skipped_too() -> None:
+    body = api_versions_v3_response(b"\x00")
+    plain = decode_response_body(ApiKey.API_VERSIONS, 3, body, 0)
+    extra = body[:-len(body) + 7] + b"\x02" + body[8:] + write_uvarint(42) + b"\x00"
+    assert decode_response_body(ApiKey.API_VERSIONS, 3, extra, 0) == plain
+
+
+def test_an_unknown_tag_inside_a_known_tagged_field_is_refused() -> None:
+    """Removing it would change the known field's size: not rewritten, InvalidResponse."""
+    body = api_versions_v3_response(b"\x01" + write_uvarint(99) + b"\x00")
+    with pytest.raises(InvalidResponse, match="KeyError"):
+        decode_response_body(ApiKey.API_VERSIONS, 3, body, 0)
 
 
 @FUZZ
