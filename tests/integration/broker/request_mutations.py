@@ -11,9 +11,10 @@ bit flips     1-4 random bits anywhere after the correlation id
 truncation    the frame cut at a random point (the header included, now and then)
 int overwrite a boundary value (-1, 0, int16/int32/int64 extremes, a random int) written over
               2, 4 or 8 bytes of the body: lengths, counts, null markers, sizes
-field value   one numeric leaf of the decoded request set to a boundary value, one array
-              emptied, doubled or set to null (where the version allows null), re-encoded
-              with kio: a request that parses and carries a value no client sends
+field value   1-3 leaves of the decoded request changed: a number to a boundary value, a
+              string to an odd one (empty, null, 300 bytes, ``..``, an internal topic), an
+              array emptied, doubled, multiplied by 50 or nulled; re-encoded with kio: a
+              request that (mostly) parses and carries values no client sends
 version       the api version replaced (unsupported, negative, a neighbour)
 api key       the api key replaced (unknown, another served one)
 garbage       random bytes appended, or a run of the body repeated
@@ -53,6 +54,8 @@ CLIENT_ID: Final = "strata-fuzz"
 _TIME_KINDS: Final = {"timedelta_i32", "timedelta_i64", "datetime_i64"}
 BOUNDARY_INTS: Final = (-1, 0, 1, -2, 0x7F, -0x80, 0x7FFF, -0x8000, 0x7FFFFFFF, -0x80000000,
                         0x7FFFFFFFFFFFFFFF, -0x8000000000000000, 65536, 1 << 30)
+ODD_STRINGS: Final = ("", None, "x" * 300, "__consumer_offsets", "..", "a/../b", "ü" * 20,
+                      "\x00", "*", "User:*", "-1")
 _FIXED_OFFSET: Final = 8  # api key, version, correlation id: the bytes mutations leave alone
 
 
@@ -199,7 +202,7 @@ def _leaves(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...
         found.append((path, value))
         for index, item in enumerate(value):
             found.extend(_leaves(item, (*path, index)))
-    elif isinstance(value, int) and not isinstance(value, bool):
+    elif isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
         found.append((path, value))
     return found
 
@@ -223,12 +226,18 @@ def _field_value(frame: bytes, rng: random.Random) -> bytes | None:
     leaves = [leaf for leaf in _leaves(plain) if leaf[0]]
     if not leaves:
         return None
-    path, old = rng.choice(leaves)
-    if isinstance(old, list):
-        new: Any = rng.choice([[], old * 2, None, old * 50])
-    else:
-        new = rng.choice(BOUNDARY_INTS)
-    _set(plain, path, new)
+    for path, old in rng.sample(leaves, min(len(leaves), rng.choice((1, 1, 2, 3)))):
+        new: Any
+        if isinstance(old, list):
+            new = rng.choice([[], old * 2, None, old * 50])
+        elif isinstance(old, str):
+            new = rng.choice(ODD_STRINGS)
+        else:
+            new = rng.choice(BOUNDARY_INTS)
+        try:
+            _set(plain, path, new)
+        except (KeyError, IndexError, TypeError):  # an earlier edit replaced its parent
+            continue
     try:
         body = encode_body(build_request(api_key, version, plain))
     except (MessageBuildError, ValueError, TypeError, OverflowError, struct.error):
