@@ -321,6 +321,12 @@ class KafkaConnection(asyncio.Protocol):
                     self._busy = False
         except ConnectionClosed:
             pass
+        except Exception:
+            # A Strata bug outside a handler (the codec raising something it documents it
+            # never raises): without this the task ends unseen and the socket stays open,
+            # unread, forever.
+            logger.exception("serving %s failed", self.peer)
+            self._close_for("internal error while serving the connection", quiet=True)
         finally:
             if self._sendfile_fd is not None:
                 os.close(self._sendfile_fd)

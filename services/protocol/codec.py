@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from strata.protocol.api_keys import ApiKey
+from strata.protocol.error_codes import ErrorCode
 from strata.protocol.errors import (
     InvalidRequest,
     InvalidResponse,
@@ -147,8 +148,10 @@ def encode_request(header: RequestHeader, body: Any) -> bytes:
 def decode_response(frame: BytesLike, api_key: int, api_version: int) -> tuple[int, Any]:
     """``(correlation_id, body)`` of a response frame payload for a request we sent.
 
-    An ApiVersions response with a non-zero error code is decoded as v0 whatever was asked
-    (KIP-511: a broker that does not support our version answers with a v0 body).
+    An ApiVersions response with error UNSUPPORTED_VERSION is decoded as v0 whatever was asked
+    (KIP-511: a broker that does not support our version answers with a v0 body); one with
+    another error (INVALID_REQUEST for a bad ``client_software_name``) is of the version asked,
+    and like Kafka's ``ApiVersionsResponse.parse`` we fall back to v0 only if it does not parse.
     Raises ``InvalidResponse`` for malformed bytes.
     """
     try:
@@ -158,8 +161,13 @@ def decode_response(frame: BytesLike, api_key: int, api_version: int) -> tuple[i
     correlation_id, offset = read_response_header(frame, header_version)
     if api_key == ApiKey.API_VERSIONS and api_version > 0 and len(frame) >= offset + 2:
         (error_code,) = INT16.unpack_from(frame, offset)
-        if error_code != 0:
+        if error_code == ErrorCode.unsupported_version:
             api_version = 0
+        elif error_code != 0:
+            try:
+                return correlation_id, decode_response_body(api_key, api_version, frame, offset)
+            except InvalidResponse:
+                api_version = 0
     try:
         return correlation_id, decode_response_body(api_key, api_version, frame, offset)
     except InvalidResponse as exc:

@@ -9,7 +9,11 @@ kio dataclass that will decode it, without building any object, and rejects:
 
 - an array count larger than the bytes left (each element takes at least one byte),
 - a string, bytes or records length, or a tagged field size, that runs past the end,
-- a negative length other than -1 (null), an over-long varint, a truncated body.
+- a negative length other than -1 (null), an over-long varint, a truncated body,
+- null (-1, or 0 in compact form) for an array, string or bytes field the version declares
+  non-nullable. Kafka's generated readers throw "non-nullable field X was serialized as null"
+  and the broker closes the connection; kio would hand the handler ``None`` where its type says
+  a tuple or a string (a DescribeConfigs v1 with null ``resources`` raised ``TypeError``).
 
 Grammar followed (Kafka's message-spec encoding, per field in declaration order)::
 
@@ -22,6 +26,10 @@ Grammar followed (Kafka's message-spec encoding, per field in declaration order)
     struct              its fields, then in flexible versions a TAG_BUFFER whose known tags are
                         scanned inside their declared size and unknown ones skipped
 
+Unknown tagged fields are skipped here as Kafka skips them; kio cannot skip them, so
+``without_unknown_tagged_fields`` (run only after kio refused a body) rewrites a copy without
+them for kio to read.
+
 Invariant: ``scan`` accepts every body kio's writer produces (the unit tests round-trip samples
 of every supported version through it) and returns the offset just past the body. Scanners are
 compiled once per kio class and cached; consecutive fixed-size fields collapse into one skip.
@@ -30,6 +38,7 @@ compiled once per kio class and cached; consecutive fixed-size fields collapse i
 from __future__ import annotations
 
 import dataclasses
+import threading
 import types
 import typing
 from collections.abc import Callable
@@ -41,6 +50,7 @@ from strata.protocol.primitives import (
     BytesLike,
     WireFormatError,
     read_uvarint,
+    write_uvarint,
 )
 
 Scanner: TypeAlias = Callable[[BytesLike, int, int], int]
@@ -162,18 +172,20 @@ def _field_scanner(
         element, _ = _unwrap_optional(typing.get_args(annotation)[0])
         if dataclasses.is_dataclass(element):
             steps = entity_steps(typing.cast(type[Any], element))
-            return _array(steps, 0, flexible, where)
+            return _array(steps, 0, flexible, nullable, where)
         kind = field.metadata["kafka_type"]
         if kind in FIXED_SIZES:
-            return _array((), FIXED_SIZES[kind], flexible, where)
-        return _array((_variable(kind, flexible, where),), 0, flexible, where)
+            return _array((), FIXED_SIZES[kind], flexible, nullable, where)
+        element_nullable = _unwrap_optional(typing.get_args(annotation)[0])[1]
+        element_scanner = _variable(kind, flexible, element_nullable, where)
+        return _array((element_scanner,), 0, flexible, nullable, where)
     if dataclasses.is_dataclass(annotation):
         struct = entity_scanner(typing.cast(type[Any], annotation))
         return _nullable_struct(struct, where) if nullable and not in_tag else struct
     kind = field.metadata["kafka_type"]
     if kind in FIXED_SIZES:
         return _skip(FIXED_SIZES[kind], where)
-    return _variable(kind, flexible, where)
+    return _variable(kind, flexible, nullable, where)
 
 
 def _skip(size: int, where: str) -> Scanner:
@@ -185,7 +197,11 @@ def _skip(size: int, where: str) -> Scanner:
     return scan_fixed
 
 
-def _variable(kind: str, flexible: bool, where: str) -> Scanner:
+def _not_nullable(where: str) -> WireFormatError:
+    return WireFormatError(f"non-nullable field {where} was serialized as null")
+
+
+def _variable(kind: str, flexible: bool, nullable: bool, where: str) -> Scanner:
     if kind not in _VARIABLE_KINDS:
         raise TypeError(f"{where}: unknown kafka_type {kind!r}")
     if flexible:
@@ -198,7 +214,11 @@ def _variable(kind: str, flexible: bool, where: str) -> Scanner:
                     f"{where}: length {length} at offset {offset} runs past the end "
                     f"({end - offset} bytes remaining)"
                 )
-            return offset + length if length > 0 else offset
+            if length > 0:
+                return offset + length
+            if length < 0 and not nullable:
+                raise _not_nullable(where)
+            return offset
 
         return scan_compact
 
@@ -220,13 +240,16 @@ def _variable(kind: str, flexible: bool, where: str) -> Scanner:
             return offset + length
         if length < -1:
             raise WireFormatError(f"{where}: negative length {length}")
+        if length == -1 and not nullable:
+            raise _not_nullable(where)
         return offset
 
     return scan_legacy
 
 
 def _array(
-    element_steps: tuple[Scanner, ...], element_size: int, flexible: bool, where: str
+    element_steps: tuple[Scanner, ...], element_size: int, flexible: bool, nullable: bool,
+    where: str,
 ) -> Scanner:
     """An array of elements scanned by ``element_steps``, or of fixed ``element_size`` elements."""
     min_element_size = element_size or 1  # every element takes at least one byte
@@ -243,6 +266,8 @@ def _array(
         def scan_fixed_array(buffer: BytesLike, offset: int, end: int) -> int:
             count, offset = read_count(buffer, offset, end, where)
             if count <= 0:
+                if count < 0 and not nullable:
+                    raise _not_nullable(where)
                 return offset
             if count * min_element_size > end - offset:
                 raise too_many(count, end - offset)
@@ -253,6 +278,8 @@ def _array(
     def scan_array(buffer: BytesLike, offset: int, end: int) -> int:
         count, offset = read_count(buffer, offset, end, where)
         if count <= 0:
+            if count < 0 and not nullable:
+                raise _not_nullable(where)
             return offset
         if count > end - offset:
             raise too_many(count, end - offset)
@@ -295,20 +322,85 @@ def _nullable_struct(struct: Scanner, where: str) -> Scanner:
 
 def _tag_buffer(known: dict[int, Scanner], where: str) -> Scanner:
     def scan_tags(buffer: BytesLike, offset: int, end: int) -> int:
+        count_start = offset
         count, offset = read_uvarint(buffer, offset, end)
+        if not count:
+            return offset
+        first_field = offset
         if count > end - offset:
             raise WireFormatError(
                 f"{where}: {count} tagged fields announced, only {end - offset} bytes remaining"
             )
+        edits = _UNKNOWN_TAGS.edits  # None unless ``without_unknown_tagged_fields`` runs
+        dropped = 0
         for _ in range(count):
+            field_start = offset
             tag, offset = read_uvarint(buffer, offset, end)
             size, offset = read_uvarint(buffer, offset, end)
             if size > end - offset:
                 raise WireFormatError(f"{where}: tagged field {tag} of {size} bytes is truncated")
             scanner = known.get(tag)
             if scanner is not None:
-                scanner(buffer, offset, offset + size)
+                if edits is None:
+                    scanner(buffer, offset, offset + size)
+                else:
+                    before = len(edits)
+                    scanner(buffer, offset, offset + size)
+                    if len(edits) != before:  # its size would change: not rewritten
+                        raise _NestedUnknownTags
+            elif edits is not None:
+                edits.append((field_start, offset + size, b""))
+                dropped += 1
             offset += size
+        if dropped:
+            edits = typing.cast(list[tuple[int, int, bytes]], edits)
+            edits.append((count_start, first_field, write_uvarint(count - dropped)))
         return offset
 
     return scan_tags
+
+
+# ------------------------------------------------------------------ unknown tagged fields
+class _UnknownTagEdits(threading.local):
+    """Per thread: the edits ``scan_tags`` records while ``without_unknown_tagged_fields``
+    runs (``(start, end, replacement)`` over the buffer), else None (the normal scan)."""
+
+    edits: list[tuple[int, int, bytes]] | None = None
+
+
+_UNKNOWN_TAGS: Final = _UnknownTagEdits()
+
+
+class _NestedUnknownTags(Exception):
+    pass
+
+
+def without_unknown_tagged_fields(
+    entity_type: type[Any], buffer: BytesLike, offset: int, end: int
+) -> bytes | None:
+    """The body in ``buffer[offset:end]`` with every tagged field its class does not declare
+    removed (and each TAG_BUFFER's count lowered), or None if there is none to remove or one
+    sits inside a declared tagged field (whose size would then change).
+
+    Kafka's readers skip unknown tagged fields (KIP-482: a newer peer may add them); kio 0.6.5
+    raises ``KeyError`` instead, so ``messages`` decodes this copy after such an error. Runs
+    only then: the normal scan records nothing.
+    """
+    edits: list[tuple[int, int, bytes]] = []
+    _UNKNOWN_TAGS.edits = edits
+    try:
+        body_end = scan(entity_type, buffer, offset, end)
+    except _NestedUnknownTags:
+        return None
+    finally:
+        _UNKNOWN_TAGS.edits = None
+    if not edits:
+        return None
+    out = bytearray()
+    position = offset
+    for start, stop, replacement in sorted(edits):
+        out += buffer[position:start]
+        out += replacement
+        position = stop
+    out += buffer[position:body_end]
+    return bytes(out)

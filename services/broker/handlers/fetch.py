@@ -17,6 +17,12 @@ are ignored.
 Authorization (with ``authorizer.class.name``): a follower (``replica_id`` >= 0) needs
 ClusterAction on the Cluster, a consumer Read on each topic; a partition refused is
 TOPIC_AUTHORIZATION_FAILED (Kafka answers a follower without ClusterAction so, too).
+
+Bad values: a negative ``partition_max_bytes`` (or a negative request ``max_bytes``, which
+would leave every partition a negative budget) answers that partition INVALID_REQUEST and is
+never read. Kafka passes the size down until ``LogSegment.read`` throws "Invalid max size" and
+answers UNKNOWN_SERVER_ERROR with a stack trace in its log; no client sends one, so Strata names
+the cause instead and logs nothing.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ MAX_VERSION = 11
 FETCH_SESSION_ID_NOT_FOUND = 70
 READ_COMMITTED = 1
 _REFUSED = FetchPartitionResult(ErrorCode.topic_authorization_failed)
+_INVALID = FetchPartitionResult(ErrorCode.invalid_request)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Response:
@@ -52,21 +59,28 @@ async def handle(ctx: RequestContext, request: Any) -> Response:
         isolation = FetchIsolation.HIGH_WATERMARK
     with_epoch = version >= 9
     fetch_infos = []
-    refused: set[str] = set()
+    # One slot per requested partition, in request order: a result when it is answered without
+    # a read (refused, invalid), else None and the replica manager's next result fills it.
+    slots: list[FetchPartitionResult | None] = []
+    request_invalid = request.max_bytes < 0
     follower_allowed = request.replica_id < 0 or ctx.authorize(AclOperation.CLUSTER_ACTION,
                                                                ResourceType.CLUSTER)
     for topic in request.topics:
         name = topic.topic
         if not follower_allowed or (request.replica_id < 0 and not ctx.authorize(
                 AclOperation.READ, ResourceType.TOPIC, name)):
-            refused.add(name)
+            slots.extend(_REFUSED for _ in topic.partitions)
             continue
         for p in topic.partitions:
+            if request_invalid or p.partition_max_bytes < 0:
+                slots.append(_INVALID)
+                continue
             info = PartitionFetchInfo(p.fetch_offset, p.partition_max_bytes,
                                       p.current_leader_epoch if with_epoch else -1)
             fetch_infos.append(((name, p.partition), info))
+            slots.append(None)
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
-    results = [] if refused and not fetch_infos else await ctx.state.replica_manager.fetch_messages(
+    results = [] if not fetch_infos and slots else await ctx.state.replica_manager.fetch_messages(
         fetch_infos,
         max_wait_ms=max_wait_ms,
         min_bytes=request.min_bytes,
@@ -74,15 +88,13 @@ async def handle(ctx: RequestContext, request: Any) -> Response:
         isolation=isolation,
         replica_id=request.replica_id,
     )
+    read = iter(results)
+    answers = iter(slots)
     topics = []
-    i = 0
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
-            if topic.topic in refused:
-                partitions.append((p.partition, _REFUSED))
-                continue
-            partitions.append((p.partition, results[i]))
-            i += 1
+            slot = next(answers)
+            partitions.append((p.partition, slot if slot is not None else next(read)))
         topics.append((topic.topic, partitions))
     return encode_fetch_response(version, topics, read_committed=read_committed)
