@@ -35,12 +35,13 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, ParamSpec, TypeVar
 
 from strata.broker.security.acl import AclBinding
 from strata.broker.security.acl_store import ACLS_PREFIX, decode_binding
@@ -60,6 +61,23 @@ NO_LEADER: Final = -1
 
 class ImageFormatError(ValueError):
     """A value in the store that this Strata cannot read (malformed or from a newer Strata)."""
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _format_errors(decode: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``decode`` raising only ``ImageFormatError`` on a malformed or wrongly typed value."""
+    @functools.wraps(decode)
+    def strict(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return decode(*args, **kwargs)
+        except ImageFormatError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ImageFormatError(f"{type(exc).__name__}: {exc}") from None
+    return strict
 
 
 def broker_key(node_id: int) -> str:
@@ -118,6 +136,7 @@ class BrokerRegistration:
         return _dump(doc)
 
     @classmethod
+    @_format_errors
     def decode(cls, raw: bytes, epoch: int) -> BrokerRegistration:
         doc = _load(raw)
         endpoints = tuple((str(e["name"]), str(e["host"]), int(e["port"]))
@@ -142,6 +161,7 @@ class TopicRegistration:
                       "configs": dict(sorted(self.configs.items()))})
 
     @classmethod
+    @_format_errors
     def decode(cls, name: str, raw: bytes) -> TopicRegistration:
         doc = _load(raw)
         configs = doc.get("configs") or {}
@@ -191,6 +211,7 @@ class PartitionRegistration:
         })
 
     @classmethod
+    @_format_errors
     def decode(cls, raw: bytes) -> PartitionRegistration:
         doc = _load(raw)
         return cls(
@@ -215,6 +236,7 @@ class ControllerRegistration:
         return _dump({"node_id": self.node_id, "epoch": self.epoch})
 
     @classmethod
+    @_format_errors
     def decode(cls, raw: bytes) -> ControllerRegistration:
         doc = _load(raw)
         return cls(int(doc["node_id"]), int(doc["epoch"]))
@@ -224,6 +246,7 @@ def encode_epoch(epoch: int) -> bytes:
     return _dump({"epoch": epoch})
 
 
+@_format_errors
 def decode_epoch(raw: bytes) -> int:
     return int(_load(raw)["epoch"])
 
@@ -232,6 +255,7 @@ def encode_configs(configs: Mapping[str, str]) -> bytes:
     return _dump({"configs": dict(sorted(configs.items()))})
 
 
+@_format_errors
 def decode_configs(raw: bytes) -> dict[str, str]:
     return {str(k): str(v) for k, v in (_load(raw).get("configs") or {}).items()}
 
@@ -311,7 +335,7 @@ def build_image(entries: Mapping[str, tuple[bytes, int]], revision: int) -> Clus
                 configs[key[len(BROKER_CONFIGS):]] = MappingProxyType(decode_configs(value))
             elif key.startswith(ACLS_PREFIX):
                 acls.add(decode_binding(json.loads(value)))
-        except (ImageFormatError, ValueError, KeyError, TypeError, AttributeError):
+        except (ImageFormatError, ValueError, KeyError, TypeError):
             # A value this Strata cannot read (malformed, wrongly typed, or from a newer
             # Strata) is left out of the image, never fatal to the broker reading it.
             continue

@@ -163,24 +163,20 @@ def _decode_image_value(key: str, raw: bytes) -> None:
     assert image.revision == 1
 
 
-# Found by the fuzzer below, in cluster_image.py (not this change's to edit; issue 16's report):
-# a JSON value of the wrong type raises AttributeError, which neither the decoders document nor
-# build_image catches, so one such entry in the metadata store would fail every image rebuild.
+# Found by the fuzzer below: a JSON value of the wrong type raised AttributeError, which neither
+# the decoders documented nor build_image caught, so one such entry in the metadata store failed
+# every image rebuild. The decoders now raise ImageFormatError for it.
 WRONG_TYPES = [
     (ci.topic_key("t"), b'{"topic_id": true, "replication_factor": 1}'),
     (ci.broker_configs_key(""), b'{"configs": true}'),
 ]
-WRONG_TYPES_DEFECT = ("cluster_image: a wrongly typed JSON value raises AttributeError through "
-                      "build_image (issue 16, reported; cluster_image.py is not the fuzzer's)")
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError, reason=WRONG_TYPES_DEFECT)
 @pytest.mark.parametrize(("key", "raw"), WRONG_TYPES)
 def test_cluster_image_skips_wrongly_typed_values(key: str, raw: bytes) -> None:
     _decode_image_value(key, raw)
 
 
-@pytest.mark.xfail(strict=True, reason=WRONG_TYPES_DEFECT)  # hypothesis groups the errors
 @FUZZ
 @given(st.sampled_from(sorted(VALID_VALUES)), JSON_VALUES)
 def test_cluster_image_on_arbitrary_json(key: str, doc: Any) -> None:
