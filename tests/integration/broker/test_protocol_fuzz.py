@@ -50,7 +50,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 # ``STRATA_FUZZ_SEED`` / ``STRATA_FUZZ_REQUESTS`` widen a run by hand (CI keeps the defaults).
 SEED: Final = int(os.environ.get("STRATA_FUZZ_SEED", "16"))
-REQUESTS: Final = int(os.environ.get("STRATA_FUZZ_REQUESTS", "3000"))
+REQUESTS: Final = int(os.environ.get("STRATA_FUZZ_REQUESTS", "5000"))
 BATCH: Final = 250
 CONCURRENCY: Final = 8
 ANSWER_TIMEOUT_S: Final = 1.5
