@@ -41,7 +41,8 @@ Invariants:
   fallback with error 35 (KIP-511).
 - an unexpected exception in a handler is logged with the request and answered with
   UNKNOWN_SERVER_ERROR when the response has a top-level ``error_code``; otherwise the connection
-  closes. The broker keeps serving everyone else.
+  closes. An exception anywhere else in the serve task (a codec bug) is logged and closes this
+  connection, never leaving it open and unread. The broker keeps serving everyone else.
 """
 
 from __future__ import annotations

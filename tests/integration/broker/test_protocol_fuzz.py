@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import os
 import random
 import struct
@@ -50,7 +51,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 # ``STRATA_FUZZ_SEED`` / ``STRATA_FUZZ_REQUESTS`` widen a run by hand (CI keeps the defaults).
 SEED: Final = int(os.environ.get("STRATA_FUZZ_SEED", "16"))
-REQUESTS: Final = int(os.environ.get("STRATA_FUZZ_REQUESTS", "3000"))
+REQUESTS: Final = int(os.environ.get("STRATA_FUZZ_REQUESTS", "5000"))
 BATCH: Final = 250
 CONCURRENCY: Final = 8
 ANSWER_TIMEOUT_S: Final = 1.5
@@ -140,12 +141,28 @@ def check_answer(sent: bytes, answer: bytes) -> str | None:
     if api_key == ApiKey.API_VERSIONS and not 0 <= version <= 3:
         version = 0  # the KIP-511 fallback: a v0 body whatever was asked
     try:
-        answered_id, _ = decode_response(answer, api_key, version)
+        answered_id, body = decode_response(answer, api_key, version)
     except (InvalidResponse, MessageBuildError) as exc:
         return f"undecodable response: {exc}"
     if answered_id != correlation_id:
         return f"correlation id {answered_id}, sent {correlation_id}"
+    if ErrorCode.unknown_server_error in error_codes(body):
+        return "UNKNOWN_SERVER_ERROR: a bad value must get the error that names it"
     return None
+
+
+def error_codes(value: Any) -> Iterator[int]:
+    """Every ``error_code`` in a decoded response, however deep."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            item = getattr(value, field.name)
+            if field.name == "error_code":
+                yield int(item)
+            else:
+                yield from error_codes(item)
+    elif isinstance(value, tuple):
+        for item in value:
+            yield from error_codes(item)
 
 
 async def test_mutated_requests_get_answers_or_closes_and_the_broker_keeps_serving(

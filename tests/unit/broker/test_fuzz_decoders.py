@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import json
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -248,7 +247,3 @@ def test_sasl_on_mutated_scram_messages(credentials: FileCredentialStore, which:
 def test_sasl_plain_on_arbitrary_fields(credentials: FileCredentialStore, authzid: str,
                                         user: str, password: str) -> None:
     _sasl(credentials, "PLAIN", ["\0".join((authzid, user, password)).encode()])
-
-
-def test_credentials_store_path(credentials: FileCredentialStore, tmp_path: Path) -> None:
-    assert asyncio.run(credentials.get("SCRAM-SHA-512", "alice")) is not None
