@@ -1,7 +1,7 @@
 """AlterPartitionReassignments (api key 45, v0, flexible) sent to the controller with Strata's own
-Kafka protocol client (``strata.broker.broker_client.BrokerClient`` and the ``strata.protocol``
-codec): confluent-kafka's AdminClient has no call for it. The operator still talks to brokers
-only over the Kafka protocol.
+Kafka protocol client (``strata.broker.network.broker_client.BrokerClient`` and the
+``strata.protocol`` codec): confluent-kafka's AdminClient has no call for it. The operator still
+talks to brokers only over the Kafka protocol.
 
 Security: the connection logs in exactly as the operator's confluent-kafka clients do, from the
 same librdkafka properties (``security.protocol``, ``sasl.*``, ``ssl.*``, PEM text included),
@@ -26,9 +26,9 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, Final
 
-from strata.broker.broker_client import BrokerClient, BrokerUnavailableError
+from strata.broker.network.broker_client import BrokerClient, BrokerUnavailableError
+from strata.broker.network.listeners import ClientSecurity
 from strata.broker.security.client_properties import ClientPropertiesError, client_security
-from strata.broker.security.listeners import ClientSecurity
 from strata.protocol.api_keys import ApiKey
 
 TopicPartition = tuple[str, int]

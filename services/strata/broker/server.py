@@ -57,27 +57,27 @@ from typing import Final
 
 import uvloop
 
-from strata.broker.cluster import Cluster
-from strata.broker.cluster_image import ClusterImage
+from strata.broker.cluster.cluster import Cluster
+from strata.broker.cluster.image import ClusterImage
 from strata.broker.config import BrokerConfig, ConfigError
-from strata.broker.connection import Handler, KafkaConnection, RequestQueueLimit
-from strata.broker.group_coordinator import GroupCoordinator, group_config, offsets_topic_config
-from strata.broker.http import HealthServer
-from strata.broker.metrics import BrokerMetrics
+from strata.broker.group.coordinator import GroupCoordinator, group_config, offsets_topic_config
+from strata.broker.metrics.broker_metrics import BrokerMetrics
+from strata.broker.network.connection import Handler, KafkaConnection, RequestQueueLimit
+from strata.broker.network.http import HealthServer
+from strata.broker.network.listeners import advertised_endpoints, listener_security
 from strata.broker.partition_capacity import (
     MAX_PARTITIONS_CONFIG,
     current_capacity,
     raise_open_file_limit,
 )
 from strata.broker.producer_id_manager import ClusterProducerIdManager, ProducerIdManager
-from strata.broker.replica_manager import ReplicaManager
+from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.security.authorization import BrokerAuthorizer, open_authorizer
 from strata.broker.security.credentials import (
     CredentialStore,
     FileCredentialStore,
     MetadataCredentialStore,
 )
-from strata.broker.security.listeners import advertised_endpoints, listener_security
 from strata.broker.topic_store import FileTopicStore, TopicRecord, TopicStore, TopicStoreError
 from strata.metadata.errors import MetadataStoreError
 from strata.protocol.registry import HandlerRegistry

@@ -1,7 +1,7 @@
 """The CLI's way to the Kafka APIs librdkafka has no call for (partition reassignments).
 
 Owns one request sent to the first bootstrap broker that answers, over Strata's own Kafka
-protocol client (``strata.broker.broker_client.BrokerClient``), logged in the way the other
+protocol client (``strata.broker.network.broker_client.BrokerClient``), logged in the way the other
 commands' librdkafka clients are: ``security.protocol``, ``sasl.mechanism``,
 ``sasl.username``/``sasl.password`` and the ``ssl.*`` PEM files of ``--command-config``
 (``Connection.properties``), read by ``strata.broker.security.client_properties``. Still the
@@ -17,9 +17,9 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from strata.broker.broker_client import BrokerClient, BrokerUnavailableError
+from strata.broker.network.broker_client import BrokerClient, BrokerUnavailableError
+from strata.broker.network.listeners import ClientSecurity
 from strata.broker.security import client_properties
-from strata.broker.security.listeners import ClientSecurity
 from strata.cli.errors import EXIT_USAGE, CliError
 from strata.cli.kafka_client import Connection
 

@@ -34,13 +34,13 @@ import struct
 from collections.abc import Mapping
 from typing import Any, Final
 
+from strata.broker.network.listeners import ClientSecurity
 from strata.broker.security.client_properties import (
     PROPERTIES,
     UnsupportedLogin,
     client_security,
     login_kind,
 )
-from strata.broker.security.listeners import ClientSecurity
 from strata.broker.security.sasl_client import SaslClientError, sasl_login
 from strata.protocol import (
     ApiKey,

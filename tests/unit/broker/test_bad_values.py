@@ -101,7 +101,7 @@ async def test_an_unexpected_codec_error_closes_the_connection_it_came_on(
 ) -> None:
     """The live fuzzer's kio ``KeyError`` escaped ``decode_request`` and ended the serve task
     unseen, leaving the socket open and unread. Any such Strata bug now logs and closes."""
-    from strata.broker import connection
+    from strata.broker.network import connection
 
     def broken(frame: bytes, ranges: object) -> None:
         raise KeyError("Unknown tagged field tag: 0")

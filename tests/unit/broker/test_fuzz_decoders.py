@@ -28,11 +28,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from strata.broker import cluster_image as ci
-from strata.broker.fetch_response import encode_fetch_response
-from strata.broker.follower_fetch_codec import read_fetch_response
-from strata.broker.group import OffsetAndMetadata
-from strata.broker.group_metadata_codec import (
+from strata.broker.cluster import image as ci
+from strata.broker.group.classic_group import OffsetAndMetadata
+from strata.broker.group.metadata_codec import (
     GroupMetadataValue,
     GroupRecordError,
     MemberMetadataValue,
@@ -44,11 +42,13 @@ from strata.broker.group_metadata_codec import (
     offset_commit_key,
     offset_commit_value,
 )
-from strata.broker.replica_manager import FetchPartitionResult
+from strata.broker.network.fetch_response import encode_fetch_response
+from strata.broker.network.listeners import ListenerSecurity, SecurityProtocol
+from strata.broker.network.security_session import AuthenticationFailed, SaslState, SecuritySession
+from strata.broker.replication.follower_fetch_codec import read_fetch_response
+from strata.broker.replication.replica_manager import FetchPartitionResult
 from strata.broker.security.credentials import FileCredentialStore
-from strata.broker.security.listeners import ListenerSecurity, SecurityProtocol
 from strata.broker.security.scram import ScramClient, make_credential
-from strata.broker.security.session import AuthenticationFailed, SaslState, SecuritySession
 
 FUZZ = settings(max_examples=300, deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))

@@ -5,8 +5,8 @@ handler) per served API. ApiVersions advertises exactly what is registered here,
 checks it against the version table ``strata.protocol.versions.SUPPORTED_VERSIONS``.
 
 A handler is ``async def handle(ctx: RequestContext, request) -> response`` (see
-``strata.broker.connection``); per-resource refusals inside a handler are ``ApiError`` s, turned
-into that resource's ``error_code`` / ``error_message``.
+``strata.broker.network.connection``); per-resource refusals inside a handler are
+``ApiError`` s, turned into that resource's ``error_code`` / ``error_message``.
 """
 
 from __future__ import annotations
@@ -111,6 +111,6 @@ def build_registry() -> HandlerRegistry[Handler]:
     return registry
 
 
-from strata.broker.connection import Handler  # noqa: E402 - after ApiError (import cycle)
+from strata.broker.network.connection import Handler  # noqa: E402 - after ApiError (import cycle)
 
 __all__ = ["ApiError", "Handler", "build_registry"]

@@ -23,7 +23,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from strata.broker.connection import RequestContext
 from strata.broker.handlers import ApiError
 from strata.broker.handlers.create_topics import check_topic_configs
 from strata.broker.handlers.describe_configs import (
@@ -33,6 +32,7 @@ from strata.broker.handlers.describe_configs import (
     check_config_access,
     topic_record,
 )
+from strata.broker.network.connection import RequestContext
 from strata.broker.security.acl import AclOperation
 from strata.broker.server import BrokerState
 from strata.broker.topic_store import UnknownTopicError

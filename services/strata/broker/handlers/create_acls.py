@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from strata.broker.connection import RequestContext
 from strata.broker.handlers.describe_acls import NO_AUTHORIZER, NOT_AUTHORIZED
+from strata.broker.network.connection import RequestContext
 from strata.broker.security.acl import (
     AccessControlEntry,
     AclBinding,

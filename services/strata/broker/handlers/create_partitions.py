@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from strata.broker.connection import RequestContext
 from strata.broker.handlers import ApiError
 from strata.broker.handlers.create_topics import (
     check_assignments,
     check_replication_factor,
     host_partitions,
 )
+from strata.broker.network.connection import RequestContext
 from strata.broker.partition_capacity import (
     PartitionCapacityError,
     check_capacity,

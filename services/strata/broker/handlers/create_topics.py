@@ -34,14 +34,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from strata.broker.connection import RequestContext
+from strata.broker.cluster.replica_placement import PlacementError
 from strata.broker.handlers import ApiError
+from strata.broker.network.connection import RequestContext
 from strata.broker.partition_capacity import (
     PartitionCapacityError,
     check_capacity,
     replicas_here,
 )
-from strata.broker.replica_placement import PlacementError
 from strata.broker.security.acl import AclOperation, ResourceType
 from strata.broker.server import BrokerState
 from strata.broker.topic_store import (

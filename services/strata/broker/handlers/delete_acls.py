@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from strata.broker.connection import RequestContext
 from strata.broker.handlers.describe_acls import NO_AUTHORIZER, NOT_AUTHORIZED, acl_filter
+from strata.broker.network.connection import RequestContext
 from strata.broker.security.acl import AclBinding, AclBindingFilter, AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode

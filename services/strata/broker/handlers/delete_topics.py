@@ -18,7 +18,7 @@ import asyncio
 import logging
 from typing import Any
 
-from strata.broker.connection import RequestContext
+from strata.broker.network.connection import RequestContext
 from strata.broker.security.acl import AclOperation, ResourceType
 from strata.broker.server import BrokerState
 from strata.broker.topic_store import UnknownTopicError

@@ -12,7 +12,7 @@ from __future__ import annotations
 from itertools import groupby
 from typing import Any
 
-from strata.broker.connection import RequestContext
+from strata.broker.network.connection import RequestContext
 from strata.broker.security.acl import (
     AccessControlEntryFilter,
     AclBindingFilter,

@@ -39,8 +39,8 @@ from strata.broker.config import (
     UNIT_SYNONYM_KEYS,
     ConfigType,
 )
-from strata.broker.connection import RequestContext
 from strata.broker.handlers import ApiError
+from strata.broker.network.connection import RequestContext
 from strata.broker.security.acl import AclOperation, ResourceType
 from strata.broker.server import BrokerState
 from strata.broker.topic_store import TopicRecord, invalid_topic_name_reason

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from strata.broker.connection import RequestContext
+from strata.broker.network.connection import RequestContext
 from strata.broker.security.acl import AUTHORIZED_OPERATIONS_OMITTED, AclOperation, ResourceType
 from strata.broker.security.authorization import authorized_operations
 from strata.protocol.api_keys import ApiKey

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from strata.broker.connection import RequestContext
+from strata.broker.network.connection import RequestContext
 from strata.broker.security.acl import AclOperation, ResourceType
 from strata.broker.security.scram import MECHANISM_TYPES
 from strata.protocol.api_keys import ApiKey

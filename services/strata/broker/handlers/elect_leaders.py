@@ -5,7 +5,7 @@ replica leader when it is live and in the ISR (ELECTION_NOT_NEEDED if it leads,
 PREFERRED_LEADER_NOT_AVAILABLE otherwise); UNCLEAN elects the first live replica of a partition
 without a live leader (ELECTION_NOT_NEEDED if it has one, ELIGIBLE_LEADERS_NOT_AVAILABLE when
 no replica is live). A single broker leads everything already: ELECTION_NOT_NEEDED. The change
-itself is ``strata.broker.partition_admin.elect_leader``.
+itself is ``strata.broker.cluster.partition_admin.elect_leader``.
 
 Authorization: Alter on the Cluster, else CLUSTER_AUTHORIZATION_FAILED (top level, and per
 partition for v0, which has no top-level error).
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from strata.broker.connection import RequestContext
-from strata.broker.partition_admin import PREFERRED, PartitionAdminError, elect_leader
+from strata.broker.cluster.partition_admin import PREFERRED, PartitionAdminError, elect_leader
+from strata.broker.network.connection import RequestContext
 from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode

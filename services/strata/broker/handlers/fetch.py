@@ -29,10 +29,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from strata.broker.connection import RequestContext, Response
-from strata.broker.fetch_response import encode_fetch_response
-from strata.broker.partition import FetchIsolation
-from strata.broker.replica_manager import FetchPartitionResult, PartitionFetchInfo
+from strata.broker.network.connection import RequestContext, Response
+from strata.broker.network.fetch_response import encode_fetch_response
+from strata.broker.replication.partition import FetchIsolation
+from strata.broker.replication.replica_manager import FetchPartitionResult, PartitionFetchInfo
 from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.error_codes import ErrorCode
 

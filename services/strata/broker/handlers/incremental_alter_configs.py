@@ -16,7 +16,6 @@ from collections import Counter
 from typing import Any
 
 from strata.broker.config import ConfigType
-from strata.broker.connection import RequestContext
 from strata.broker.handlers import ApiError
 from strata.broker.handlers.alter_configs import (
     alter_each,
@@ -28,6 +27,7 @@ from strata.broker.handlers.describe_configs import (
     broker_key_type,
     topic_config_type,
 )
+from strata.broker.network.connection import RequestContext
 from strata.broker.server import BrokerState
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from strata.broker.connection import RequestContext
+from strata.broker.network.connection import RequestContext
 from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode

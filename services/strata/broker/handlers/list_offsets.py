@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from strata.broker.connection import RequestContext
-from strata.broker.partition import NONE, FetchIsolation, PartitionError
+from strata.broker.network.connection import RequestContext
+from strata.broker.replication.partition import NONE, FetchIsolation, PartitionError
 from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode

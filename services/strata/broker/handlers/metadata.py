@@ -30,9 +30,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
-from strata.broker.connection import RequestContext
 from strata.broker.handlers import ApiError
 from strata.broker.handlers.create_topics import TopicSpec, create_topic
+from strata.broker.network.connection import RequestContext
 from strata.broker.security.acl import (
     AUTHORIZED_OPERATIONS_OMITTED,
     AclOperation,

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from strata.broker.connection import RequestContext
-from strata.broker.partition import NONE, PartitionError, error_code_of
+from strata.broker.network.connection import RequestContext
+from strata.broker.replication.partition import NONE, PartitionError, error_code_of
 from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode

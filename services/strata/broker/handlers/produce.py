@@ -40,8 +40,8 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from strata.broker.connection import RequestContext, Response
-from strata.broker.replica_manager import PartitionAppendResult
+from strata.broker.network.connection import RequestContext, Response
+from strata.broker.replication.replica_manager import PartitionAppendResult
 from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.error_codes import ErrorCode
 

@@ -2,7 +2,7 @@
 
 A failure answers SASL_AUTHENTICATION_FAILED with Kafka's message; the session is then FAILED
 and the connection closes it after ``connection.failed.authentication.delay.ms``
-(``strata.broker.connection``). v1's ``session_lifetime_ms`` is 0: no re-authentication is
+(``strata.broker.network.connection``). v1's ``session_lifetime_ms`` is 0: no re-authentication is
 required (``connections.max.reauth.ms`` unset).
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from strata.broker.connection import RequestContext
-from strata.broker.security.session import AuthenticationFailed
+from strata.broker.network.connection import RequestContext
+from strata.broker.network.security_session import AuthenticationFailed
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response

@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from strata.broker.cluster_image import ClusterImage
+from strata.broker.cluster.image import ClusterImage
 from strata.broker.config import BrokerConfig, ConfigError
 from strata.broker.security.acl import (
     CLUSTER_NAME,
@@ -49,7 +49,7 @@ from strata.broker.security.acl_store import AclStore, FileAclStore, MetadataAcl
 from strata.protocol.error_codes import ErrorCode
 
 if TYPE_CHECKING:
-    from strata.broker.cluster import Cluster
+    from strata.broker.cluster.cluster import Cluster
 
 logger = logging.getLogger(__name__)
 

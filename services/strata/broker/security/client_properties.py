@@ -1,5 +1,5 @@
 """A Kafka client's security from librdkafka-style properties: ``ClientSecurity`` for Strata's own
-Kafka protocol client (``strata.broker.broker_client.BrokerClient``).
+Kafka protocol client (``strata.broker.network.broker_client.BrokerClient``).
 
 Whoever reaches brokers with both librdkafka and our codec describes the login once, with
 librdkafka's names (the CLI's ``--command-config``, the operator's client settings), and this
@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import Mapping
 from typing import Final
 
-from strata.broker.security.listeners import SUPPORTED_MECHANISMS, ClientSecurity
+from strata.broker.network.listeners import SUPPORTED_MECHANISMS, ClientSecurity
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Every property client_security() reads; a caller that must honour a client's whole login

@@ -28,7 +28,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any, Final
 
-from strata.broker.security.listeners import ClientSecurity
+from strata.broker.network.listeners import ClientSecurity
 from strata.broker.security.sasl_client import SaslClientError, sasl_login
 from strata.protocol import RequestHeader, build_request, decode_response, encode_request
 from strata.protocol.header import encode_request_header, read_response_header

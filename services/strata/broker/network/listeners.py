@@ -109,7 +109,7 @@ class ListenerSecurity:
 
 def listener_security(config: BrokerConfig, listener: str,
                       credentials: CredentialStore | None) -> ListenerSecurity:
-    from strata.broker.security.tls import server_context
+    from strata.broker.network.tls import server_context
 
     protocol = security_protocol(config, listener)
     return ListenerSecurity(
@@ -171,7 +171,7 @@ class ClientSecurity:
 
 def inter_broker_client_security(config: BrokerConfig) -> ClientSecurity | None:
     """None for a PLAINTEXT inter-broker listener."""
-    from strata.broker.security.tls import client_context
+    from strata.broker.network.tls import client_context
 
     name = inter_broker_listener_name(config)
     protocol = security_protocol(config, name)

@@ -22,7 +22,7 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Final, cast
 
-from strata.broker.cluster_image import ROOT, ClusterImage, build_image
+from strata.broker.cluster.image import ROOT, ClusterImage, build_image
 from strata.metadata.errors import CompactedError, StoreClosedError, StoreUnavailableError
 from strata.metadata.store import EventKind, MetadataStore, WatchEvent
 

@@ -30,7 +30,7 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from strata.broker.partition import Partition
+from strata.broker.replication.partition import Partition
 
 LABELS = ["topic", "partition"]
 

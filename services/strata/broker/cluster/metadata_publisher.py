@@ -34,12 +34,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from strata.broker.cluster_image import ClusterImage, PartitionRegistration
-from strata.broker.group_coordinator import GroupCoordinator
-from strata.broker.group_metadata_manager import OFFSETS_TOPIC
-from strata.broker.partition import PartitionError
-from strata.broker.replica_fetcher import LeaderEndpoint, ReplicaFetcherManager
-from strata.broker.replica_manager import ReplicaManager
+from strata.broker.cluster.image import ClusterImage, PartitionRegistration
+from strata.broker.group.coordinator import GroupCoordinator
+from strata.broker.group.metadata_manager import OFFSETS_TOPIC
+from strata.broker.replication.partition import PartitionError
+from strata.broker.replication.replica_fetcher import LeaderEndpoint, ReplicaFetcherManager
+from strata.broker.replication.replica_manager import ReplicaManager
 from strata.storage.errors import StorageError
 from strata.storage.log_manager import LogManager
 

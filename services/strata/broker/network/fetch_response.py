@@ -38,8 +38,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-from strata.broker.connection import Response
-from strata.broker.replica_manager import FetchPartitionResult
+from strata.broker.network.connection import Response
+from strata.broker.replication.replica_manager import FetchPartitionResult
 from strata.storage.file_records import FileSlice
 
 MIN_VERSION = 4

@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Iterator
 
 from strata.broker.config import BrokerConfig, ConfigError
-from strata.broker.security.listeners import listener_value
+from strata.broker.network.listeners import listener_value
 
 CLIENT_AUTH = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL,
                "none": ssl.CERT_NONE}

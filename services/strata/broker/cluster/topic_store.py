@@ -18,14 +18,14 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 
-from strata.broker import cluster_image as ci
-from strata.broker.cluster_image import (
+from strata.broker.cluster import image as ci
+from strata.broker.cluster.image import (
     ClusterImage,
     PartitionRegistration,
     TopicRegistration,
 )
-from strata.broker.metadata_cache import MetadataCache
-from strata.broker.replica_placement import PlacementBroker, assign_replicas
+from strata.broker.cluster.metadata_cache import MetadataCache
+from strata.broker.cluster.replica_placement import PlacementBroker, assign_replicas
 from strata.broker.topic_store import TopicExistsError, TopicRecord, UnknownTopicError
 from strata.metadata.store import Compare, Delete, MetadataStore, Op, Put
 

@@ -35,9 +35,10 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
-from strata.broker.delayed_operation import DelayedFetch, Purgatory
-from strata.broker.log_metrics import LogMetrics
-from strata.broker.partition import (
+from strata.broker.metrics.log_metrics import LogMetrics
+from strata.broker.metrics.replication_metrics import ReplicationMetrics
+from strata.broker.replication.delayed_operation import DelayedFetch, Purgatory
+from strata.broker.replication.partition import (
     NONE,
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     UNKNOWN_SERVER_ERROR,
@@ -47,7 +48,6 @@ from strata.broker.partition import (
     PartitionError,
     UnknownTopicOrPartitionError,
 )
-from strata.broker.replication_metrics import ReplicationMetrics
 from strata.storage.clock import Clock
 from strata.storage.errors import StorageError
 from strata.storage.file_records import FileSlice

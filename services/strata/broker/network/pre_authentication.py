@@ -2,8 +2,8 @@
 
 Owns the gate every frame passes before it is decoded (Kafka's ``SaslServerAuthenticator``):
 
-* the connection's ``SecuritySession`` (``strata.broker.security.session``) of its listener; on
-  a TLS connection the session starts with the client certificate's principal
+* the connection's ``SecuritySession`` (``strata.broker.network.security_session``) of its
+  listener; on a TLS connection the session starts with the client certificate's principal
   (``principal.from_certificate``), ``User:ANONYMOUS`` without one;
 * ``refusal(frame)``: checked on the request header's first field (the API key) before the body
   is parsed, so an unauthenticated peer gets nothing decoded. On a SASL listener, until the
@@ -22,9 +22,9 @@ import logging
 import struct
 from typing import Final
 
+from strata.broker.network.listeners import ListenerSecurity, SecurityProtocol
+from strata.broker.network.security_session import SecuritySession
 from strata.broker.security import principal as principals
-from strata.broker.security.listeners import ListenerSecurity, SecurityProtocol
-from strata.broker.security.session import SecuritySession
 
 logger = logging.getLogger(__name__)
 

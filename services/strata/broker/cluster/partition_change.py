@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from strata.broker.cluster_image import NO_LEADER, BrokerRegistration, PartitionRegistration
+from strata.broker.cluster.image import NO_LEADER, BrokerRegistration, PartitionRegistration
 
 
 def _first_live(candidates: tuple[int, ...], allowed: set[int] | None,

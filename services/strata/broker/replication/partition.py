@@ -41,7 +41,7 @@ import uuid
 from enum import IntEnum
 from typing import NamedTuple
 
-from strata.broker.follower_state import FollowerState
+from strata.broker.replication.follower_state import FollowerState
 from strata.protocol.error_codes import ErrorCode
 from strata.storage.errors import OffsetOutOfRangeError, StorageError
 from strata.storage.file_records import FileSlice

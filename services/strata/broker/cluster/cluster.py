@@ -24,20 +24,20 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from strata.broker.broker_lifecycle import BrokerLifecycle
-from strata.broker.cluster_image import ROOT, BrokerRegistration, ClusterImage
-from strata.broker.cluster_topic_store import ClusterTopicStore
+from strata.broker.cluster.broker_lifecycle import BrokerLifecycle
+from strata.broker.cluster.controller import Controller
+from strata.broker.cluster.image import ROOT, BrokerRegistration, ClusterImage
+from strata.broker.cluster.metadata_cache import MetadataCache
+from strata.broker.cluster.metadata_publisher import MetadataPublisher
+from strata.broker.cluster.topic_store import ClusterTopicStore
 from strata.broker.config import BrokerConfig
-from strata.broker.controller import Controller
-from strata.broker.group_coordinator import GroupCoordinator
-from strata.broker.metadata_cache import MetadataCache
-from strata.broker.metadata_publisher import MetadataPublisher
-from strata.broker.replica_fetcher import FetcherConfig, ReplicaFetcherManager
-from strata.broker.replica_manager import ReplicaManager
-from strata.broker.security.listeners import (
+from strata.broker.group.coordinator import GroupCoordinator
+from strata.broker.network.listeners import (
     inter_broker_client_security,
     inter_broker_listener_name,
 )
+from strata.broker.replication.replica_fetcher import FetcherConfig, ReplicaFetcherManager
+from strata.broker.replication.replica_manager import ReplicaManager
 from strata.metadata.factory import open_store
 from strata.metadata.store import MetadataStore
 from strata.storage.log_manager import LogManager

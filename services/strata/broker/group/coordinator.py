@@ -35,23 +35,23 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Final, TypeVar
 
 from strata.broker.config import BrokerConfig
-from strata.broker.group import (
+from strata.broker.group.classic_group import (
     DEAD_GROUP_SUMMARY,
     ClassicGroup,
     GroupSummary,
     OffsetAndMetadata,
     TopicPartition,
 )
-from strata.broker.group_member import UNKNOWN_MEMBER_ID, JoinGroupResult, SyncGroupResult
-from strata.broker.group_membership import GroupConfig, GroupMembership, JoinRequest
-from strata.broker.group_metadata_manager import (
+from strata.broker.group.member import UNKNOWN_MEMBER_ID, JoinGroupResult, SyncGroupResult
+from strata.broker.group.membership import GroupConfig, GroupMembership, JoinRequest
+from strata.broker.group.metadata_manager import (
     OFFSETS_TOPIC,
     GroupMetadataManager,
     OffsetsTopicConfig,
     partition_for,
 )
-from strata.broker.group_state import GroupState
-from strata.broker.replica_manager import ReplicaManager
+from strata.broker.group.state import GroupState
+from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.topic_store import TopicStore
 from strata.protocol.error_codes import ErrorCode
 from strata.storage.clock import Clock

@@ -27,9 +27,9 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from strata.broker.group import ClassicGroup, OffsetAndMetadata, TopicPartition
-from strata.broker.group_member import GroupMember
-from strata.broker.group_metadata_codec import (
+from strata.broker.group.classic_group import ClassicGroup, OffsetAndMetadata, TopicPartition
+from strata.broker.group.member import GroupMember
+from strata.broker.group.metadata_codec import (
     GroupMetadataKey,
     GroupMetadataValue,
     GroupRecordError,
@@ -43,8 +43,8 @@ from strata.broker.group_metadata_codec import (
     offset_commit_key,
     offset_commit_value,
 )
-from strata.broker.partition import PartitionError
-from strata.broker.replica_manager import ReplicaManager
+from strata.broker.replication.partition import PartitionError
+from strata.broker.replication.replica_manager import ReplicaManager
 from strata.protocol.error_codes import ErrorCode
 from strata.storage import record_batch as rb
 from strata.storage.clock import Clock

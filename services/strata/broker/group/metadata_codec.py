@@ -38,7 +38,7 @@ import struct
 from dataclasses import dataclass
 from typing import Final
 
-from strata.broker.group import OffsetAndMetadata
+from strata.broker.group.classic_group import OffsetAndMetadata
 
 OFFSET_COMMIT_KEY_VERSION: Final = 1
 GROUP_METADATA_KEY_VERSION: Final = 2

@@ -27,8 +27,8 @@ from __future__ import annotations
 import enum
 from typing import Final
 
+from strata.broker.network.listeners import ListenerSecurity
 from strata.broker.security import principal as principals
-from strata.broker.security.listeners import ListenerSecurity
 from strata.broker.security.scram import ScramCredential, ScramError, ScramServer
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode

@@ -34,7 +34,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from strata.broker.partition import Partition
+from strata.broker.replication.partition import Partition
 from strata.storage.cleaner import CleanerStats
 from strata.storage.log_manager import LogManager
 

@@ -28,9 +28,9 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from strata.broker import cluster_image as ci
-from strata.broker.cluster_image import ClusterImage, ControllerRegistration, PartitionRegistration
-from strata.broker.partition_change import reconcile_partition
+from strata.broker.cluster import image as ci
+from strata.broker.cluster.image import ClusterImage, ControllerRegistration, PartitionRegistration
+from strata.broker.cluster.partition_change import reconcile_partition
 from strata.metadata.errors import MetadataStoreError
 from strata.metadata.store import Compare, Delete, MetadataStore, Put
 

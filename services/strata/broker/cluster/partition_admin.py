@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from strata.broker import cluster_image as ci
-from strata.broker.cluster import Cluster
-from strata.broker.cluster_image import PartitionRegistration
-from strata.broker.partition_change import reassign, reconcile_partition
+from strata.broker.cluster import image as ci
+from strata.broker.cluster.cluster import Cluster
+from strata.broker.cluster.image import PartitionRegistration
+from strata.broker.cluster.partition_change import reassign, reconcile_partition
 from strata.protocol.error_codes import ErrorCode
 
 PREFERRED = 0

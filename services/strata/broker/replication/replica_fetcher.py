@@ -35,17 +35,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from strata.broker.broker_client import BrokerClient, BrokerUnavailableError
-from strata.broker.follower_fetch_codec import (
+from strata.broker.network.broker_client import BrokerClient, BrokerUnavailableError
+from strata.broker.network.listeners import ClientSecurity
+from strata.broker.replication.follower_fetch_codec import (
     FETCH_VERSION,
     FetchPosition,
     encode_fetch_request,
     read_fetch_response,
 )
-from strata.broker.follower_truncation import truncation_for
-from strata.broker.partition import Partition
-from strata.broker.replica_manager import ReplicaManager
-from strata.broker.security.listeners import ClientSecurity
+from strata.broker.replication.follower_truncation import truncation_for
+from strata.broker.replication.partition import Partition
+from strata.broker.replication.replica_manager import ReplicaManager
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import decode_response_body

@@ -21,9 +21,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from strata.broker.group import ClassicGroup
-from strata.broker.group_state import GroupState
-from strata.broker.partition import Partition
+from strata.broker.group.classic_group import ClassicGroup
+from strata.broker.group.state import GroupState
+from strata.broker.replication.partition import Partition
 
 OFFSET_LABELS = ["group", "topic", "partition"]
 

@@ -32,12 +32,12 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from strata.broker import cluster_image as ci
-from strata.broker.cluster_image import BrokerRegistration
-from strata.broker.metadata_cache import MetadataCache
-from strata.broker.partition import Partition
-from strata.broker.partition_change import controlled_shutdown, leave_isr_on_restart
-from strata.broker.replica_manager import ReplicaManager
+from strata.broker.cluster import image as ci
+from strata.broker.cluster.image import BrokerRegistration
+from strata.broker.cluster.metadata_cache import MetadataCache
+from strata.broker.cluster.partition_change import controlled_shutdown, leave_isr_on_restart
+from strata.broker.replication.partition import Partition
+from strata.broker.replication.replica_manager import ReplicaManager
 from strata.metadata.errors import MetadataStoreError
 from strata.metadata.leases import Lease
 from strata.metadata.store import MetadataStore

@@ -18,13 +18,13 @@ from collections.abc import Callable, Iterable, Sequence
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from strata.broker.group import ClassicGroup
-from strata.broker.group_metrics import GroupMetrics
-from strata.broker.log_metrics import LogMetrics
-from strata.broker.partition import Partition
-from strata.broker.replica_manager import ReplicaManager
-from strata.broker.replication_metrics import ReplicationMetrics
-from strata.broker.request_metrics import RequestMetrics
+from strata.broker.group.classic_group import ClassicGroup
+from strata.broker.metrics.group_metrics import GroupMetrics
+from strata.broker.metrics.log_metrics import LogMetrics
+from strata.broker.metrics.replication_metrics import ReplicationMetrics
+from strata.broker.metrics.request_metrics import RequestMetrics
+from strata.broker.replication.partition import Partition
+from strata.broker.replication.replica_manager import ReplicaManager
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

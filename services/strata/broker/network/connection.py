@@ -59,14 +59,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from strata.broker.error_response import error_response
-from strata.broker.request_queue_limit import RequestQueueLimit
+from strata.broker.network.error_response import error_response
+from strata.broker.network.listeners import ListenerSecurity
+from strata.broker.network.pre_authentication import ConnectionSecurity
+from strata.broker.network.request_queue_limit import RequestQueueLimit
+from strata.broker.network.security_session import SecuritySession
 from strata.broker.security import principal as principals
 from strata.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from strata.broker.security.authorization import AuthorizationFailed
-from strata.broker.security.listeners import ListenerSecurity
-from strata.broker.security.pre_authentication import ConnectionSecurity
-from strata.broker.security.session import SecuritySession
 from strata.protocol.api_versions import encode_unsupported_version_response
 from strata.protocol.codec import decode_request, encode_response
 from strata.protocol.error_codes import ErrorCode

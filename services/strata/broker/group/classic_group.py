@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from strata.broker.group_member import (
+from strata.broker.group.member import (
     NO_GENERATION,
     GroupMember,
     JoinCallback,
@@ -45,7 +45,7 @@ from strata.broker.group_member import (
     SyncCallback,
     SyncGroupResult,
 )
-from strata.broker.group_state import GroupState, IllegalGroupTransition, can_transition
+from strata.broker.group.state import GroupState, IllegalGroupTransition, can_transition
 from strata.protocol.error_codes import ErrorCode
 from strata.storage.clock import Clock
 

@@ -41,8 +41,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from strata.broker.group import ClassicGroup, InitialJoin
-from strata.broker.group_member import (
+from strata.broker.group.classic_group import ClassicGroup, InitialJoin
+from strata.broker.group.member import (
     UNKNOWN_MEMBER_ID,
     GroupMember,
     JoinCallback,
@@ -51,7 +51,7 @@ from strata.broker.group_member import (
     SyncCallback,
     SyncGroupResult,
 )
-from strata.broker.group_state import Action, GroupRequest, GroupState, answer
+from strata.broker.group.state import Action, GroupRequest, GroupState, answer
 from strata.protocol.error_codes import ErrorCode
 
 logger = logging.getLogger(__name__)
