@@ -9,9 +9,8 @@ Owns everything between the socket and the request handlers, with no I/O and no 
 ``prescan``         bounds checks run before kio reads a body (kio aborts on huge array counts)
 ``primitives``      the few wire primitives read by hand (varints, strings, tag buffers)
 ``codec``           ``decode_request`` / ``encode_response`` (and the client-side pair)
-``registry``        api key -> (versions, handler); the source of the advertised versions
+``registry``        api key -> (versions, handler); ``VersionRange``; the advertised versions
 ``api_versions``    ApiVersions responses and the unsupported-version fallback
-``versions``        ``SUPPORTED_VERSIONS``, the version table of ARCHITECTURE.md §5
 ``api_keys``        ``ApiKey``, Kafka's API keys by name
 ``error_codes``     ``ErrorCode``, Kafka's error codes (kio's enum, re-exported)
 ``errors``          the exceptions, each saying whether the peer misbehaved
@@ -63,12 +62,10 @@ from strata.protocol.messages import (
     request_type,
     response_type,
 )
-from strata.protocol.registry import HandlerRegistry, Registration
-from strata.protocol.versions import SUPPORTED_VERSIONS, VersionRange
+from strata.protocol.registry import HandlerRegistry, Registration, VersionRange
 
 __all__ = [
     "DEFAULT_SOCKET_REQUEST_MAX_BYTES",
-    "SUPPORTED_VERSIONS",
     "ApiKey",
     "ErrorCode",
     "FrameReader",

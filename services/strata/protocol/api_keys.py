@@ -3,7 +3,8 @@
 Owns the number <-> name map of ``org.apache.kafka.common.protocol.ApiKeys`` (names verbatim).
 Invariant: the members equal the API keys kio 0.6.5 knows (a unit test compares them with
 ``kio.schema.index.api_key_map``), so every member can be looked up in ``strata.protocol.messages``.
-Which keys and versions Strata *serves* is not decided here but in ``strata.protocol.versions``.
+Which keys and versions Strata *serves* is not decided here but by the broker's handler registry
+(``strata.broker.handlers.build_registry``).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from strata.protocol.codec import encode_response_frame
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.header import RequestHeader
 from strata.protocol.messages import build_response
-from strata.protocol.versions import VersionRange
+from strata.protocol.registry import VersionRange
 
 FALLBACK_VERSION = 0
 FALLBACK_HEADER_VERSION = 0

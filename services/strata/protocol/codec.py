@@ -10,8 +10,8 @@ stripped by ``FrameReader`` on the way in and added by ``encode_response`` on th
 ``decode_request`` steps, each with its own error:
 
 1. peek the header by hand (``InvalidRequest`` if the frame is shorter than the fixed part);
-2. check (api key, version) against the served ranges, by default the version table
-   ``SUPPORTED_VERSIONS``; the broker passes ``registry.version_ranges()``
+2. check (api key, version) against the served ranges the caller passes (the broker's
+   ``registry.version_ranges()``)
    (``UnsupportedVersion``, carrying the header: for ApiVersions answer it with
    ``api_versions.encode_unsupported_version_response``; for anything else close);
 3. skip the v2 header's tagged fields, pre-scan and decode the body with kio, requiring it to end
@@ -55,7 +55,7 @@ from strata.protocol.messages import (
     write_body,
 )
 from strata.protocol.primitives import INT16, INT32, BytesLike
-from strata.protocol.versions import SUPPORTED_VERSIONS, VersionRange
+from strata.protocol.registry import VersionRange
 
 _SIZE_PLACEHOLDER = b"\x00\x00\x00\x00"
 
@@ -67,9 +67,7 @@ class Request(NamedTuple):
     body: Any
 
 
-def decode_request(
-    frame: BytesLike, supported: Mapping[ApiKey, VersionRange] = SUPPORTED_VERSIONS
-) -> Request:
+def decode_request(frame: BytesLike, supported: Mapping[ApiKey, VersionRange]) -> Request:
     """Decode one request frame payload (without its size prefix).
 
     Raises ``UnsupportedVersion`` for an api key or version outside ``supported`` and

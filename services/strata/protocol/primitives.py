@@ -67,12 +67,6 @@ def read_int16(buffer: BytesLike, offset: int, end: int) -> tuple[int, int]:
     return INT16.unpack_from(buffer, offset)[0], offset + 2
 
 
-def read_int32(buffer: BytesLike, offset: int, end: int) -> tuple[int, int]:
-    if end - offset < 4:
-        raise WireFormatError(f"truncated int32 at offset {offset}")
-    return INT32.unpack_from(buffer, offset)[0], offset + 4
-
-
 def read_nullable_string(buffer: BytesLike, offset: int, end: int) -> tuple[str | None, int]:
     """A NULLABLE_STRING (int16 length, -1 = null) decoded as UTF-8 (errors replaced)."""
     length, offset = read_int16(buffer, offset, end)

@@ -13,11 +13,11 @@ Invariants, enforced by ``register``:
   response version of the range (so ``decode_request`` never meets an advertised version it
   cannot read).
 
-``differences(SUPPORTED_VERSIONS)`` compares the registry with the version table of
-``strata.protocol.versions``; the broker's tests assert it is empty. The registry is built once
-at start-up and only read afterwards; it has no locks. The handler type is the caller's (the
-codec never calls handlers). No bytes are read or written here; ``version_ranges()`` is what
-``api_versions`` encodes as ``api_keys => [api_key:INT16 min_version:INT16 max_version:INT16]``.
+``differences(expected)`` compares the registry with a version table (the broker's tests pin
+the served ranges with it). The registry is built once at start-up and only read afterwards; it
+has no locks. The handler type is the caller's (the codec never calls handlers). No bytes are
+read or written here; ``version_ranges()`` is what ``api_versions`` encodes as
+``api_keys => [api_key:INT16 min_version:INT16 max_version:INT16]``.
 """
 
 from __future__ import annotations
@@ -29,9 +29,30 @@ from typing import Generic, TypeVar
 
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.messages import UnknownMessageVersion, request_type, response_type
-from strata.protocol.versions import VersionRange
 
 H = TypeVar("H")
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRange:
+    """An inclusive range of API versions, as one ApiVersions response entry carries it."""
+
+    min_version: int
+    max_version: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_version <= self.max_version:
+            raise ValueError(f"invalid version range {self.min_version}..{self.max_version}")
+
+    def __contains__(self, version: object) -> bool:
+        return isinstance(version, int) and self.min_version <= version <= self.max_version
+
+    def versions(self) -> range:
+        """Every version in the range, lowest first."""
+        return range(self.min_version, self.max_version + 1)
+
+    def __str__(self) -> str:
+        return f"{self.min_version}-{self.max_version}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,7 @@ from strata.storage.errors import CorruptRecordError, UnsupportedForMessageForma
 MAGIC_V2 = 2
 LOG_OVERHEAD = 12  # baseOffset + batchLength: bytes in front of what batchLength counts
 HEADER_SIZE = 61  # RECORD_BATCH_OVERHEAD
+BATCH_LENGTH_OFFSET = 8
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21  # the CRC covers [ATTRIBUTES_OFFSET, end)
 MAX_TIMESTAMP_OFFSET = 35

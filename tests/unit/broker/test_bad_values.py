@@ -35,7 +35,7 @@ DESCRIBE_CONFIGS_V1_NULL_RESOURCES = (
 
 def test_describe_configs_with_null_resources_is_an_invalid_request() -> None:
     with pytest.raises(InvalidRequest, match=r"non-nullable field .*resources") as caught:
-        decode_request(DESCRIBE_CONFIGS_V1_NULL_RESOURCES)
+        decode_request(DESCRIBE_CONFIGS_V1_NULL_RESOURCES, build_registry().version_ranges())
     assert caught.value.header is not None
     assert caught.value.header.api_key == ApiKey.DESCRIBE_CONFIGS
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from strata.broker.handlers import build_registry
+from strata.broker.handlers import build_registry, served_versions
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.api_versions import api_versions_response
-from strata.protocol.versions import SUPPORTED_VERSIONS
+
+SUPPORTED_VERSIONS = served_versions()
+
 
 
 def test_registered_apis_match_the_version_table() -> None:

@@ -12,7 +12,6 @@ import pytest
 from strata.broker.replication.follower_state import FollowerState
 from strata.broker.replication.partition import FetchIsolation, Partition
 from strata.broker.replication.replica_manager import (
-    REQUEST_TIMED_OUT,
     PartitionFetchInfo,
     ReplicaManager,
 )
@@ -107,7 +106,7 @@ async def test_acks_all_waits_for_the_isr(rm: ReplicaManager) -> None:
 
 
 async def test_acks_all_times_out_and_acks_one_does_not_wait(rm: ReplicaManager) -> None:
-    assert await produce(rm, -1, timeout_ms=50) == (REQUEST_TIMED_OUT, -1)
+    assert await produce(rm, -1, timeout_ms=50) == (ErrorCode.request_timed_out, -1)
     assert await produce(rm, 1) == (0, 1)  # the timed-out records stay in the log
     assert part(rm).log_end_offset == 2
 

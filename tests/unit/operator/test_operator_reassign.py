@@ -23,7 +23,7 @@ from strata.operator.reassign import (
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.codec import decode_request, encode_response
 from strata.protocol.messages import build_response
-from strata.protocol.versions import VersionRange
+from strata.protocol.registry import VersionRange
 
 KEY = ApiKey.ALTER_PARTITION_REASSIGNMENTS
 PLAN = {("orders", 0): (0, 1), ("orders", 2): (1, 0), ("audit", 0): (0,)}

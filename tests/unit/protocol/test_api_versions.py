@@ -6,6 +6,7 @@ import struct
 
 import pytest
 
+from strata.broker.handlers import served_versions
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.api_versions import (
     api_versions_response,
@@ -17,9 +18,10 @@ from strata.protocol.errors import UnsupportedVersion
 from strata.protocol.framing import FrameReader
 from strata.protocol.header import RequestHeader, encode_request_header
 from strata.protocol.registry import HandlerRegistry
-from strata.protocol.versions import SUPPORTED_VERSIONS
 
 from .kafka_python import response_class
+
+SUPPORTED_VERSIONS = served_versions()
 
 
 def registry_ranges() -> dict[ApiKey, object]:
@@ -47,7 +49,7 @@ def unsupported_request(version: int, correlation_id: int = 77) -> bytes:
 @pytest.mark.parametrize("version", [4, 5, 999, -1])
 def test_unsupported_apiversions_version_is_negotiation_not_misbehaviour(version: int) -> None:
     with pytest.raises(UnsupportedVersion) as caught:
-        decode_request(unsupported_request(version))
+        decode_request(unsupported_request(version), SUPPORTED_VERSIONS)
     assert caught.value.peer_misbehaved is False
     assert caught.value.header.api_version == version
 
@@ -55,7 +57,7 @@ def test_unsupported_apiversions_version_is_negotiation_not_misbehaviour(version
 def test_fallback_is_a_v0_body_with_error_35_and_the_full_list() -> None:
     ranges = registry_ranges()
     with pytest.raises(UnsupportedVersion) as caught:
-        decode_request(unsupported_request(4, correlation_id=1234))
+        decode_request(unsupported_request(4, correlation_id=1234), SUPPORTED_VERSIONS)
     frame = encode_unsupported_version_response(caught.value.header, ranges)
     correlation_id, error_code, entries = read_v0_fallback(frame)
     assert correlation_id == 1234  # response header v0: no tagged fields
@@ -92,7 +94,7 @@ def test_fallback_only_for_apiversions() -> None:
 def test_other_apis_at_unserved_versions_are_misbehaviour() -> None:
     frame = encode_request_header(RequestHeader(ApiKey.METADATA, 12, 1, "c"), 2) + b"\x00"
     with pytest.raises(UnsupportedVersion, match="served versions are 0-8") as caught:
-        decode_request(frame)
+        decode_request(frame, SUPPORTED_VERSIONS)
     assert caught.value.peer_misbehaved
 
 
@@ -118,7 +120,7 @@ def test_normal_responses_v0_to_v3_decode_with_kafka_python(version: int) -> Non
 def test_apiversions_v3_request_from_a_flexible_header_decodes() -> None:
     header = RequestHeader(ApiKey.API_VERSIONS, 3, 2, "rdkafka")
     frame = encode_request_header(header, 2) + b"\x0blibrdkafka\x062.3.0\x00"
-    request = decode_request(frame)
+    request = decode_request(frame, SUPPORTED_VERSIONS)
     assert request.header == header
     assert request.body.client_software_name == "librdkafka"
     assert request.body.client_software_version == "2.3.0"

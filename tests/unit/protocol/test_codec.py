@@ -6,8 +6,8 @@ import struct
 
 import pytest
 
+from strata.broker.handlers import served_versions
 from strata.protocol import (
-    SUPPORTED_VERSIONS,
     ApiKey,
     ErrorCode,
     FrameReader,
@@ -29,6 +29,8 @@ from strata.protocol.messages import request_type, response_type
 
 from .samples import plain, sample
 
+SUPPORTED_VERSIONS = served_versions()
+
 SERVED_PAIRS = sorted((key, v) for key, r in SUPPORTED_VERSIONS.items() for v in r.versions())
 IDS = [f"{key.name}-v{version}" for key, version in SERVED_PAIRS]
 
@@ -44,7 +46,7 @@ def test_request_round_trip_through_frames(api_key: ApiKey, version: int) -> Non
     reader.feed(data[3:])
     payload = reader.next_frame()
     assert payload is not None
-    request = decode_request(payload)
+    request = decode_request(payload, SUPPORTED_VERSIONS)
     assert request.header == header
     assert request.body == body
     assert plain(request.body) == sample(request_type(api_key, version))
@@ -82,7 +84,8 @@ def test_produce_request_fields_are_kios() -> None:
         "timeout_ms": 30_000,
         "topic_data": [{"name": "orders", "partition_data": [{"index": 2, "records": records}]}],
     })
-    request = decode_request(encode_request(RequestHeader(0, 8, 1, "p"), body)[4:])
+    frame = encode_request(RequestHeader(0, 8, 1, "p"), body)[4:]
+    request = decode_request(frame, SUPPORTED_VERSIONS)
     assert request.body.acks == -1
     assert request.body.timeout.total_seconds() == 30
     partition = request.body.topic_data[0].partition_data[0]
@@ -93,7 +96,7 @@ def test_decode_request_accepts_any_buffer_type() -> None:
     body = build_request(ApiKey.METADATA, 4, topics=[{"name": "t"}], allow_auto_topic_creation=True)
     frame = encode_request(RequestHeader(ApiKey.METADATA, 4, 3, "c"), body)[4:]
     for buffer in (frame, bytearray(frame), memoryview(frame)):
-        request = decode_request(buffer)
+        request = decode_request(buffer, SUPPORTED_VERSIONS)
         assert request.header == RequestHeader(ApiKey.METADATA, 4, 3, "c")
         assert request.body == body
 
@@ -101,7 +104,7 @@ def test_decode_request_accepts_any_buffer_type() -> None:
 def test_unknown_api_key_is_unsupported() -> None:
     frame = encode_request_header(RequestHeader(4242, 0, 1, "x"), 1)
     with pytest.raises(UnsupportedVersion, match="api key 4242 is not served") as caught:
-        decode_request(frame)
+        decode_request(frame, SUPPORTED_VERSIONS)
     assert caught.value.peer_misbehaved
     assert caught.value.header.correlation_id == 1
 
@@ -109,7 +112,7 @@ def test_unknown_api_key_is_unsupported() -> None:
 def test_known_but_unserved_api_is_unsupported() -> None:
     frame = encode_request_header(RequestHeader(ApiKey.ADD_PARTITIONS_TO_TXN, 1, 1, "x"), 1)
     with pytest.raises(UnsupportedVersion, match="ADD_PARTITIONS_TO_TXN v1"):
-        decode_request(frame)
+        decode_request(frame, SUPPORTED_VERSIONS)
 
 
 def test_served_ranges_come_from_the_caller() -> None:
@@ -119,7 +122,7 @@ def test_served_ranges_come_from_the_caller() -> None:
         "group_id": "g", "generation_id": 1, "member_id": "m", "group_instance_id": None,
     })
     frame = encode_request(RequestHeader(ApiKey.HEARTBEAT, 3, 1, "c"), body)[4:]
-    assert decode_request(frame).body == body  # the default table serves v3
+    assert decode_request(frame, SUPPORTED_VERSIONS).body == body  # the broker serves v3
     with pytest.raises(UnsupportedVersion, match="served versions are 0-2"):
         decode_request(frame, registry.version_ranges())
 
@@ -134,7 +137,7 @@ def test_a_served_range_beyond_kio_is_still_only_unsupported() -> None:
 def test_body_errors_carry_the_header() -> None:
     frame = encode_request_header(RequestHeader(ApiKey.METADATA, 8, 77, "c"), 1) + b"\x00"
     with pytest.raises(InvalidRequest) as caught:
-        decode_request(frame)
+        decode_request(frame, SUPPORTED_VERSIONS)
     assert caught.value.header == RequestHeader(ApiKey.METADATA, 8, 77, "c")
     assert "METADATA v8 (correlation id 77" in str(caught.value)
 

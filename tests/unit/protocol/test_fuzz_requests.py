@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from strata.broker.handlers import served_versions
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.codec import decode_request
 from strata.protocol.errors import (
@@ -39,9 +40,10 @@ from strata.protocol.messages import (
     request_type,
 )
 from strata.protocol.primitives import write_uvarint
-from strata.protocol.versions import SUPPORTED_VERSIONS
 
 from .samples import sample
+
+SUPPORTED_VERSIONS = served_versions()
 
 FUZZ = settings(max_examples=300, deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))
@@ -112,9 +114,10 @@ def test_unknown_tagged_fields_are_skipped_as_kafka_does(api_key: ApiKey, versio
     Kafka's readers skip a tagged field they do not know (KIP-482); so does the codec now."""
     body = sample_body(api_key, version)
     assert body.endswith(b"\x00")  # the top-level TAG_BUFFER, empty
-    expected = decode_request(request_frame(api_key, version, body)).body
+    expected = decode_request(request_frame(api_key, version, body), SUPPORTED_VERSIONS).body
     unknown = body[:-1] + b"\x02" + write_uvarint(99) + b"\x01\x00" + write_uvarint(7) + b"\x00"
-    assert decode_request(request_frame(api_key, version, unknown)).body == expected
+    decoded = decode_request(request_frame(api_key, version, unknown), SUPPORTED_VERSIONS)
+    assert decoded.body == expected
 
 
 def api_versions_v3_response(features: bytes) -> bytes:
@@ -151,7 +154,7 @@ def test_arbitrary_tagged_fields_raise_only_invalid_request(
     tags = write_uvarint(len(fields)) + b"".join(
         write_uvarint(tag) + write_uvarint(len(value)) + value for tag, value in fields)
     with contextlib.suppress(InvalidRequest):
-        decode_request(request_frame(api_key, version, body[:-1] + tags))
+        decode_request(request_frame(api_key, version, body[:-1] + tags), SUPPORTED_VERSIONS)
 
 
 # ------------------------------------------------------------------ nulls
@@ -172,12 +175,13 @@ def test_null_where_the_version_allows_none_is_an_invalid_request(
     api_key: ApiKey, version: int, body: bytes, field: str
 ) -> None:
     with pytest.raises(InvalidRequest, match=f"non-nullable field .*{field}"):
-        decode_request(request_frame(api_key, version, body))
+        decode_request(request_frame(api_key, version, body), SUPPORTED_VERSIONS)
 
 
 def test_null_where_the_version_allows_it_still_decodes() -> None:
     # Metadata v8 topics null = every topic; Produce v8 transactional_id null.
-    metadata = decode_request(request_frame(ApiKey.METADATA, 8, b"\xff\xff\xff\xff\x00\x00\x00"))
+    metadata = decode_request(
+        request_frame(ApiKey.METADATA, 8, b"\xff\xff\xff\xff\x00\x00\x00"), SUPPORTED_VERSIONS)
     assert metadata.body.topics is None
 
 
@@ -194,4 +198,4 @@ def test_any_int32_or_int16_written_as_null_raises_only_our_errors(
     position = data.draw(st.integers(10, len(raw) - width))
     raw[position:position + width] = b"\xff" * width
     with contextlib.suppress(InvalidRequest, UnsupportedVersion):
-        decode_request(bytes(raw))
+        decode_request(bytes(raw), SUPPORTED_VERSIONS)

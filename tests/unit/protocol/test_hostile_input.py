@@ -16,15 +16,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from strata.broker.handlers import served_versions
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.codec import decode_request, decode_response, encode_request
 from strata.protocol.errors import InvalidRequest, InvalidResponse, UnsupportedVersion
 from strata.protocol.header import RequestHeader, encode_request_header
 from strata.protocol.messages import build_request, decode_response_body, request_type
 from strata.protocol.prescan import scan
-from strata.protocol.versions import SUPPORTED_VERSIONS
 
 from .samples import sample
+
+SUPPORTED_VERSIONS = served_versions()
 
 SERVED_PAIRS = sorted((key, v) for key, r in SUPPORTED_VERSIONS.items() for v in r.versions())
 
@@ -86,7 +88,7 @@ def test_malformed_bodies_are_invalid_requests(
     api_key: ApiKey, version: int, body: bytes, match: str
 ) -> None:
     with pytest.raises(InvalidRequest, match=match) as caught:
-        decode_request(request_frame(api_key, version, body))
+        decode_request(request_frame(api_key, version, body), SUPPORTED_VERSIONS)
     assert caught.value.header is not None
     assert caught.value.header.api_key == api_key
     assert caught.value.peer_misbehaved
@@ -128,7 +130,7 @@ def test_nullable_structs_are_scanned() -> None:
 @given(st.binary(max_size=200))
 def test_arbitrary_bytes_raise_only_protocol_errors(frame: bytes) -> None:
     with contextlib.suppress(InvalidRequest, UnsupportedVersion):
-        decode_request(frame)
+        decode_request(frame, SUPPORTED_VERSIONS)
 
 
 @settings(max_examples=600, deadline=None, derandomize=True, database=None,
@@ -139,7 +141,7 @@ def test_served_header_with_arbitrary_body_raises_only_invalid_request(
 ) -> None:
     api_key, version = pair
     try:
-        decode_request(request_frame(api_key, version, body))
+        decode_request(request_frame(api_key, version, body), SUPPORTED_VERSIONS)
     except InvalidRequest as exc:
         assert exc.header is not None
 
@@ -161,7 +163,7 @@ def test_corrupted_valid_requests_raise_only_our_errors(
         frame[position % len(frame)] = value
     frame = frame[: len(frame) - cut % 8]
     with contextlib.suppress(InvalidRequest, UnsupportedVersion):
-        decode_request(bytes(frame))
+        decode_request(bytes(frame), SUPPORTED_VERSIONS)
 
 
 @settings(max_examples=300, deadline=None, derandomize=True, database=None,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from strata.broker.handlers import served_versions
 from strata.protocol import (
-    SUPPORTED_VERSIONS,
     ApiKey,
     ErrorCode,
     RequestHeader,
@@ -30,6 +30,8 @@ from .kafka_python import (
     to_kafka_python,
 )
 from .samples import plain, sample
+
+SUPPORTED_VERSIONS = served_versions()
 
 SERVED_PAIRS = sorted((key, v) for key, r in SUPPORTED_VERSIONS.items() for v in r.versions())
 IDS = [f"{key.name}-v{version}" for key, version in SERVED_PAIRS]
@@ -49,7 +51,8 @@ def decode_with_kafka_python(api_key: int, version: int, frame: bytes) -> Any:
 def test_kafka_python_requests_decode_with_ours(api_key: ApiKey, version: int) -> None:
     description = sample(request_type(api_key, version))
     message = to_kafka_python(request_class(api_key), version, description)
-    request = decode_request(kafka_python_frame(message, correlation_id=version))
+    frame = kafka_python_frame(message, correlation_id=version)
+    request = decode_request(frame, SUPPORTED_VERSIONS)
     assert request.header == RequestHeader(api_key, version, version, "kp")
     assert plain(request.body) == description
 
@@ -74,7 +77,7 @@ def test_apiversions_requests(version: int) -> None:
     cls = request_class(ApiKey.API_VERSIONS)
     fields = {"client_software_name": "kafka-python", "client_software_version": "3.0.12"}
     message = cls[version](**(fields if version >= 3 else {}))
-    request = decode_request(kafka_python_frame(message))
+    request = decode_request(kafka_python_frame(message), SUPPORTED_VERSIONS)
     assert (request.header.api_key, request.header.api_version) == (18, version)
     if version >= 3:
         assert request.body.client_software_name == "kafka-python"
@@ -90,7 +93,8 @@ def test_metadata_requests(version: int) -> None:
     if version >= 8:
         fields["include_cluster_authorized_operations"] = True
         fields["include_topic_authorized_operations"] = False
-    request = decode_request(kafka_python_frame(cls[version](**fields), client_id="rdkafka"))
+    frame = kafka_python_frame(cls[version](**fields), client_id="rdkafka")
+    request = decode_request(frame, SUPPORTED_VERSIONS)
     assert request.header.client_id == "rdkafka"
     assert [t.name for t in request.body.topics] == ["orders"]
     if version >= 4:
@@ -111,7 +115,7 @@ def test_produce_requests(version: int) -> None:
         partition_data=[cls.TopicProduceData.PartitionProduceData(index=1, records=RECORDS)],
     )
     message = cls[version](transactional_id=None, acks=-1, timeout_ms=1500, topic_data=[topic])
-    request = decode_request(kafka_python_frame(message))
+    request = decode_request(kafka_python_frame(message), SUPPORTED_VERSIONS)
     assert request.body.acks == -1
     assert request.body.timeout.total_seconds() == 1.5
     assert request.body.transactional_id is None
@@ -143,7 +147,8 @@ def test_fetch_requests(version: int) -> None:
         "rack_id": "",
     }
     # kafka-python writes only the fields of ``version``; the rest are ignored.
-    request = decode_request(kafka_python_frame(to_kafka_python(cls, version, fields)))
+    frame = kafka_python_frame(to_kafka_python(cls, version, fields))
+    request = decode_request(frame, SUPPORTED_VERSIONS)
     assert request.body.max_wait.total_seconds() == 0.5
     assert request.body.isolation_level == 1
     fetched = request.body.topics[0].partitions[0]

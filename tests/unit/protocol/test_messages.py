@@ -6,6 +6,7 @@ import datetime
 
 import pytest
 
+from strata.broker.handlers import served_versions
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.errors import InvalidRequest, InvalidResponse, MessageBuildError
@@ -22,9 +23,11 @@ from strata.protocol.messages import (
     response_type,
 )
 from strata.protocol.prescan import scan
-from strata.protocol.versions import SUPPORTED_VERSIONS, VersionRange
+from strata.protocol.registry import VersionRange
 
 from .samples import merge, plain, sample
+
+SUPPORTED_VERSIONS = served_versions()
 
 SERVED = sorted(SUPPORTED_VERSIONS.items())
 

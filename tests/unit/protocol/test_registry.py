@@ -6,9 +6,12 @@ from collections.abc import Callable
 
 import pytest
 
+from strata.broker.handlers import served_versions
 from strata.protocol.api_keys import ApiKey
-from strata.protocol.registry import HandlerRegistry, Registration
-from strata.protocol.versions import SUPPORTED_VERSIONS, VersionRange
+from strata.protocol.registry import HandlerRegistry, Registration, VersionRange
+
+SUPPORTED_VERSIONS = served_versions()
+
 
 Handler = Callable[[object], object]
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 import pytest
 from kio.schema.index import api_key_map
 
+from strata.broker.handlers import served_versions
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode, error_code_for, kafka_error_name
 from strata.protocol.messages import request_type, response_type
-from strata.protocol.versions import SUPPORTED_VERSIONS, VersionRange
+from strata.protocol.registry import VersionRange
+
+SUPPORTED_VERSIONS = served_versions()
+
 
 # ARCHITECTURE.md §5, as the issue lists it: written here a second time on purpose, as the
 # expectation the table is checked against.

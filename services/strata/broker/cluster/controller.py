@@ -172,10 +172,6 @@ class Controller:
             self._preferred_due = True
             self._changed.set()
 
-    def request_preferred_election(self) -> None:
-        self._preferred_due = True
-        self._changed.set()
-
 
 def _tp(key: str) -> tuple[str, int]:
     topic, _, index = key[len(ci.PARTITIONS):].rpartition("/")

@@ -151,9 +151,6 @@ class ClassicGroup:
         return group
 
     # ------------------------------------------------------------------ state
-    def is_in(self, *states: GroupState) -> bool:
-        return self.state in states
-
     def transition_to(self, target: GroupState) -> None:
         if not can_transition(self.state, target):
             raise IllegalGroupTransition(

@@ -22,8 +22,6 @@ from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
 
-MIN_VERSION: Final = 0
-MAX_VERSION: Final = 1
 BROKER_ENDPOINTS: Final = 1
 AUTHORIZED_OPERATIONS_OMITTED: Final = -2147483648
 

@@ -36,10 +36,6 @@ from strata.broker.replication.replica_manager import FetchPartitionResult, Part
 from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.error_codes import ErrorCode
 
-MIN_VERSION = 4
-MAX_VERSION = 11
-
-FETCH_SESSION_ID_NOT_FOUND = 70
 READ_COMMITTED = 1
 _REFUSED = FetchPartitionResult(ErrorCode.topic_authorization_failed)
 _INVALID = FetchPartitionResult(ErrorCode.invalid_request)
@@ -50,7 +46,7 @@ async def handle(ctx: RequestContext, request: Any) -> Response:
     read_committed = request.isolation_level == READ_COMMITTED
     if version >= 7 and request.session_epoch > 0:
         return encode_fetch_response(version, (), read_committed=read_committed,
-                                     error_code=FETCH_SESSION_ID_NOT_FOUND)
+                                     error_code=ErrorCode.fetch_session_id_not_found)
     if request.replica_id >= 0:
         isolation = FetchIsolation.LOG_END
     elif read_committed:

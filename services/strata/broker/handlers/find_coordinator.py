@@ -29,9 +29,6 @@ from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
 
-MIN_VERSION = 0
-MAX_VERSION = 2
-
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 

@@ -34,13 +34,6 @@ from strata.protocol.messages import build_response
 
 logger = logging.getLogger(__name__)
 
-MIN_VERSION = 0
-MAX_VERSION = 1
-
-NONE = 0
-UNSUPPORTED_VERSION = 35
-INVALID_REQUEST = 42
-
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.header.api_version
@@ -56,14 +49,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _response(version, ErrorCode.transactional_id_authorization_failed)
     if transactional_id is None:
         producer_id = await ctx.state.producer_id_manager.generate_producer_id()
-        return _response(version, NONE, producer_id, 0)
+        return _response(version, ErrorCode.none, producer_id, 0)
     if transactional_id == "":
-        return _response(version, INVALID_REQUEST)
+        return _response(version, ErrorCode.invalid_request)
     # Logged every time: clients treat the answer as fatal, so it does not repeat in a loop.
     logger.warning("InitProducerId for transactional id %r from %s:%d refused with "
                    "UNSUPPORTED_VERSION: Strata does not support transactions yet",
                    transactional_id, ctx.client_host, ctx.client_port)
-    return _response(version, UNSUPPORTED_VERSION)
+    return _response(version, ErrorCode.unsupported_version)
 
 
 def _response(version: int, error_code: int, producer_id: int = -1, epoch: int = -1) -> Any:

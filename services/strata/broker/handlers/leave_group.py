@@ -18,9 +18,6 @@ from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
 
-MIN_VERSION = 0
-MAX_VERSION = 3
-
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.header.api_version

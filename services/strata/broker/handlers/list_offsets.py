@@ -31,10 +31,6 @@ from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
 from strata.storage.errors import StorageError
 
-MIN_VERSION = 1
-MAX_VERSION = 5
-
-INVALID_REQUEST = 42
 READ_COMMITTED = 1
 
 
@@ -62,7 +58,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 partitions.append(answer)
                 continue
             if seen[(topic.name, p.partition_index)] > 1:
-                answer["error_code"] = INVALID_REQUEST
+                answer["error_code"] = ErrorCode.invalid_request
                 partitions.append(answer)
                 continue
             epoch = getattr(p, "current_leader_epoch", -1) if version >= 4 else -1

@@ -29,9 +29,6 @@ from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
 
-MIN_VERSION = 2
-MAX_VERSION = 7
-
 DEFAULT_RETENTION_TIME = -1
 _MS = datetime.timedelta(milliseconds=1)
 

@@ -22,9 +22,6 @@ from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
 
-MIN_VERSION = 1
-MAX_VERSION = 5
-
 INVALID_OFFSET = -1
 NO_METADATA = ""
 

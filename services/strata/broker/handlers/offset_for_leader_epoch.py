@@ -33,8 +33,6 @@ from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
 from strata.storage.errors import StorageError
 
-MIN_VERSION: Final = 2
-MAX_VERSION: Final = 3
 DEBUGGING_REPLICA_ID: Final = -2
 UNDEFINED: Final = -1
 

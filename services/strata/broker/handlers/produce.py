@@ -44,20 +44,20 @@ from strata.broker.network.connection import RequestContext, Response
 from strata.broker.replication.replica_manager import PartitionAppendResult
 from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.error_codes import ErrorCode
+from strata.storage.record_batch import (
+    ATTRIBUTES_OFFSET,
+    BATCH_LENGTH_OFFSET,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_V2,
+    TRANSACTIONAL_FLAG_MASK,
+)
 
 logger = logging.getLogger(__name__)
 
-MIN_VERSION = 3
-MAX_VERSION = 8
-
-INVALID_RECORD = 87
-
 _BATCH_LENGTH = struct.Struct(">i")
-_MAGIC_OFFSET = 16
-_ATTRIBUTES_LOW_BYTE = 22  # attributes is an int16 at 21..22; the flags live in the low byte
-_TRANSACTIONAL_FLAG = 0x10
-_LOG_OVERHEAD = 12
-_HEADER_SIZE = 61
+_ATTRIBUTES_LOW_BYTE = ATTRIBUTES_OFFSET + 1  # attributes is an int16; the flags are its low byte
 
 TRANSACTIONS_UNSUPPORTED = (
     "Strata does not support transactions yet: transactional produce requests are refused"
@@ -66,6 +66,8 @@ ONE_BATCH_ONLY = (
     "Produce requests with version 3 or later may only contain exactly one record batch per "
     "partition"
 )
+_TRANSACTIONS_REFUSED = PartitionAppendResult(
+    ErrorCode.invalid_record, error_message=TRANSACTIONS_UNSUPPORTED)
 _TOPIC_AUTHORIZATION_FAILED = PartitionAppendResult(ErrorCode.topic_authorization_failed)
 _TRANSACTIONAL_ID_AUTHORIZATION_FAILED = PartitionAppendResult(
     ErrorCode.transactional_id_authorization_failed)
@@ -74,13 +76,13 @@ _TRANSACTIONAL_ID_AUTHORIZATION_FAILED = PartitionAppendResult(
 def _rejection(records: bytes | None) -> PartitionAppendResult | None:
     """The answer for a record set refused before the log sees it, else None. Reads three
     header fields; anything malformed is left to the log's validator (exact error codes)."""
-    if records is None or len(records) < _HEADER_SIZE or records[_MAGIC_OFFSET] != 2:
+    if records is None or len(records) < HEADER_SIZE or records[MAGIC_OFFSET] != MAGIC_V2:
         return None
-    if records[_ATTRIBUTES_LOW_BYTE] & _TRANSACTIONAL_FLAG:
-        return PartitionAppendResult(INVALID_RECORD, error_message=TRANSACTIONS_UNSUPPORTED)
-    size = _BATCH_LENGTH.unpack_from(records, 8)[0] + _LOG_OVERHEAD
-    if _LOG_OVERHEAD < size < len(records):
-        return PartitionAppendResult(INVALID_RECORD, error_message=ONE_BATCH_ONLY)
+    if records[_ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_FLAG_MASK:
+        return _TRANSACTIONS_REFUSED
+    size = _BATCH_LENGTH.unpack_from(records, BATCH_LENGTH_OFFSET)[0] + LOG_OVERHEAD
+    if LOG_OVERHEAD < size < len(records):
+        return PartitionAppendResult(ErrorCode.invalid_record, error_message=ONE_BATCH_ONLY)
     return None
 
 
@@ -89,7 +91,7 @@ async def handle(ctx: RequestContext, request: Any) -> Response | None:
     acks = request.acks
     refused: PartitionAppendResult | None = None
     if request.transactional_id is not None:
-        refused = (PartitionAppendResult(INVALID_RECORD, error_message=TRANSACTIONS_UNSUPPORTED)
+        refused = (_TRANSACTIONS_REFUSED
                    if ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
                                     request.transactional_id)
                    else _TRANSACTIONAL_ID_AUTHORIZATION_FAILED)

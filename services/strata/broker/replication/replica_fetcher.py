@@ -352,13 +352,6 @@ class ReplicaFetcherManager:
             if leader is not None and leader in self.fetchers:
                 self.fetchers[leader].remove_partitions([tp])
 
-    async def shutdown_idle(self) -> None:
-        """Stop fetchers that have no partitions left."""
-        for leader, fetcher in list(self.fetchers.items()):
-            if not fetcher.partitions:
-                del self.fetchers[leader]
-                await fetcher.stop()
-
     async def shutdown(self) -> None:
         fetchers, self.fetchers = list(self.fetchers.values()), {}
         self._leader_of.clear()

@@ -48,6 +48,7 @@ from strata.broker.replication.partition import (
     PartitionError,
     UnknownTopicOrPartitionError,
 )
+from strata.protocol.error_codes import ErrorCode
 from strata.storage.clock import Clock
 from strata.storage.errors import StorageError
 from strata.storage.file_records import FileSlice
@@ -58,8 +59,6 @@ logger = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 
 UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartitionError.error_code
-INVALID_REQUIRED_ACKS = 21
-REQUEST_TIMED_OUT = 7
 
 
 class PartitionAppendResult(NamedTuple):
@@ -104,12 +103,6 @@ _NOT_HERE_APPEND = PartitionAppendResult(NotLeaderOrFollowerError.error_code,
                                          error_message="This server is not the leader for that "
                                                        "topic-partition.")
 _NOT_HERE_FETCH = FetchPartitionResult(NotLeaderOrFollowerError.error_code)
-
-
-def _error_code(exc: BaseException) -> int:
-    if isinstance(exc, StorageError | PartitionError):
-        return exc.error_code
-    return UNKNOWN_SERVER_ERROR
 
 
 IsrChangeHandler = Callable[[Partition, frozenset[int]], None]
@@ -238,7 +231,7 @@ class ReplicaManager:
         idempotent producer's retry is answered as a duplicate).
         """
         if required_acks not in (-1, 0, 1):
-            bad = PartitionAppendResult(INVALID_REQUIRED_ACKS,
+            bad = PartitionAppendResult(ErrorCode.invalid_required_acks,
                                         error_message=f"invalid acks {required_acks}")
             return [bad] * len(entries)
         results: list[PartitionAppendResult] = []
@@ -297,7 +290,7 @@ class ReplicaManager:
                 break
         for index in waiting:
             results[index] = PartitionAppendResult(
-                REQUEST_TIMED_OUT, error_message=f"not replicated to the ISR within "
+                ErrorCode.request_timed_out, error_message=f"not replicated to the ISR within "
                                                  f"{timeout_ms} ms")
 
     def _high_watermark_moved(self, tp: TopicPartition) -> None:
