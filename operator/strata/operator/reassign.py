@@ -1,11 +1,11 @@
 """AlterPartitionReassignments (api key 45, v0, flexible) sent to the controller with Strata's own
-Kafka protocol client (``strata.broker.network.broker_client.BrokerClient`` and the
+Kafka protocol client (``strata.client.broker_client.BrokerClient`` and the
 ``strata.protocol`` codec): confluent-kafka's AdminClient has no call for it. The operator still
 talks to brokers only over the Kafka protocol.
 
 Security: the connection logs in exactly as the operator's confluent-kafka clients do, from the
 same librdkafka properties (``security.protocol``, ``sasl.*``, ``ssl.*``, PEM text included),
-turned into a ``ClientSecurity`` by ``strata.broker.security.client_properties``: TLS to the
+turned into a ``ClientSecurity`` by ``strata.client.client_properties``: TLS to the
 inter-broker listener, then SASL (PLAIN or SCRAM) before the request.
 
 One connection per call: ApiVersions (v0) first, then the request; each step bounded by
@@ -26,9 +26,9 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, Final
 
-from strata.broker.network.broker_client import BrokerClient, BrokerUnavailableError
-from strata.broker.network.listeners import ClientSecurity
-from strata.broker.security.client_properties import ClientPropertiesError, client_security
+from strata.client.broker_client import BrokerClient, BrokerUnavailableError
+from strata.client.client_properties import ClientPropertiesError, client_security
+from strata.client.security import ClientSecurity
 from strata.protocol.api_keys import ApiKey
 
 TopicPartition = tuple[str, int]

@@ -7,7 +7,7 @@ Owns three things:
   ``AuthSettings.acl_cache_s``; one fetch at a time (an ``asyncio.Lock``), the clock injected.
   A failed fetch fails the request (503): an admin API that cannot see the ACLs denies rather
   than guesses. Brokers without an authorizer answer SECURITY_DISABLED, also a 503 that says so;
-* the decision: the pure ``strata.broker.security.acl.Authorizer`` — the very rule the brokers
+* the decision: the pure ``strata.security.acl.Authorizer`` — the very rule the brokers
   apply (super users, deny wins, implied operations, ``allow.everyone.if.no.acl.found``) — for
   the request's principal and client address (Kafka's ``host``);
 * ``Access``: what a route holds to ask "may this caller do *operation* on *resource*?".
@@ -38,7 +38,7 @@ from confluent_kafka.admin import ResourceType as KafkaResourceType
 from strata.admin.authentication import AuthorizationMode, AuthSettings
 from strata.admin.kafka_gateway import KafkaGateway
 from strata.admin.problems import ProblemError
-from strata.broker.security.acl import (
+from strata.security.acl import (
     CLUSTER_NAME,
     AccessControlEntry,
     AclBinding,
@@ -66,7 +66,7 @@ def _value(field: Any) -> int:
 
 
 def from_kafka(bindings: Iterable[KafkaAclBinding]) -> list[AclBinding]:
-    """confluent-kafka's ACL bindings as ``strata.broker.security.acl`` ones (Kafka's codes
+    """confluent-kafka's ACL bindings as ``strata.security.acl`` ones (Kafka's codes
     on both sides; librdkafka calls the Cluster resource type ``BROKER``)."""
     out = []
     for binding in bindings:

@@ -9,7 +9,7 @@ request and closed after it (``consumer()``).
 Bounded waits: every admin request carries ``timeout_s`` and every future is awaited for at
 most ``timeout_s`` plus a grace, so an unreachable cluster answers 503/504 instead of hanging.
 Errors: ``KafkaException`` becomes ``ProblemError`` titled with Kafka's error name
-(``strata.protocol.error_codes``; librdkafka's own name for its local, negative codes).
+(``strata.client.kafka_errors``; librdkafka's own name for its local, negative codes).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
 
 from strata.admin.problems import ProblemError
+from strata.client.kafka_errors import error_text, kafka_error_name, kafka_error_of
 
 if TYPE_CHECKING:
     from strata.admin.authentication import AuthSettings
@@ -84,29 +85,17 @@ def kafka_client_config(env: Mapping[str, str], properties: str = "") -> dict[st
     return out
 
 
-def error_name(error: KafkaError) -> str:
-    """Kafka's name for a broker error code, librdkafka's for its local (negative) ones."""
-    code = error.code()
-    if code <= 0:
-        return str(error.name())
-    from strata.protocol.error_codes import kafka_error_name
-
-    return kafka_error_name(code)
-
-
 def problem_from(exc: KafkaException, subject: str) -> ProblemError:
     """The ``ProblemError`` of a failed client call about ``subject`` (e.g. "topic 'x'")."""
-    error = exc.args[0] if exc.args else None
-    if not isinstance(error, KafkaError):
+    error = kafka_error_of(exc)
+    if error is None:
         return ProblemError(502, "KAFKA_ERROR", f"{subject}: {exc}")
     return problem_from_error(error, subject)
 
 
 def problem_from_error(error: KafkaError, subject: str) -> ProblemError:
-    message = str(error.str())
-    if message.startswith(("Broker: ", "Local: ")):
-        message = message.split(": ", 1)[1]
-    return ProblemError.kafka(error_name(error), f"{subject}: {message}")
+    message, _ = error_text(error)
+    return ProblemError.kafka(kafka_error_name(error), f"{subject}: {message}")
 
 
 def unknown_topic(name: str) -> ProblemError:

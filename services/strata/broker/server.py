@@ -73,14 +73,14 @@ from strata.broker.partition_capacity import (
 from strata.broker.producer_id_manager import ClusterProducerIdManager, ProducerIdManager
 from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.security.authorization import BrokerAuthorizer, open_authorizer
-from strata.broker.security.credentials import (
+from strata.broker.topic_store import FileTopicStore, TopicRecord, TopicStore, TopicStoreError
+from strata.metadata.errors import MetadataStoreError
+from strata.protocol.registry import HandlerRegistry
+from strata.security.credentials import (
     CredentialStore,
     FileCredentialStore,
     MetadataCredentialStore,
 )
-from strata.broker.topic_store import FileTopicStore, TopicRecord, TopicStore, TopicStoreError
-from strata.metadata.errors import MetadataStoreError
-from strata.protocol.registry import HandlerRegistry
 from strata.storage.clock import Clock, SystemClock
 from strata.storage.errors import StorageError
 from strata.storage.log_manager import LogManager

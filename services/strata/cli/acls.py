@@ -1,7 +1,7 @@
 """``strata acls add|list|remove``: the ACLs of a cluster or of a single broker.
 
 Like ``strata users`` (and Kafka's ``kafka-acls.sh --authorizer-properties``), it writes straight
-to where brokers read ACLs (``strata.broker.security.acl_store``), so the first ACLs can be
+to where brokers read ACLs (``strata.security.acl_store``), so the first ACLs can be
 created before any principal is allowed to call CreateAcls:
 
 * ``--metadata-store URL``: a cluster's store (``/strata/acls/...``): every broker applies a
@@ -28,7 +28,11 @@ from typing import Annotated, TypeVar
 
 import typer
 
-from strata.broker.security.acl import (
+from strata.cli.errors import CliError, reported_errors, usage_error
+from strata.cli.output import OutputFormat, print_json_line, print_table
+from strata.cli.store_access import LogDirOption, StoreOption, run_on_store
+from strata.metadata.store import MetadataStore
+from strata.security.acl import (
     CLUSTER_NAME,
     AccessControlEntry,
     AccessControlEntryFilter,
@@ -41,11 +45,7 @@ from strata.broker.security.acl import (
     ResourcePatternFilter,
     ResourceType,
 )
-from strata.broker.security.acl_store import AclStore, FileAclStore, MetadataAclStore
-from strata.cli.errors import CliError, reported_errors, usage_error
-from strata.cli.output import OutputFormat, print_json_line, print_table
-from strata.cli.store_access import LogDirOption, StoreOption, run_on_store
-from strata.metadata.store import MetadataStore
+from strata.security.acl_store import AclStore, FileAclStore, MetadataAclStore
 
 app = typer.Typer(name="acls", help="Kafka ACLs (authorization).", no_args_is_help=True)
 

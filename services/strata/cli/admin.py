@@ -105,7 +105,7 @@ def _settings(bootstrap_servers: str, timeout: float, auth_file: Path | None,
     from strata.admin.credentials import AdminCredentials, CredentialsError
     from strata.admin.kafka_gateway import AdminSettings, kafka_client_config
     from strata.admin.server import ServerTls
-    from strata.broker.security.acl import parse_super_users
+    from strata.security.acl import parse_super_users
 
     try:
         auth = None

@@ -29,7 +29,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-from strata.broker.network.listeners import parse_jaas
+from strata.security.sasl import parse_jaas
 from strata.storage.meta_properties import parse_properties
 
 _STORE_TYPE_KEYS: Final = ("ssl.truststore.type", "ssl.keystore.type")

@@ -38,7 +38,6 @@ from strata.cli.kafka_client import (
     admin_result,
     check_partitions,
     cluster_metadata,
-    kafka_error_name,
     new_admin,
     topic_metadata,
 )
@@ -49,6 +48,7 @@ from strata.cli.output import (
     print_rows,
     print_table,
 )
+from strata.client.kafka_errors import kafka_error_name
 
 app = typer.Typer(name="cluster", help="The state of a cluster.", no_args_is_help=True)
 

@@ -31,16 +31,6 @@ from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, To
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, OffsetSpec
 
 from strata.cli.errors import CliError, reported_errors, usage_error
-from strata.cli.group_offsets import (
-    LagRow,
-    Owner,
-    PartitionOffsets,
-    ResetSpec,
-    ResetTo,
-    lag_rows,
-    parse_datetime,
-    reset_plan,
-)
 from strata.cli.kafka_client import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_TIMEOUT_S,
@@ -55,6 +45,16 @@ from strata.cli.kafka_client import (
     topic_metadata,
 )
 from strata.cli.output import OutputFormat, print_json_line, print_table
+from strata.client.group_offsets import (
+    LagRow,
+    Owner,
+    PartitionOffsets,
+    ResetSpec,
+    ResetTo,
+    lag_rows,
+    parse_datetime,
+    reset_plan,
+)
 
 app = typer.Typer(
     name="groups",

@@ -17,8 +17,8 @@ through ``error_cb`` (``ConnectionErrors``) and failed requests through their re
 stderr only ever carries our one line.
 
 Error names: Kafka's (``UNKNOWN_TOPIC_OR_PARTITION``, ``INVALID_TOPIC_EXCEPTION``) for broker
-error codes, via ``strata.protocol.error_codes`` (librdkafka abbreviates some of them);
-librdkafka's own for its local errors (negative codes, e.g. ``_MSG_TIMED_OUT``).
+error codes, librdkafka's own for its local errors (negative codes, e.g. ``_MSG_TIMED_OUT``):
+``strata.client.kafka_errors``, shared with the admin service.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
 
 from strata.cli.errors import EXIT_USAGE, CliError
+from strata.client.kafka_errors import error_text, kafka_error_name, kafka_error_of
 
 DEFAULT_BOOTSTRAP: Final = "127.0.0.1:9092"
 BOOTSTRAP_ENV: Final = "STRATA_BOOTSTRAP_SERVERS"
@@ -144,17 +145,6 @@ def new_admin(conn: Connection, errors: ConnectionErrors) -> AdminClient:
         return AdminClient(conn.config(), error_cb=errors)
 
 
-def kafka_error_name(error: KafkaError) -> str:
-    """Kafka's name for a broker error code, librdkafka's for its local (negative) ones."""
-    code = error.code()
-    if code <= 0:
-        return error.name()
-    # Imported here: kio's schema takes a third of a second to load; only errors pay for it.
-    from strata.protocol.error_codes import kafka_error_name as name_of
-
-    return name_of(code)
-
-
 def _sentence(text: str) -> str:
     """A message as the tail of our line: no trailing period, lower-case first word."""
     text = text.strip().rstrip(".")
@@ -170,10 +160,7 @@ def kafka_error(error: KafkaError, subject: str | None = None) -> CliError:
     librdkafka fills a missing broker message with the code's generic text (``Broker: Unknown
     topic or partition``); then the subject is named, since the generic text names nothing.
     """
-    message = error.str()
-    generic = message.startswith(("Broker: ", "Local: "))
-    if generic:
-        message = message.split(": ", 1)[1]
+    message, generic = error_text(error)
     message = _sentence(message)
     if generic and subject:
         message = f"{subject}: {message}"
@@ -182,9 +169,8 @@ def kafka_error(error: KafkaError, subject: str | None = None) -> CliError:
 
 def exception_error(exc: KafkaException, subject: str | None = None) -> CliError:
     """The ``CliError`` for a ``KafkaException`` (which normally carries a ``KafkaError``)."""
-    if exc.args and isinstance(exc.args[0], KafkaError):
-        return kafka_error(exc.args[0], subject)
-    return CliError(str(exc))
+    error = kafka_error_of(exc)
+    return CliError(str(exc)) if error is None else kafka_error(error, subject)
 
 
 def admin_result(conn: Connection, future: concurrent.futures.Future[Any], subject: str) -> Any:

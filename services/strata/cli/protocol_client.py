@@ -1,10 +1,10 @@
 """The CLI's way to the Kafka APIs librdkafka has no call for (partition reassignments).
 
 Owns one request sent to the first bootstrap broker that answers, over Strata's own Kafka
-protocol client (``strata.broker.network.broker_client.BrokerClient``), logged in the way the other
+protocol client (``strata.client.broker_client.BrokerClient``), logged in the way the other
 commands' librdkafka clients are: ``security.protocol``, ``sasl.mechanism``,
 ``sasl.username``/``sasl.password`` and the ``ssl.*`` PEM files of ``--command-config``
-(``Connection.properties``), read by ``strata.broker.security.client_properties``. Still the
+(``Connection.properties``), read by ``strata.client.client_properties``. Still the
 Kafka protocol only (ARCHITECTURE.md §2).
 
 Invariant: every request is bounded by ``--timeout``; no broker answering is the same
@@ -17,11 +17,11 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from strata.broker.network.broker_client import BrokerClient, BrokerUnavailableError
-from strata.broker.network.listeners import ClientSecurity
-from strata.broker.security import client_properties
 from strata.cli.errors import EXIT_USAGE, CliError
 from strata.cli.kafka_client import Connection
+from strata.client import client_properties
+from strata.client.broker_client import BrokerClient, BrokerUnavailableError
+from strata.client.security import ClientSecurity
 
 
 def client_security(properties: Mapping[str, str]) -> ClientSecurity | None:

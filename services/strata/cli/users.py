@@ -1,6 +1,6 @@
 """``strata users create|delete|list``: SCRAM users of a cluster or of a single broker.
 
-Writes salted credentials (``strata.broker.security.credentials``; never a password) straight to
+Writes salted credentials (``strata.security.credentials``; never a password) straight to
 where brokers read them on every login, like Kafka's ``kafka-configs.sh --alter --add-config
 'SCRAM-SHA-512=[password=...]' --entity-type users``:
 
@@ -27,16 +27,16 @@ from typing import Annotated, TypeVar
 
 import typer
 
-from strata.broker.security.credentials import (
-    CredentialStore,
-    FileCredentialStore,
-    MetadataCredentialStore,
-)
-from strata.broker.security.scram import DEFAULT_ITERATIONS, MECHANISMS, make_credential
 from strata.cli.errors import CliError, reported_errors, usage_error
 from strata.cli.output import OutputFormat, print_json_line, print_table
 from strata.cli.store_access import LogDirOption, StoreOption, run_on_store
 from strata.metadata.store import MetadataStore
+from strata.security.credentials import (
+    CredentialStore,
+    FileCredentialStore,
+    MetadataCredentialStore,
+)
+from strata.security.scram import DEFAULT_ITERATIONS, MECHANISMS, make_credential
 
 app = typer.Typer(name="users", help="SCRAM users (SASL credentials).", no_args_is_help=True)
 

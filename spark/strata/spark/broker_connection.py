@@ -1,11 +1,11 @@
 """One blocking Kafka-protocol connection from a Spark executor to one broker.
 
 Owns :class:`BrokerConnection`: connect (TCP, then TLS when the client properties say
-``SSL``/``SASL_SSL``), log in (SASL PLAIN or SCRAM with :mod:`strata.broker.security.sasl_client`,
+``SSL``/``SASL_SSL``), log in (SASL PLAIN or SCRAM with :mod:`strata.client.sasl_client`,
 the exchange followers use), then one request at a time. The login is described by the
 source's ``kafka.*`` options with librdkafka's names (``security.protocol``, ``sasl.mechanism``,
 ``sasl.username``, ``sasl.password``, ``ssl.ca.location``, ``ssl.certificate.location``, ...),
-read by :func:`strata.broker.security.client_properties.client_security`, the same reader the
+read by :func:`strata.client.client_properties.client_security`, the same reader the
 CLI and the operator use.
 
 :func:`supported` says whether this connection can honour the properties at all: any
@@ -34,14 +34,14 @@ import struct
 from collections.abc import Mapping
 from typing import Any, Final
 
-from strata.broker.network.listeners import ClientSecurity
-from strata.broker.security.client_properties import (
+from strata.client.client_properties import (
     PROPERTIES,
     UnsupportedLogin,
     client_security,
     login_kind,
 )
-from strata.broker.security.sasl_client import SaslClientError, sasl_login
+from strata.client.sasl_client import SaslClientError, sasl_login
+from strata.client.security import ClientSecurity
 from strata.protocol import (
     ApiKey,
     RequestHeader,

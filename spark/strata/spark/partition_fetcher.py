@@ -33,7 +33,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from strata.broker.network.listeners import ClientSecurity
+from strata.client.security import ClientSecurity
 from strata.protocol import ApiKey, ErrorCode
 from strata.spark import broker_connection
 from strata.spark.broker_connection import BrokerConnection

@@ -37,12 +37,12 @@ from typing import Any, Final
 
 import pytest
 
-from strata.broker.security.scram import ScramClient, ScramError
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.codec import decode_response
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.errors import InvalidResponse, MessageBuildError
 from strata.protocol.messages import build_request, encode_body
+from strata.security.scram import ScramClient, ScramError
 
 from ..broker_process import BrokerProcess, free_port, running_broker
 from .request_mutations import TOPIC, mutate, request_frame, seed_request

@@ -28,12 +28,12 @@ from confluent_kafka.admin import (
 )
 from kafka import KafkaConsumer, KafkaProducer
 
-from strata.broker.network.broker_client import BrokerClient
-from strata.broker.network.listeners import ClientSecurity
-from strata.broker.security.scram import salted_password
+from strata.client.broker_client import BrokerClient
+from strata.client.security import ClientSecurity
 from strata.protocol import RequestHeader, build_request, decode_response, encode_request
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
+from strata.security.scram import salted_password
 
 from . import logins
 from .conftest import SecureBroker

@@ -40,7 +40,7 @@ from strata.admin.authorization import AclCache, from_kafka
 from strata.admin.kafka_gateway import AdminSettings, kafka_client_config
 from strata.admin.problems import PROBLEM_MEDIA_TYPE, status_for
 from strata.admin.server import ServerTls
-from strata.broker.security.acl import (
+from strata.security.acl import (
     CLUSTER_NAME,
     AccessControlEntry,
     AclBinding,

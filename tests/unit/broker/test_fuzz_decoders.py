@@ -43,12 +43,13 @@ from strata.broker.group.metadata_codec import (
     offset_commit_value,
 )
 from strata.broker.network.fetch_response import encode_fetch_response
-from strata.broker.network.listeners import ListenerSecurity, SecurityProtocol
+from strata.broker.network.listeners import ListenerSecurity
 from strata.broker.network.security_session import AuthenticationFailed, SaslState, SecuritySession
 from strata.broker.replication.follower_fetch_codec import read_fetch_response
 from strata.broker.replication.replica_manager import FetchPartitionResult
-from strata.broker.security.credentials import FileCredentialStore
-from strata.broker.security.scram import ScramClient, make_credential
+from strata.security.credentials import FileCredentialStore
+from strata.security.sasl import SecurityProtocol
+from strata.security.scram import ScramClient, make_credential
 
 FUZZ = settings(max_examples=300, deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from strata.cli.group_offsets import (
+from strata.client.group_offsets import (
     LagRow,
     Owner,
     PartitionOffsets,

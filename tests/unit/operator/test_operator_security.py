@@ -20,12 +20,12 @@ from strata.broker.config import BrokerConfig
 from strata.broker.network.listeners import (
     enabled_mechanisms,
     inter_broker_listener_name,
-    parse_jaas,
     protocol_map,
 )
 from strata.operator import admin_service, builders, crds
 from strata.operator.client_security import client_properties
 from strata.operator.model import BrokerNames, BrokerSpec, SpecError
+from strata.security.sasl import parse_jaas
 
 NAMES = BrokerNames("events", "kafka")
 SECURE: dict[str, Any] = {

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strata.broker.security.acl import (
+from strata.security.acl import (
     AccessControlEntry,
     AccessControlEntryFilter,
     AclBinding,

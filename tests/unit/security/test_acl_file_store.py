@@ -6,7 +6,7 @@ import asyncio
 import multiprocessing
 from pathlib import Path
 
-from strata.broker.security.acl import (
+from strata.security.acl import (
     AccessControlEntry,
     AclBinding,
     AclOperation,
@@ -15,7 +15,7 @@ from strata.broker.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from strata.broker.security.acl_store import FileAclStore
+from strata.security.acl_store import FileAclStore
 
 PER_WRITER = 25
 

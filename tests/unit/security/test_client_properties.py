@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from strata.broker.security.client_properties import ClientPropertiesError, client_security
+from strata.client.client_properties import ClientPropertiesError, client_security
 
 
 def _openssl(*args: str) -> None:
@@ -89,7 +89,7 @@ def test_unusable_properties_are_named(properties: dict[str, str], named: str) -
 
 
 def test_login_kind_names_the_protocol_and_mechanism_without_reading_any_file() -> None:
-    from strata.broker.security.client_properties import UnsupportedLogin, login_kind
+    from strata.client.client_properties import UnsupportedLogin, login_kind
 
     missing_ca = {"ssl.ca.location": "/nonexistent/ca.pem"}
     assert login_kind({}) == ("PLAINTEXT", None)

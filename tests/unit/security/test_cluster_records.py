@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 from strata.broker.cluster.image import BrokerRegistration
-from strata.broker.security.credentials import MetadataCredentialStore, credential_key
-from strata.broker.security.scram import make_credential
 from strata.metadata.factory import open_store
+from strata.security.credentials import MetadataCredentialStore, credential_key
+from strata.security.scram import make_credential
 
 
 def test_registration_keeps_host_and_port_of_the_first_listener() -> None:

@@ -7,17 +7,16 @@ import pytest
 
 from strata.broker.config import BrokerConfig, ConfigError
 from strata.broker.network.listeners import (
-    SecurityProtocol,
     advertised_endpoints,
     enabled_mechanisms,
     inter_broker_client_security,
     inter_broker_listener_name,
     listener_value,
-    parse_jaas,
     protocol_map,
     security_protocol,
 )
 from strata.broker.network.tls import server_context
+from strata.security.sasl import SecurityProtocol, parse_jaas
 
 JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
         'username="broker" password="s\\"ecret";')

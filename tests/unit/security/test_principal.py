@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from strata.broker.security.principal import ANONYMOUS, from_certificate, rfc2253, user
+from strata.security.principal import ANONYMOUS, from_certificate, rfc2253, user
 
 
 def test_subject_in_rfc_2253_order() -> None:

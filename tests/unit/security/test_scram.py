@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from strata.broker.security.scram import (
+from strata.security.scram import (
     CredentialLookup,
     ScramClient,
     ScramCredential,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from strata.broker.security.client_properties import ClientPropertiesError
+from strata.client.client_properties import ClientPropertiesError
 from strata.spark.broker_connection import security_of, supported
 
 SCRAM = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",

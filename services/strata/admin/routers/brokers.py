@@ -16,7 +16,7 @@ from strata.admin.models import Broker, BrokerDescription, ConfigValue
 from strata.admin.problems import ProblemError
 from strata.admin.routers import PROBLEMS, AccessDep, GatewayDep
 from strata.admin.routers.cluster import describe_cluster
-from strata.broker.security.acl import AclOperation, ResourceType
+from strata.security.acl import AclOperation, ResourceType
 
 router = APIRouter(prefix="/v1", tags=["brokers"], responses=PROBLEMS)
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from strata.admin.kafka_gateway import KafkaGateway
 from strata.admin.models import Broker, Cluster
 from strata.admin.routers import PROBLEMS, AccessDep, GatewayDep
-from strata.broker.security.acl import AclOperation, ResourceType
+from strata.security.acl import AclOperation, ResourceType
 
 router = APIRouter(prefix="/v1", tags=["cluster"], responses=PROBLEMS)
 

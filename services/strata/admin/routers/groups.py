@@ -9,7 +9,7 @@
   Dead) is 404 GROUP_ID_NOT_FOUND;
 * ``POST /v1/groups/{group_id}/offsets/reset``: ``earliest | latest | timestamp | offset`` for
   the partitions named (default: every partition the group has committed), Kafka's clamping
-  rules (``strata.cli.group_offsets.reset_plan``, shared with ``strata groups reset-offsets``);
+  rules (``strata.client.group_offsets.reset_plan``, shared with ``strata groups reset-offsets``);
   409 NON_EMPTY_GROUP while the group has active members (Kafka: "Assignments can only be
   reset if the group is inactive"): their next commit would undo the reset;
 * ``DELETE /v1/groups/{group_id}``: DeleteGroups → 204; 409 NON_EMPTY_GROUP with members.
@@ -41,8 +41,8 @@ from strata.admin.models import (
 from strata.admin.problems import ProblemError
 from strata.admin.routers import PROBLEMS, AccessDep, GatewayDep
 from strata.admin.routers.topics import earliest, latest, list_offsets
-from strata.broker.security.acl import AclOperation, ResourceType
-from strata.cli.group_offsets import PartitionOffsets, ResetSpec, ResetTo, reset_plan
+from strata.client.group_offsets import PartitionOffsets, ResetSpec, ResetTo, reset_plan
+from strata.security.acl import AclOperation, ResourceType
 
 router = APIRouter(prefix="/v1/groups", tags=["groups"], responses=PROBLEMS)
 

@@ -46,7 +46,7 @@ from strata.admin.models import (
 from strata.admin.problems import ProblemError
 from strata.admin.routers import PROBLEMS, AccessDep, GatewayDep
 from strata.admin.routers.topics import TopicPath, require_topic
-from strata.broker.security.acl import AclOperation
+from strata.security.acl import AclOperation
 
 router = APIRouter(prefix="/v1/topics", tags=["records"], responses=PROBLEMS)
 

@@ -53,7 +53,7 @@ from strata.admin.models import (
 )
 from strata.admin.routers import PROBLEMS, AccessDep, GatewayDep
 from strata.admin.routers.brokers import source_name
-from strata.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from strata.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"], responses=PROBLEMS)
 

@@ -32,10 +32,7 @@ from strata.broker.cluster.metadata_publisher import MetadataPublisher
 from strata.broker.cluster.topic_store import ClusterTopicStore
 from strata.broker.config import BrokerConfig
 from strata.broker.group.coordinator import GroupCoordinator
-from strata.broker.network.listeners import (
-    inter_broker_client_security,
-    inter_broker_listener_name,
-)
+from strata.broker.network.listeners import inter_broker_client_security, inter_broker_listener_name
 from strata.broker.replication.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from strata.broker.replication.replica_manager import ReplicaManager
 from strata.metadata.factory import open_store

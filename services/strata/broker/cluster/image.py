@@ -16,7 +16,7 @@ later Strata can upgrade them in a rolling restart; a reader refuses a newer ver
     /strata/shutting_down/<node.id>     leased by the broker  {} (in controlled shutdown: no
                                                               leadership is handed to it)
     /strata/acls/...                    -                     one ACL binding per key
-                                                              (``strata.broker.security.acl_store``)
+                                                              (``strata.security.acl_store``)
 
 Invariants:
 
@@ -43,8 +43,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final, ParamSpec, TypeVar
 
-from strata.broker.security.acl import AclBinding
-from strata.broker.security.acl_store import ACLS_PREFIX, decode_binding
+from strata.security.acl import AclBinding
+from strata.security.acl_store import ACLS_PREFIX, decode_binding
 
 ROOT: Final = "/strata/"
 BROKERS: Final = ROOT + "brokers/"
@@ -279,7 +279,7 @@ class ClusterImage:
     topic_versions: Mapping[str, int] = field(default_factory=dict)
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     shutting_down: frozenset[int] = frozenset()
-    acls: frozenset[AclBinding] = frozenset()  # /strata/acls/ (strata.broker.security.acl_store)
+    acls: frozenset[AclBinding] = frozenset()  # /strata/acls/ (strata.security.acl_store)
 
     def electable(self) -> Mapping[int, BrokerRegistration]:
         """The live brokers that may take leadership (not in controlled shutdown)."""

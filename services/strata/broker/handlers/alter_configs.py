@@ -33,12 +33,12 @@ from strata.broker.handlers.describe_configs import (
     topic_record,
 )
 from strata.broker.network.connection import RequestContext
-from strata.broker.security.acl import AclOperation
 from strata.broker.server import BrokerState
 from strata.broker.topic_store import UnknownTopicError
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
+from strata.security.acl import AclOperation
 from strata.storage.errors import InvalidConfigError, StorageError
 from strata.storage.log_config import LogConfig
 

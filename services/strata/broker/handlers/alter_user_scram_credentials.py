@@ -2,7 +2,7 @@
 
 Kafka's admin clients salt and iterate the password themselves and send ``salted_password``;
 the broker derives StoredKey and ServerKey from it and stores only those
-(``strata.broker.security.scram.credential_from_salted_password``), where ``strata users``
+(``strata.security.scram.credential_from_salted_password``), where ``strata users``
 writes (``BrokerState.credentials``). Per user, Kafka's refusals: a user named in more than one
 change for the same mechanism, or in both a deletion and an upsertion, DUPLICATE_RESOURCE; an
 unknown mechanism UNSUPPORTED_SASL_MECHANISM; iterations outside 4096..16384, an empty name or an
@@ -18,16 +18,16 @@ from collections import Counter
 from typing import Any
 
 from strata.broker.network.connection import RequestContext
-from strata.broker.security.acl import AclOperation, ResourceType
-from strata.broker.security.scram import (
+from strata.protocol.api_keys import ApiKey
+from strata.protocol.error_codes import ErrorCode
+from strata.protocol.messages import build_response
+from strata.security.acl import AclOperation, ResourceType
+from strata.security.scram import (
     MAX_ITERATIONS,
     MECHANISM_TYPES,
     MIN_ITERATIONS,
     credential_from_salted_password,
 )
-from strata.protocol.api_keys import ApiKey
-from strata.protocol.error_codes import ErrorCode
-from strata.protocol.messages import build_response
 
 
 def _refusal(change: Any, duplicates: Counter[tuple[str, int]]) -> tuple[ErrorCode, str] | None:

@@ -16,7 +16,10 @@ from typing import Any
 
 from strata.broker.handlers.describe_acls import NO_AUTHORIZER, NOT_AUTHORIZED
 from strata.broker.network.connection import RequestContext
-from strata.broker.security.acl import (
+from strata.protocol.api_keys import ApiKey
+from strata.protocol.error_codes import ErrorCode
+from strata.protocol.messages import build_response
+from strata.security.acl import (
     AccessControlEntry,
     AclBinding,
     AclOperation,
@@ -25,9 +28,6 @@ from strata.broker.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from strata.protocol.api_keys import ApiKey
-from strata.protocol.error_codes import ErrorCode
-from strata.protocol.messages import build_response
 
 
 def _binding(creation: Any) -> AclBinding:

@@ -27,12 +27,12 @@ from strata.broker.partition_capacity import (
     check_capacity,
     replicas_here,
 )
-from strata.broker.security.acl import AclOperation, ResourceType
 from strata.broker.server import BrokerState
 from strata.broker.topic_store import UnknownTopicError
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
+from strata.security.acl import AclOperation, ResourceType
 from strata.storage.errors import StorageError
 
 

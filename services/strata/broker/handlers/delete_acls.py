@@ -12,10 +12,10 @@ from typing import Any
 
 from strata.broker.handlers.describe_acls import NO_AUTHORIZER, NOT_AUTHORIZED, acl_filter
 from strata.broker.network.connection import RequestContext
-from strata.broker.security.acl import AclBinding, AclBindingFilter, AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
+from strata.security.acl import AclBinding, AclBindingFilter, AclOperation, ResourceType
 
 
 def _matching(binding: AclBinding) -> dict[str, object]:

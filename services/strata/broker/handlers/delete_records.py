@@ -18,10 +18,10 @@ from __future__ import annotations
 from typing import Any
 
 from strata.broker.network.connection import RequestContext
-from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
+from strata.security.acl import AclOperation, ResourceType
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -3,7 +3,7 @@
 Kafka's rules (``KafkaApis.handleDescribeAcls``): without an authorizer (no
 ``authorizer.class.name``) the answer is SECURITY_DISABLED; the caller needs Describe on the
 Cluster (CLUSTER_AUTHORIZATION_FAILED); a filter with an UNKNOWN field is INVALID_REQUEST.
-The filter's semantics are ``strata.broker.security.acl.AclBindingFilter``'s (ANY / MATCH).
+The filter's semantics are ``strata.security.acl.AclBindingFilter``'s (ANY / MATCH).
 Answers come from this broker's view, which includes every write it made itself.
 """
 
@@ -13,7 +13,10 @@ from itertools import groupby
 from typing import Any
 
 from strata.broker.network.connection import RequestContext
-from strata.broker.security.acl import (
+from strata.protocol.api_keys import ApiKey
+from strata.protocol.error_codes import ErrorCode
+from strata.protocol.messages import build_response
+from strata.security.acl import (
     AccessControlEntryFilter,
     AclBindingFilter,
     AclOperation,
@@ -22,9 +25,6 @@ from strata.broker.security.acl import (
     ResourcePatternFilter,
     ResourceType,
 )
-from strata.protocol.api_keys import ApiKey
-from strata.protocol.error_codes import ErrorCode
-from strata.protocol.messages import build_response
 
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
 NOT_AUTHORIZED = "Cluster authorization failed."

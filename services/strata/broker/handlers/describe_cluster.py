@@ -16,11 +16,11 @@ from __future__ import annotations
 from typing import Any, Final
 
 from strata.broker.network.connection import RequestContext
-from strata.broker.security.acl import AclOperation, ResourceType
 from strata.broker.security.authorization import authorized_operations
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
+from strata.security.acl import AclOperation, ResourceType
 
 BROKER_ENDPOINTS: Final = 1
 AUTHORIZED_OPERATIONS_OMITTED: Final = -2147483648

@@ -41,12 +41,12 @@ from strata.broker.config import (
 )
 from strata.broker.handlers import ApiError
 from strata.broker.network.connection import RequestContext
-from strata.broker.security.acl import AclOperation, ResourceType
 from strata.broker.server import BrokerState
 from strata.broker.topic_store import TopicRecord, invalid_topic_name_reason
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
+from strata.security.acl import AclOperation, ResourceType
 from strata.storage.log_config import INT_MAX, TOPIC_CONFIGS, ConfigDef, LogConfig
 
 

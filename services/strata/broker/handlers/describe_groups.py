@@ -15,11 +15,11 @@ from __future__ import annotations
 from typing import Any, Final
 
 from strata.broker.network.connection import RequestContext
-from strata.broker.security.acl import AUTHORIZED_OPERATIONS_OMITTED, AclOperation, ResourceType
 from strata.broker.security.authorization import authorized_operations
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
+from strata.security.acl import AUTHORIZED_OPERATIONS_OMITTED, AclOperation, ResourceType
 
 NOT_REQUESTED: Final = AUTHORIZED_OPERATIONS_OMITTED
 

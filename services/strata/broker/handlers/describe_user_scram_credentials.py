@@ -15,11 +15,11 @@ from collections import Counter
 from typing import Any
 
 from strata.broker.network.connection import RequestContext
-from strata.broker.security.acl import AclOperation, ResourceType
-from strata.broker.security.scram import MECHANISM_TYPES
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
+from strata.security.acl import AclOperation, ResourceType
+from strata.security.scram import MECHANISM_TYPES
 
 _TYPE_OF = {name: code for code, name in MECHANISM_TYPES.items()}
 

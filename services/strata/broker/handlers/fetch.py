@@ -33,8 +33,8 @@ from strata.broker.network.connection import RequestContext, Response
 from strata.broker.network.fetch_response import encode_fetch_response
 from strata.broker.replication.partition import FetchIsolation
 from strata.broker.replication.replica_manager import FetchPartitionResult, PartitionFetchInfo
-from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.error_codes import ErrorCode
+from strata.security.acl import AclOperation, ResourceType
 
 READ_COMMITTED = 1
 _REFUSED = FetchPartitionResult(ErrorCode.topic_authorization_failed)

@@ -25,10 +25,10 @@ from typing import Any
 
 from strata.broker.network.connection import RequestContext
 from strata.broker.replication.partition import NONE, FetchIsolation, PartitionError
-from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
+from strata.security.acl import AclOperation, ResourceType
 from strata.storage.errors import StorageError
 
 READ_COMMITTED = 1

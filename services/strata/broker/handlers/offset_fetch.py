@@ -17,10 +17,10 @@ from typing import Any
 
 from strata.broker.group.classic_group import OffsetAndMetadata, TopicPartition
 from strata.broker.network.connection import RequestContext
-from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
+from strata.security.acl import AclOperation, ResourceType
 
 INVALID_OFFSET = -1
 NO_METADATA = ""

@@ -27,10 +27,10 @@ from typing import Any, Final
 
 from strata.broker.network.connection import RequestContext
 from strata.broker.replication.partition import NONE, PartitionError, error_code_of
-from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
+from strata.security.acl import AclOperation, ResourceType
 from strata.storage.errors import StorageError
 
 DEBUGGING_REPLICA_ID: Final = -2

@@ -42,8 +42,8 @@ from typing import Any
 
 from strata.broker.network.connection import RequestContext, Response
 from strata.broker.replication.replica_manager import PartitionAppendResult
-from strata.broker.security.acl import AclOperation, ResourceType
 from strata.protocol.error_codes import ErrorCode
+from strata.security.acl import AclOperation, ResourceType
 from strata.storage.record_batch import (
     ATTRIBUTES_OFFSET,
     BATCH_LENGTH_OFFSET,

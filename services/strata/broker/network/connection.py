@@ -64,8 +64,6 @@ from strata.broker.network.listeners import ListenerSecurity
 from strata.broker.network.pre_authentication import ConnectionSecurity
 from strata.broker.network.request_queue_limit import RequestQueueLimit
 from strata.broker.network.security_session import SecuritySession
-from strata.broker.security import principal as principals
-from strata.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from strata.broker.security.authorization import AuthorizationFailed
 from strata.protocol.api_versions import encode_unsupported_version_response
 from strata.protocol.codec import decode_request, encode_response
@@ -77,6 +75,8 @@ from strata.protocol.header import (
     encode_response_header,
     response_header_version,
 )
+from strata.security import principal as principals
+from strata.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from strata.storage.file_records import FileSlice, pread_fully
 
 if TYPE_CHECKING:

@@ -22,8 +22,6 @@ Pure (reads a ``BrokerConfig``, builds values). Owns Kafka's listener rules:
 
 from __future__ import annotations
 
-import enum
-import re
 import socket
 import ssl
 from collections.abc import Mapping
@@ -31,28 +29,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from strata.broker.config import BrokerConfig, ConfigError, Listener
+from strata.client.security import ClientSecurity
+from strata.security.sasl import SUPPORTED_MECHANISMS, SecurityProtocol, parse_jaas
 
 if TYPE_CHECKING:
-    from strata.broker.security.credentials import CredentialStore
+    from strata.security.credentials import CredentialStore
 
 DEFAULT_PROTOCOL_MAP: Final = (
     "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL")
-SUPPORTED_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-
-
-class SecurityProtocol(enum.Enum):
-    PLAINTEXT = "PLAINTEXT"
-    SSL = "SSL"
-    SASL_PLAINTEXT = "SASL_PLAINTEXT"
-    SASL_SSL = "SASL_SSL"
-
-    @property
-    def uses_tls(self) -> bool:
-        return self in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL)
-
-    @property
-    def uses_sasl(self) -> bool:
-        return self in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
 
 
 def protocol_map(config: BrokerConfig) -> dict[str, SecurityProtocol]:
@@ -149,24 +133,6 @@ def inter_broker_listener_name(config: BrokerConfig) -> str:
                                or "PLAINTEXT").strip().upper())
     protocols = protocol_map(config)
     return next((n for n in names if protocols.get(n) is wanted), names[0])
-
-
-_JAAS_OPTION: Final = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
-
-
-def parse_jaas(text: str) -> dict[str, str]:
-    """The ``key="value"`` options of a ``sasl.jaas.config`` login module line."""
-    return {key: re.sub(r"\\(.)", r"\1", value) for key, value in _JAAS_OPTION.findall(text)}
-
-
-@dataclass(frozen=True, slots=True)
-class ClientSecurity:
-    """How this broker connects to another's inter-broker listener."""
-
-    ssl_context: ssl.SSLContext | None = None
-    sasl_mechanism: str | None = None
-    username: str = ""
-    password: str = ""
 
 
 def inter_broker_client_security(config: BrokerConfig) -> ClientSecurity | None:

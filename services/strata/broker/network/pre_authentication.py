@@ -22,9 +22,10 @@ import logging
 import struct
 from typing import Final
 
-from strata.broker.network.listeners import ListenerSecurity, SecurityProtocol
+from strata.broker.network.listeners import ListenerSecurity
 from strata.broker.network.security_session import SecuritySession
-from strata.broker.security import principal as principals
+from strata.security import principal as principals
+from strata.security.sasl import SecurityProtocol
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ ILLEGAL_SASL_STATE. A second SaslHandshake after COMPLETE (re-authentication, KI
 ILLEGAL_SASL_STATE as well: Strata does not re-authenticate yet.
 
 The principal: ``User:<name>`` after SASL; on SSL, the client certificate's subject; else
-``User:ANONYMOUS`` (``strata.broker.security.principal``). Only the connection's serve task
+``User:ANONYMOUS`` (``strata.security.principal``). Only the connection's serve task
 touches a session (requests on a connection are handled one at a time).
 
 PLAIN (RFC 4616, ``[authzid] NUL authcid NUL passwd``) is checked against the user's stored
@@ -28,10 +28,10 @@ import enum
 from typing import Final
 
 from strata.broker.network.listeners import ListenerSecurity
-from strata.broker.security import principal as principals
-from strata.broker.security.scram import ScramCredential, ScramError, ScramServer
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
+from strata.security import principal as principals
+from strata.security.scram import ScramCredential, ScramError, ScramServer
 
 PRE_AUTH_APIS: Final = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE,
                                   ApiKey.SASL_AUTHENTICATE})

@@ -35,8 +35,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from strata.broker.network.broker_client import BrokerClient, BrokerUnavailableError
-from strata.broker.network.listeners import ClientSecurity
 from strata.broker.replication.follower_fetch_codec import (
     FETCH_VERSION,
     FetchPosition,
@@ -46,6 +44,8 @@ from strata.broker.replication.follower_fetch_codec import (
 from strata.broker.replication.follower_truncation import truncation_for
 from strata.broker.replication.partition import Partition
 from strata.broker.replication.replica_manager import ReplicaManager
+from strata.client.broker_client import BrokerClient, BrokerUnavailableError
+from strata.client.security import ClientSecurity
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import decode_response_body

@@ -1,18 +1,10 @@
-"""Broker security: listeners' security protocols, TLS, SASL (PLAIN, SCRAM), principals.
+"""Broker-side authorization: the broker's ``Authorizer`` over the shared ACL rule.
 
-One module per concept:
-
-* ``listeners`` — ``listener.security.protocol.map``, per-listener settings, advertised endpoints,
-  the inter-broker listener and the credentials brokers log in to each other with;
-* ``tls`` — ``ssl.SSLContext`` s from Kafka's PEM ``ssl.*`` settings;
-* ``principal`` — Kafka principals (``User:alice``, ``User:CN=...``, ``User:ANONYMOUS``);
-* ``scram`` — RFC 5802/7677 math, credentials and both sides of an exchange;
-* ``credentials`` — where salted credentials live (metadata store, or a file for one broker);
-* ``session`` — one connection's SASL state machine and principal;
-* ``sasl_client`` — the follower's login to a leader;
-* ``client_properties`` — a Kafka client's ``ClientSecurity`` from librdkafka-style properties
-  (the CLI's ``--command-config``, the operator's client settings);
-* ``acl`` — Kafka's ACL vocabulary, filters and the pure authorization rule.
+Only ``authorization`` lives here (``authorizer.class.name``, super users, the ACL store the
+broker reads, and the per-request decision the handlers call through ``RequestContext``). What
+clients need too — principals, the ACL model and store, SCRAM, credentials, SASL names — is the
+shared package ``strata.security``; listeners, TLS and the SASL session of a connection are in
+``strata.broker.network``.
 
 The principal of every request is ``RequestContext.principal``: what ACLs check.
 """

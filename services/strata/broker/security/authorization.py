@@ -1,6 +1,6 @@
 """The broker's authorizer: ``authorizer.class.name``, the ACL store, and keeping both current.
 
-Owns the shell around the pure rule of ``strata.broker.security.acl``:
+Owns the shell around the pure rule of ``strata.security.acl``:
 
 * configuration (Kafka's names): ``authorizer.class.name`` enables authorization — one of
   ``AUTHORIZER_CLASS_NAMES``; unset or empty, there is no authorizer, every request is allowed
@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Final
 
 from strata.broker.cluster.image import ClusterImage
 from strata.broker.config import BrokerConfig, ConfigError
-from strata.broker.security.acl import (
+from strata.protocol.error_codes import ErrorCode
+from strata.security.acl import (
     CLUSTER_NAME,
     AclBinding,
     AclBindingFilter,
@@ -45,8 +46,7 @@ from strata.broker.security.acl import (
     parse_super_users,
     select,
 )
-from strata.broker.security.acl_store import AclStore, FileAclStore, MetadataAclStore
-from strata.protocol.error_codes import ErrorCode
+from strata.security.acl_store import AclStore, FileAclStore, MetadataAclStore
 
 if TYPE_CHECKING:
     from strata.broker.cluster.cluster import Cluster

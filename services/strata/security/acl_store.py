@@ -1,6 +1,6 @@
 """ACL stores: where CreateAcls, DeleteAcls and ``strata acls`` keep ``AclBinding`` s.
 
-Two backends, as for SCRAM credentials (``strata.broker.security.credentials``):
+Two backends, as for SCRAM credentials (``strata.security.credentials``):
 
 * a cluster: the metadata store, one key per binding (so concurrent creations never conflict
   and a creation is idempotent)::
@@ -36,7 +36,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Final, Protocol
 
-from strata.broker.security.acl import (
+from strata.metadata.store import Delete, MetadataStore, Put
+from strata.security.acl import (
     AccessControlEntry,
     AclBinding,
     AclBindingFilter,
@@ -47,7 +48,6 @@ from strata.broker.security.acl import (
     ResourceType,
     select,
 )
-from strata.metadata.store import Delete, MetadataStore, Put
 from strata.storage.checkpoints import atomic_write
 
 FORMAT_VERSION: Final = 1

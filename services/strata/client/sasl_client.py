@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from strata.broker.security.scram import ScramClient, ScramError
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
+from strata.security.scram import ScramClient, ScramError
 
 Send = Callable[[int, int, Mapping[str, Any]], Awaitable[Any]]
 

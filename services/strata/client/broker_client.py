@@ -15,7 +15,7 @@ by ``request_timeout_s`` (``replica.socket.timeout.ms`` for fetchers, which must
 
 Security: with a ``ClientSecurity`` the connection is TLS (its ``ssl_context``, the server's
 host name checked when the context says so) and/or logs in with SASL right after connecting
-(``strata.broker.security.sasl_client``), before the first request; a refused login is a
+(``strata.client.sasl_client``), before the first request; a refused login is a
 ``BrokerUnavailableError`` too.
 """
 
@@ -28,8 +28,8 @@ import struct
 from collections.abc import Mapping
 from typing import Any, Final
 
-from strata.broker.network.listeners import ClientSecurity
-from strata.broker.security.sasl_client import SaslClientError, sasl_login
+from strata.client.sasl_client import SaslClientError, sasl_login
+from strata.client.security import ClientSecurity
 from strata.protocol import RequestHeader, build_request, decode_response, encode_request
 from strata.protocol.header import encode_request_header, read_response_header
 

@@ -25,8 +25,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Final, Protocol
 
-from strata.broker.security.scram import MECHANISMS, ScramCredential
 from strata.metadata.store import MetadataStore
+from strata.security.scram import MECHANISMS, ScramCredential
 from strata.storage.checkpoints import atomic_write
 
 FORMAT_VERSION: Final = 1

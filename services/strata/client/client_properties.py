@@ -1,5 +1,5 @@
 """A Kafka client's security from librdkafka-style properties: ``ClientSecurity`` for Strata's own
-Kafka protocol client (``strata.broker.network.broker_client.BrokerClient``).
+Kafka protocol client (``strata.client.broker_client.BrokerClient``).
 
 Whoever reaches brokers with both librdkafka and our codec describes the login once, with
 librdkafka's names (the CLI's ``--command-config``, the operator's client settings), and this
@@ -31,7 +31,8 @@ import tempfile
 from collections.abc import Mapping
 from typing import Final
 
-from strata.broker.network.listeners import SUPPORTED_MECHANISMS, ClientSecurity
+from strata.client.security import ClientSecurity
+from strata.security.sasl import SUPPORTED_MECHANISMS
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Every property client_security() reads; a caller that must honour a client's whole login

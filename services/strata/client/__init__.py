@@ -1,0 +1,16 @@
+"""How everything else reaches brokers: Strata's Kafka clients, in one place.
+
+The admin service, the CLI, the operator, Spark and the brokers' own followers reach a broker
+only through this package (and ``strata.protocol``'s codec), never through broker internals:
+
+* ``broker_client`` — ``BrokerClient``: one Kafka protocol connection (ApiVersions, then one
+  request at a time), with TLS and SASL login;
+* ``security`` — ``ClientSecurity``, the login a connection uses;
+* ``sasl_client`` — the client side of SaslHandshake/SaslAuthenticate (PLAIN, SCRAM);
+* ``client_properties`` — ``ClientSecurity`` from librdkafka-style properties;
+* ``kafka_errors`` — Kafka's error names for confluent-kafka's errors;
+* ``group_offsets`` — consumer-group offset arithmetic (lag, reset targets).
+
+Dependencies: ``strata.protocol``, ``strata.security`` and ``strata.storage`` only
+(tests/unit/test_dependencies.py).
+"""
