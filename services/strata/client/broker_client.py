@@ -1,12 +1,13 @@
-"""``BrokerClient``: one broker's connection to another, for inter-broker requests.
+"""``BrokerClient``: one Kafka protocol connection to a broker, with TLS and SASL login.
 
+Used between brokers and by Strata's own tools (the CLI's and the operator's reassignment requests).
 Replica fetchers send Fetch and OffsetForLeaderEpoch to partition leaders over it (Kafka's
 ``BlockingSend`` / ``NetworkClient`` of the ``ReplicaFetcherThread``). Requests are described
 version-neutrally (``build_request``) and encoded by Strata's own codec; responses come back as
-kio's dataclasses. One request at a time (a fetcher never pipelines), which keeps the reading
-side trivial: the next frame is the answer, checked by correlation id. ``request_encoded``
-takes a body encoded by hand and returns the raw response (the follower's Fetch hot path:
-``follower_fetch_codec``).
+kio's dataclasses. One request at a time (a fetcher never pipelines), which keeps the reading side
+trivial: the next frame is the answer, checked by correlation id. ``request_encoded`` takes a body
+encoded by hand and returns the raw response (the follower's Fetch hot path:
+``strata.client.fetch_codec``).
 
 Failures: connecting, sending or reading raise ``BrokerUnavailableError`` (with the address and
 what failed) after closing the socket; the next ``request`` reconnects. Each request is bounded

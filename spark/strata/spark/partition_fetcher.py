@@ -3,7 +3,7 @@
 Owns :func:`read_range_direct`, the fast path of :func:`strata.spark.kafka_io.read_range`:
 instead of a librdkafka consumer (which hands Python one ``Message`` object per record), it
 asks the partition's leader for raw record batches (Fetch v11: requests encoded by
-:mod:`strata.protocol`, responses read by :mod:`strata.spark.fetch_codec`, records left in the
+:mod:`strata.protocol`, responses read by :mod:`strata.client.fetch_codec`, records left in the
 receive buffer) and turns each response into one Arrow batch with
 :func:`strata.spark.record_columns.decode`. Used for PLAINTEXT, SSL and SASL (PLAIN, SCRAM)
 connections (:func:`supports`, :mod:`strata.spark.broker_connection`); anything else (e.g.
@@ -33,11 +33,11 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from strata.client.fetch_codec import PartitionData, decode_fetch_response
 from strata.client.security import ClientSecurity
 from strata.protocol import ApiKey, ErrorCode
 from strata.spark import broker_connection
 from strata.spark.broker_connection import BrokerConnection
-from strata.spark.fetch_codec import PartitionAnswer, parse_fetch_response
 from strata.spark.offsets import DataLossError, OffsetRange
 from strata.spark.options import SourceOptions
 from strata.spark.record_columns import decode
@@ -135,10 +135,10 @@ class _PartitionReader:
         try:
             connection = self._connected()
             if api_key == ApiKey.FETCH:
-                error, answers = parse_fetch_response(
-                    connection.request_raw(api_key, version, fields))
-                if error in _LEADERSHIP_ERRORS:
-                    raise RetriableError(f"answered {ErrorCode(error).name}")
+                response = decode_fetch_response(connection.request_raw(api_key, version, fields))
+                if response.error_code in _LEADERSHIP_ERRORS:
+                    raise RetriableError(f"answered {response.error_code.name}")
+                answers = [a for topic in response.responses for a in topic.partitions]
             else:
                 answers = [a for topic in connection.request(api_key, version, fields).topics
                            for a in topic.partitions]
@@ -153,10 +153,10 @@ class _PartitionReader:
                 return answer
         raise RetriableError("the response does not name the partition")
 
-    def fetch(self, offset: int) -> PartitionAnswer:
+    def fetch(self, offset: int) -> PartitionData:
         """The partition's answer; its records are valid until the next request."""
         r = self.range
-        answer: PartitionAnswer = self._partition_request(ApiKey.FETCH, FETCH_VERSION, {
+        answer: PartitionData = self._partition_request(ApiKey.FETCH, FETCH_VERSION, {
             "replica_id": -1, "max_wait_ms": FETCH_MAX_WAIT_MS, "min_bytes": 1,
             "max_bytes": self.max_bytes, "isolation_level": int(self.read_committed),
             "session_id": 0, "session_epoch": -1,
@@ -225,7 +225,8 @@ def read_range_direct(options: SourceOptions,
             if 0 <= position < answer.log_start_offset:
                 position = _lost(options, r, position, int(answer.log_start_offset))
             aborted = (answer.aborted_transactions or ()) if reader.read_committed else None
-            decoded = decode(answer.records, r.topic, r.partition, position,
+            records = answer.records if answer.records is not None else memoryview(b"")
+            decoded = decode(records, r.topic, r.partition, position,
                              r.until_offset, include_headers=options.include_headers,
                              aborted=aborted)
             if decoded.batch is not None:

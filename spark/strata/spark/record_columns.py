@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
+from strata.client.fetch_codec import AbortedTransaction
 from strata.spark.schema import arrow_schema
 from strata.storage import compression
 from strata.storage import record_batch as rb
@@ -64,14 +65,6 @@ class Decoded:
 
     batch: pa.RecordBatch | None
     next_offset: int
-
-
-@dataclass(frozen=True)
-class AbortedTransaction:
-    """An entry of a read_committed Fetch response's ``aborted_transactions``."""
-
-    producer_id: int
-    first_offset: int
 
 
 @_compiled

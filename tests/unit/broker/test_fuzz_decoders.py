@@ -45,8 +45,8 @@ from strata.broker.group.metadata_codec import (
 from strata.broker.network.fetch_response import encode_fetch_response
 from strata.broker.network.listeners import ListenerSecurity
 from strata.broker.network.security_session import AuthenticationFailed, SaslState, SecuritySession
-from strata.broker.replication.follower_fetch_codec import read_fetch_response
 from strata.broker.replication.replica_manager import FetchPartitionResult
+from strata.client.fetch_codec import read_fetch_response
 from strata.security.credentials import FileCredentialStore
 from strata.security.sasl import SecurityProtocol
 from strata.security.scram import ScramClient, make_credential

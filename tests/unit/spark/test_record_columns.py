@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strata.spark.record_columns import AbortedTransaction, _varint, decode
+from strata.client.fetch_codec import AbortedTransaction
+from strata.spark.record_columns import _varint, decode
 from strata.storage import record_batch as rb
 from strata.storage.errors import CorruptRecordError
 from strata.storage.records import (

@@ -13,7 +13,7 @@ Each partition goes through two phases with its leader:
    done. An empty log skips this.
 2. fetching: Fetch v11 with ``replica_id`` = this broker, from the log end offset, at the
    partition's leader epoch (``current_leader_epoch``: a stale leader or follower is fenced),
-   written and read by hand (``follower_fetch_codec``: the records stay in the response frame).
+   written and read by hand (``strata.client.fetch_codec``: the records stay in the response frame).
    Whole batches are appended as the leader wrote them (``Log.append_as_follower``: offsets and
    epochs kept, CRC checked); the high watermark becomes min(leader's HW, our log end offset).
 
@@ -35,16 +35,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from strata.broker.replication.follower_fetch_codec import (
+from strata.broker.replication.follower_truncation import truncation_for
+from strata.broker.replication.partition import Partition
+from strata.broker.replication.replica_manager import ReplicaManager
+from strata.client.broker_client import BrokerClient, BrokerUnavailableError
+from strata.client.fetch_codec import (
     FETCH_VERSION,
     FetchPosition,
     encode_fetch_request,
     read_fetch_response,
 )
-from strata.broker.replication.follower_truncation import truncation_for
-from strata.broker.replication.partition import Partition
-from strata.broker.replication.replica_manager import ReplicaManager
-from strata.client.broker_client import BrokerClient, BrokerUnavailableError
 from strata.client.security import ClientSecurity
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode

@@ -1,6 +1,7 @@
-"""The follower's hand-written Fetch v11 against kio: request bytes identical to kio's writer,
-response values identical to kio's reader (records as views of the frame), None for anything
-malformed (the fetcher then lets the generic codec say what is wrong)."""
+"""strata.client.fetch_codec, the one hand-written Fetch v11 (followers and Spark) against kio:
+request bytes identical to kio's writer, response values identical to kio's reader (records as
+views of the frame), ``InvalidResponse`` for anything malformed — None in the follower's form
+(the fetcher then lets the generic codec say what is wrong)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,24 @@ from typing import Any
 import pytest
 
 from strata.broker.network.fetch_response import encode_fetch_response
-from strata.broker.replication.follower_fetch_codec import (
+from strata.broker.replication.replica_manager import FetchPartitionResult
+from strata.client.fetch_codec import (
+    AbortedTransaction,
     FetchPosition,
+    decode_fetch_response,
     encode_fetch_request,
     read_fetch_response,
 )
-from strata.broker.replication.replica_manager import FetchPartitionResult
-from strata.protocol import ApiKey, ErrorCode, build_request, build_response
+from strata.protocol import ApiKey, ErrorCode, InvalidResponse, build_request, build_response
 from strata.protocol.messages import decode_response_body, encode_body
+from strata.storage.records import RecordSpec, build_batch
 
-from .helpers import batch
+
+def batch(*values: bytes) -> bytes:
+    """One RecordBatch v2 holding ``values`` (keys k0, k1, ...), as a client sends it."""
+    return build_batch([RecordSpec(key=b"k%d" % i, value=v, timestamp=1_700_000_000_000)
+                        for i, v in enumerate(values)])
+
 
 POSITIONS = [
     [FetchPosition("t", 0, 3, 1234, 1 << 20)],
@@ -110,3 +119,62 @@ def test_malformed_responses_are_left_to_the_generic_codec(name: str) -> None:
     unknown_code = bytearray(body)
     unknown_code[4:6] = (30000).to_bytes(2, "big")  # top-level error_code
     assert read_fetch_response(bytes(unknown_code), 0) is None
+
+
+# Spark's reading of the same responses (it was strata.spark.fetch_codec): every field, records
+# as a writable view of Spark's reused receive buffer.
+def spark_body(error_code: int = 0) -> bytes:
+    return encode_body(build_response(
+        ApiKey.FETCH, 11, throttle_time_ms=5, error_code=error_code, session_id=0, responses=[
+            {"topic": "orders", "partitions": [
+                {"partition_index": 0, "error_code": 0, "high_watermark": 10,
+                 "last_stable_offset": 8, "log_start_offset": 2,
+                 "aborted_transactions": [{"producer_id": 7, "first_offset": 3}],
+                 "preferred_read_replica": -1, "records": b"batch-bytes"},
+                {"partition_index": 1, "error_code": 1, "high_watermark": -1,
+                 "last_stable_offset": -1, "log_start_offset": -1,
+                 "aborted_transactions": None, "preferred_read_replica": -1, "records": None},
+            ]},
+            {"topic": "ünïcode", "partitions": [
+                {"partition_index": 4, "error_code": 6, "high_watermark": 0,
+                 "last_stable_offset": 0, "log_start_offset": 0, "aborted_transactions": [],
+                 "preferred_read_replica": -1, "records": b""}]},
+        ]))
+
+
+def test_every_field_as_kio_wrote_it() -> None:
+    response = decode_fetch_response(memoryview(spark_body(error_code=0)))
+    assert response.error_code == 0
+    assert [(t.topic, a.partition_index, a.error_code, a.high_watermark, a.last_stable_offset,
+             a.log_start_offset, a.aborted_transactions,
+             None if a.records is None else bytes(a.records))
+            for t in response.responses for a in t.partitions] == [
+        ("orders", 0, 0, 10, 8, 2, (AbortedTransaction(7, 3),), b"batch-bytes"),
+        ("orders", 1, 1, -1, -1, -1, None, None),
+        ("ünïcode", 4, 6, 0, 0, 0, (), b""),
+    ]
+
+
+def test_records_are_a_view_into_the_frame() -> None:
+    frame = bytearray(spark_body())
+    response = decode_fetch_response(memoryview(frame))
+    records = response.responses[0].partitions[0].records
+    assert records is not None and not records.readonly
+    at = frame.index(b"batch-bytes")
+    frame[at] = ord("B")
+    assert bytes(records) == b"Batch-bytes"
+
+
+def test_a_top_level_error_is_returned() -> None:
+    assert decode_fetch_response(memoryview(spark_body(error_code=70))).error_code == 70
+
+
+@pytest.mark.parametrize("cut", [3, 20, 60, 100])
+def test_a_truncated_frame_is_an_invalid_response(cut: int) -> None:
+    with pytest.raises(InvalidResponse, match="pass the end"):
+        decode_fetch_response(memoryview(spark_body()[:cut]))
+
+
+def test_bytes_after_the_body_are_an_invalid_response() -> None:
+    with pytest.raises(InvalidResponse, match="1 bytes after the body"):
+        decode_fetch_response(spark_body() + b"\x00")

@@ -1,9 +1,13 @@
-"""The follower's Fetch v11, by hand: the request a replica fetcher sends and the response it
-reads, records left in the response frame. Pure: bytes in, bytes or tuples out.
+"""Fetch v11 by hand, for every client that fetches records: the request a follower sends and
+the one FetchResponse reader, records left in the response frame. Pure: bytes in, bytes or
+tuples out.
 
-Why by hand: a follower fetches many times a second per leader; kio's generic builder and
-writer cost ~0.6 ms per FetchRequest here and its reader copies every record byte, which made
-them a third of a follower's CPU under acks=all. These take microseconds.
+Why by hand: a follower fetches many times a second per leader, and Spark drains a partition at
+hundreds of MB/s; kio's generic builder and writer cost ~0.6 ms per FetchRequest and its reader
+copies every record byte, which made them a third of a follower's CPU under acks=all. These take
+microseconds, and a partition's ``records`` is a ``memoryview`` into the frame (valid while the
+caller keeps the frame unchanged: Spark reuses one buffer per connection; the follower's view is
+read-only).
 
 Grammar (Kafka's FetchRequest.json / FetchResponse.json, version 11; big-endian)::
 
@@ -27,9 +31,11 @@ Grammar (Kafka's FetchRequest.json / FetchResponse.json, version 11; big-endian)
                 records:NULLABLE_BYTES(INT32, -1 null)
 
 The follower's choices in the request: read_uncommitted, no fetch session (id 0, epoch -1),
-log_start_offset -1, nothing forgotten, no rack. ``read_fetch_response`` returns named tuples
-with kio's field names for what the fetcher reads (error codes as ``ErrorCode``; records a
-read-only view of the frame) and None for anything it cannot read exactly — then the caller
+log_start_offset -1, nothing forgotten, no rack. ``decode_fetch_response`` returns named tuples
+with kio's field names (error codes as ``ErrorCode``; ``records`` None when null) and raises
+``InvalidResponse`` for anything it cannot read exactly: a length past the end, a negative
+length or count, bytes after the body, an error code Kafka does not define.
+``read_fetch_response`` is the follower's form: None instead of the exception — then the caller
 decodes the same bytes with the generic codec, whose error says what is wrong. Tests compare
 both directions with kio's encoding.
 """
@@ -38,9 +44,11 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 from strata.protocol.error_codes import ErrorCode
+from strata.protocol.errors import InvalidResponse
 from strata.protocol.primitives import BytesLike
 
 FETCH_VERSION: Final = 11
@@ -52,7 +60,7 @@ _REQUEST_PARTITION = struct.Struct(">iiqqi")
 _NO_FORGOTTEN_TOPICS_NO_RACK = b"\x00\x00\x00\x00\x00\x00"  # [] then ""
 _RESPONSE_HEAD = struct.Struct(">ihi")
 _RESPONSE_PARTITION = struct.Struct(">ihqqqi")  # ... log_start_offset, aborted count
-_ABORTED_TRANSACTION_SIZE = 16
+_ABORTED_TRANSACTION = struct.Struct(">qq")
 _RESPONSE_PARTITION_TAIL = struct.Struct(">ii")  # preferred_read_replica, records length
 
 
@@ -84,10 +92,21 @@ def encode_fetch_request(replica_id: int, max_wait_ms: int, min_bytes: int, max_
     return b"".join(parts)
 
 
+@dataclass(frozen=True)
+class AbortedTransaction:
+    """An entry of a read_committed Fetch response's ``aborted_transactions``."""
+
+    producer_id: int
+    first_offset: int
+
+
 class PartitionData(NamedTuple):
     partition_index: int
     error_code: ErrorCode
     high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted_transactions: tuple[AbortedTransaction, ...] | None
     records: memoryview | None
 
 
@@ -101,19 +120,28 @@ class FetchResponse(NamedTuple):
     responses: tuple[FetchableTopicResponse, ...]
 
 
-class _Malformed(Exception):
-    pass
-
-
 def read_fetch_response(buffer: BytesLike, offset: int) -> FetchResponse | None:
     """The FetchResponse v11 body in ``buffer[offset:]``, or None if it is not exactly one
     well-formed body with known error codes."""
-    view = memoryview(buffer).toreadonly()
-    end = view.nbytes
     try:
-        _need(offset, _RESPONSE_HEAD.size, end)
-        _, error_code, _ = _RESPONSE_HEAD.unpack_from(view, offset)
-        pos = offset + _RESPONSE_HEAD.size
+        return decode_fetch_response(memoryview(buffer).toreadonly(), offset)
+    except InvalidResponse:
+        return None
+
+
+def decode_fetch_response(buffer: BytesLike, offset: int = 0) -> FetchResponse:
+    """The FetchResponse v11 body in ``buffer[offset:]``, which must end the buffer exactly.
+
+    Raises ``InvalidResponse`` saying what is wrong and where."""
+    view = memoryview(buffer)
+    if view.format != "B":
+        view = view.cast("B")
+    end = view.nbytes
+    pos = offset
+    try:
+        _need(pos, _RESPONSE_HEAD.size, end)
+        _, error_code, _ = _RESPONSE_HEAD.unpack_from(view, pos)
+        pos += _RESPONSE_HEAD.size
         topic_count, pos = _count(view, pos, end)
         topics = []
         for _ in range(topic_count):
@@ -121,7 +149,7 @@ def read_fetch_response(buffer: BytesLike, offset: int) -> FetchResponse | None:
             (length,) = _LENGTH.unpack_from(view, pos)
             pos += 2
             if length < 0:
-                raise _Malformed
+                raise _Malformed(f"negative topic name length {length}")
             _need(pos, length, end)
             name = str(view[pos:pos + length], "utf-8")
             pos += length
@@ -129,41 +157,55 @@ def read_fetch_response(buffer: BytesLike, offset: int) -> FetchResponse | None:
             partitions = []
             for _ in range(partition_count):
                 _need(pos, _RESPONSE_PARTITION.size, end)
-                index, code, high_watermark, _, _, aborted = _RESPONSE_PARTITION.unpack_from(
-                    view, pos)
+                index, code, high_watermark, last_stable, log_start, count = (
+                    _RESPONSE_PARTITION.unpack_from(view, pos))
                 pos += _RESPONSE_PARTITION.size
-                if aborted < -1:
-                    raise _Malformed
-                if aborted > 0:
-                    pos += aborted * _ABORTED_TRANSACTION_SIZE
+                aborted = None
+                if count != -1:
+                    if count < 0:
+                        raise _Malformed(f"aborted transaction count {count}")
+                    size = count * _ABORTED_TRANSACTION.size
+                    _need(pos, size, end)
+                    aborted = tuple(AbortedTransaction(*_ABORTED_TRANSACTION.unpack_from(view, at))
+                                    for at in range(pos, pos + size, _ABORTED_TRANSACTION.size))
+                    pos += size
                 _need(pos, _RESPONSE_PARTITION_TAIL.size, end)
                 _, size = _RESPONSE_PARTITION_TAIL.unpack_from(view, pos)
                 pos += _RESPONSE_PARTITION_TAIL.size
                 records = None
                 if size != -1:
                     if size < 0:
-                        raise _Malformed
+                        raise _Malformed(f"records length {size}")
                     _need(pos, size, end)
                     records = view[pos:pos + size]
                     pos += size
                 partitions.append(PartitionData(index, ErrorCode(code), high_watermark,
-                                                records))
+                                                last_stable, log_start, aborted, records))
             topics.append(FetchableTopicResponse(name, tuple(partitions)))
         if pos != end:
-            return None
+            raise _Malformed(f"{end - pos} bytes after the body")
         return FetchResponse(ErrorCode(error_code), tuple(topics))
-    except (_Malformed, UnicodeDecodeError, ValueError):
-        return None
+    except _Malformed as exc:
+        raise InvalidResponse(f"FetchResponse v{FETCH_VERSION} at byte {pos}: {exc}") from None
+    except UnicodeDecodeError:
+        raise InvalidResponse(f"FetchResponse v{FETCH_VERSION}: a topic name is not UTF-8"
+                              ) from None
+    except ValueError as exc:  # ErrorCode(code) for a code Kafka does not define
+        raise InvalidResponse(f"FetchResponse v{FETCH_VERSION}: {exc}") from None
+
+
+class _Malformed(Exception):
+    pass
 
 
 def _need(pos: int, size: int, end: int) -> None:
     if pos + size > end:
-        raise _Malformed
+        raise _Malformed(f"{size} bytes at {pos} pass the end of the {end}-byte frame")
 
 
 def _count(view: memoryview, pos: int, end: int) -> tuple[int, int]:
     _need(pos, 4, end)
     (count,) = _COUNT.unpack_from(view, pos)
     if count < 0 or count > end - pos:  # each element takes at least one byte
-        raise _Malformed
+        raise _Malformed(f"array count {count}")
     return count, pos + 4
