@@ -51,6 +51,7 @@ from strata.client.group_offsets import (
     PartitionOffsets,
     ResetSpec,
     ResetTo,
+    committed_offsets,
     lag_rows,
     parse_datetime,
     reset_plan,
@@ -65,7 +66,6 @@ app = typer.Typer(
 TopicPartitionKey = tuple[str, int]
 ACTIVE_STATES = frozenset({ConsumerGroupState.PREPARING_REBALANCING,
                            ConsumerGroupState.COMPLETING_REBALANCING, ConsumerGroupState.STABLE})
-NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: no committed offset
 
 FormatOption = Annotated[
     OutputFormat, typer.Option("--format", help="text (a table) or json (one object a line).")
@@ -121,8 +121,7 @@ def _committed(admin: AdminClient, conn: Connection, group: str) -> dict[TopicPa
     futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
                                                 request_timeout=conn.timeout_s)
     answer = admin_result(conn, futures[group], f"the offsets of group {group!r}")
-    return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions
-            if tp.offset != NO_OFFSET and tp.offset >= 0}
+    return committed_offsets(answer.topic_partitions)
 
 
 def _list_offsets(admin: AdminClient, conn: Connection, partitions: list[TopicPartitionKey],

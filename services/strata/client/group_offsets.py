@@ -1,7 +1,12 @@
-"""What ``strata groups`` computes from what the brokers answered: lag rows and reset plans.
+"""Consumer-group offset arithmetic from what the brokers answered: committed offsets, lag rows
+and reset plans — what ``strata groups`` and the admin service's group routes compute alike.
 
-Pure: no client, no I/O. ``groups.py`` gathers the inputs (DescribeGroups, OffsetFetch,
-ListOffsets) and prints the outputs.
+Pure: no client, no I/O. The callers gather the inputs (DescribeGroups, OffsetFetch,
+ListOffsets) and print or serve the outputs.
+
+* ``committed_offsets``: an OffsetFetch answer's partitions (confluent-kafka ``TopicPartition``
+  values) to ``(topic, partition) -> offset``, leaving out those without a commit (librdkafka's
+  ``OFFSET_INVALID``, -1001, or any negative offset).
 
 * ``lag_rows``: Kafka's ``kafka-consumer-groups.sh --describe`` rows — one per partition that
   is assigned to a member or has a committed offset: the committed offset (None: none), the
@@ -18,10 +23,20 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, Final
 
 TopicPartition = tuple[str, int]
+
+NO_OFFSET: Final = -1001  # librdkafka's OFFSET_INVALID: no committed offset
+
+
+def committed_offsets(topic_partitions: Iterable[Any]) -> dict[TopicPartition, int]:
+    """``(topic, partition) -> committed offset`` of an OffsetFetch answer's partitions
+    (anything with ``topic``, ``partition`` and ``offset``), those without a commit left out."""
+    return {(tp.topic, tp.partition): tp.offset for tp in topic_partitions
+            if tp.offset != NO_OFFSET and tp.offset >= 0}
 
 
 @dataclass(frozen=True, slots=True)

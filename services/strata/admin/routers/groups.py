@@ -41,7 +41,13 @@ from strata.admin.models import (
 from strata.admin.problems import ProblemError
 from strata.admin.routers import PROBLEMS, AccessDep, GatewayDep
 from strata.admin.routers.topics import earliest, latest, list_offsets
-from strata.client.group_offsets import PartitionOffsets, ResetSpec, ResetTo, reset_plan
+from strata.client.group_offsets import (
+    PartitionOffsets,
+    ResetSpec,
+    ResetTo,
+    committed_offsets,
+    reset_plan,
+)
 from strata.security.acl import AclOperation, ResourceType
 
 router = APIRouter(prefix="/v1/groups", tags=["groups"], responses=PROBLEMS)
@@ -50,7 +56,6 @@ GroupPath = Annotated[str, Path(min_length=1, max_length=255, description="Group
 Key = tuple[str, int]
 ACTIVE_STATES = frozenset({ConsumerGroupState.PREPARING_REBALANCING,
                            ConsumerGroupState.COMPLETING_REBALANCING, ConsumerGroupState.STABLE})
-NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: no committed offset
 _RESET_TO = {ResetTarget.EARLIEST: ResetTo.EARLIEST, ResetTarget.LATEST: ResetTo.LATEST,
              ResetTarget.OFFSET: ResetTo.OFFSET, ResetTarget.TIMESTAMP: ResetTo.DATETIME}
 
@@ -82,8 +87,7 @@ def _committed(gateway: KafkaGateway, group: str) -> dict[Key, int]:
     futures = gateway.admin.list_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(group)], request_timeout=gateway.settings.timeout_s)
     answer = gateway.result(futures[group], f"the offsets of group {group!r}")
-    return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions
-            if tp.offset != NO_OFFSET and tp.offset >= 0}
+    return committed_offsets(answer.topic_partitions)
 
 
 def _rows(assigned: dict[Key, str], committed: dict[Key, int],

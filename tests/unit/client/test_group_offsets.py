@@ -1,6 +1,9 @@
-"""``strata groups``' pure parts: lag rows, reset plans (Kafka's clamping rules), date-times."""
+"""Group-offset arithmetic (``strata groups`` and the admin service): committed offsets, lag rows,
+reset plans (Kafka's clamping rules), date-times."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 
@@ -10,6 +13,7 @@ from strata.client.group_offsets import (
     PartitionOffsets,
     ResetSpec,
     ResetTo,
+    committed_offsets,
     lag_rows,
     parse_datetime,
     reset_plan,
@@ -63,3 +67,11 @@ def test_parse_datetime(text: str, ms: int) -> None:
 def test_parse_datetime_names_the_forms() -> None:
     with pytest.raises(ValueError, match="ISO 8601"):
         parse_datetime("yesterday")
+
+
+def test_committed_offsets_leave_out_partitions_without_a_commit() -> None:
+    answer = [SimpleNamespace(topic="t", partition=0, offset=5),
+              SimpleNamespace(topic="t", partition=1, offset=-1001),  # OFFSET_INVALID
+              SimpleNamespace(topic="t", partition=2, offset=-1),
+              SimpleNamespace(topic="u", partition=0, offset=0)]
+    assert committed_offsets(answer) == {("t", 0): 5, ("u", 0): 0}
