@@ -25,6 +25,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
 
 from strata.admin.problems import ProblemError
+from strata.client.kafka_config import client_config
 from strata.client.kafka_errors import error_text, kafka_error_name, kafka_error_of
 
 if TYPE_CHECKING:
@@ -131,18 +132,10 @@ class KafkaGateway:
     def config(self) -> dict[str, Any]:
         """librdkafka properties every client of the service gets (the security settings of
         ``kafka_config`` included)."""
-        timeout_ms = self.settings.timeout_ms
-        return {
-            **self.settings.kafka_config,
-            "bootstrap.servers": self.settings.bootstrap_servers,
-            "client.id": CLIENT_ID,
-            "socket.timeout.ms": timeout_ms,
-            "socket.connection.setup.timeout.ms": timeout_ms,
-            "reconnect.backoff.ms": 100,
-            "reconnect.backoff.max.ms": 1000,
-            "log_level": 0,
-            "error_cb": self._on_error,
-        }
+        settings = self.settings
+        return {**client_config(settings.bootstrap_servers, CLIENT_ID, settings.timeout_s,
+                                settings.kafka_config),
+                "error_cb": self._on_error}
 
     # ------------------------------------------------------------------------------ clients
     @property

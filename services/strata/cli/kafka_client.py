@@ -36,6 +36,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
 
 from strata.cli.errors import EXIT_USAGE, CliError
+from strata.client.kafka_config import client_config
 from strata.client.kafka_errors import error_text, kafka_error_name, kafka_error_of
 
 DEFAULT_BOOTSTRAP: Final = "127.0.0.1:9092"
@@ -93,18 +94,9 @@ class Connection:
     def timeout_ms(self) -> int:
         return int(self.timeout_s * 1000)
 
-    def config(self) -> dict[str, str | int | float | bool]:
-        """librdkafka properties every client of the CLI gets."""
-        return {
-            **self.properties,
-            "bootstrap.servers": self.bootstrap,
-            "client.id": CLIENT_ID,
-            "socket.timeout.ms": self.timeout_ms,
-            "socket.connection.setup.timeout.ms": self.timeout_ms,
-            "reconnect.backoff.ms": 100,
-            "reconnect.backoff.max.ms": 1000,
-            "log_level": 0,
-        }
+    def config(self) -> dict[str, Any]:
+        """librdkafka properties every client of the CLI gets (``strata.client.kafka_config``)."""
+        return client_config(self.bootstrap, CLIENT_ID, self.timeout_s, self.properties)
 
 
 @contextmanager

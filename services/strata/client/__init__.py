@@ -8,7 +8,9 @@ only through this package (and ``strata.protocol``'s codec), never through broke
 * ``security`` — ``ClientSecurity``, the login a connection uses;
 * ``sasl_client`` — the client side of SaslHandshake/SaslAuthenticate (PLAIN, SCRAM);
 * ``client_properties`` — ``ClientSecurity`` from librdkafka-style properties;
+* ``kafka_config`` — the librdkafka properties every confluent-kafka client starts from;
 * ``kafka_errors`` — Kafka's error names for confluent-kafka's errors;
+* ``fetch_codec`` — Fetch v11 by hand: the follower's request, the one FetchResponse reader;
 * ``group_offsets`` — consumer-group offset arithmetic (lag, reset targets).
 
 Dependencies: ``strata.protocol``, ``strata.security`` and ``strata.storage`` only
