@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from process_cpu import ClientCpu
+from .process_cpu import ClientCpu
 
 MIB = 1024 * 1024
 

@@ -11,7 +11,7 @@ Owns everything between the socket and the request handlers, with no I/O and no 
 ``codec``           ``decode_request`` / ``encode_response`` (and the client-side pair)
 ``registry``        api key -> (versions, handler); the source of the advertised versions
 ``api_versions``    ApiVersions responses and the unsupported-version fallback
-``versions``        ``SUPPORTED_VERSIONS``, the version table of ARCHITECTURE.md §5
+``versions``        ``SUPPORTED_VERSIONS``, the version table Strata serves
 ``api_keys``        ``ApiKey``, Kafka's API keys by name
 ``error_codes``     ``ErrorCode``, Kafka's error codes (kio's enum, re-exported)
 ``errors``          the exceptions, each saying whether the peer misbehaved

@@ -1,6 +1,6 @@
 """The version table: which Kafka APIs Strata serves, and at which versions.
 
-Owns ``SUPPORTED_VERSIONS``, the single typed-once statement of ARCHITECTURE.md §5. The broker's
+Owns ``SUPPORTED_VERSIONS``, the single typed-once statement of the version table. The broker's
 handler registry (``strata.protocol.registry.HandlerRegistry``) is checked against it, and the
 advertised ApiVersions ranges are derived from that registry, so the numbers below are never
 written anywhere else. On the wire each range becomes one ApiVersions entry::
@@ -94,4 +94,4 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, VersionRange]] = MappingProxyType(
         ApiKey.DELETE_ACLS: VersionRange(1, 1),
     }
 )
-"""API key -> the inclusive version range Strata serves (ARCHITECTURE.md §5)."""
+"""API key -> the inclusive version range Strata serves."""

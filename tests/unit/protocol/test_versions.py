@@ -10,7 +10,7 @@ from strata.protocol.error_codes import ErrorCode, error_code_for, kafka_error_n
 from strata.protocol.messages import request_type, response_type
 from strata.protocol.versions import SUPPORTED_VERSIONS, VersionRange
 
-# ARCHITECTURE.md §5, as the issue lists it: written here a second time on purpose, as the
+# The version table, written here a second time on purpose, as the
 # expectation the table is checked against.
 EXPECTED = {
     "API_VERSIONS": (0, 3),
