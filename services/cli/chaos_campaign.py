@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from strata.cli.chaos_checker import CheckResult, ReplicaRead, check
 from strata.cli.chaos_cluster import BrokerStartError, ChaosCluster
@@ -48,6 +48,9 @@ from strata.cli.chaos_workload import (
     read_topic,
 )
 
+if TYPE_CHECKING:
+    from strata.cli.chaos_netns import Network
+
 TOPIC = "chaos"
 GROUP = "chaos-group"
 HEAL_TIMEOUT_S = 90.0
@@ -67,6 +70,7 @@ class CampaignConfig:
     rate: float = 100.0  # records/s per producer
     timing: Timing = field(default_factory=Timing)
     group_reopen_s: float = 15.0
+    time_budget_s: float | None = None  # no fault is started after this many seconds
 
 
 @dataclass
@@ -131,7 +135,8 @@ def vars_of(delivery: Any) -> dict[str, Any]:
 
 
 def run_campaign(config: CampaignConfig, store_url: str | None = None,
-                 network: Any = None, say: Callable[[str], None] = print) -> CampaignReport:
+                 network: Network | None = None,
+                 say: Callable[[str], None] = print) -> CampaignReport:
     """Run one campaign in ``config.workdir`` (created); see the module docstring.
 
     ``store_url`` defaults to a SQLite file in the run directory; ``network`` (a
@@ -180,6 +185,11 @@ def run_campaign(config: CampaignConfig, store_url: str | None = None,
                                 "first acknowledgements", 60):
             raise RuntimeError("no acknowledgement from every producer within 60 s")
         for fault in plan:
+            if config.time_budget_s is not None \
+                    and time.monotonic() - started > config.time_budget_s:
+                log(f"time budget of {config.time_budget_s:.0f} s spent after "
+                    f"{len(records)} faults")
+                break
             time.sleep(fault.gap_s)
             try:
                 records.append(nemesis.run(fault))

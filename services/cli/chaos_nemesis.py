@@ -57,7 +57,8 @@ PROCESS_KINDS = tuple(k for k in FaultKind if k not in NETWORK_KINDS)
 
 @dataclass(frozen=True)
 class Timing:
-    """Seconds: the gap before each fault, how long a kill or a cut is held, a pause's hold."""
+    """Seconds: the gap before each fault, how long a stopped broker stays down, how long a
+    SIGSTOP or a network cut is held (longer than the 3 s broker session, so leadership moves)."""
 
     gap: tuple[float, float] = (5.0, 15.0)
     hold: tuple[float, float] = (1.0, 5.0)
@@ -85,7 +86,8 @@ def plan_faults(seed: int, count: int, kinds: Sequence[FaultKind],
     out = []
     for i in range(count):
         kind = rng.choice(list(kinds))
-        hold = rng.uniform(*(timing.pause if kind == FaultKind.PAUSE else timing.hold))
+        long_hold = kind == FaultKind.PAUSE or kind in NETWORK_KINDS
+        hold = rng.uniform(*(timing.pause if long_hold else timing.hold))
         out.append(PlannedFault(i, kind, rng.uniform(*timing.gap), hold,
                                 rng.randrange(1 << 62)))
     return out

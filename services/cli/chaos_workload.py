@@ -292,14 +292,14 @@ def read_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 120
         deadline = time.monotonic() + timeout
         while pending and time.monotonic() < deadline:
             for message in consumer.consume(1000, 0.5):
-                if message.error() is not None:
+                part, offset = message.partition(), message.offset()
+                if message.error() is not None or part is None or offset is None:
                     continue
-                p, offset = message.partition(), message.offset()
-                if p not in pending or offset >= high_watermarks[p]:
+                if part not in pending or offset >= high_watermarks[part]:
                     continue
-                records.append(StoredRecord(p, offset, message.value()))
-                if offset >= high_watermarks[p] - 1:
-                    pending.discard(p)
+                records.append(StoredRecord(part, offset, message.value()))
+                if offset >= high_watermarks[part] - 1:
+                    pending.discard(part)
         return records, high_watermarks, not pending
     finally:
         with contextlib.suppress(Exception):
