@@ -4,6 +4,7 @@
 starts N brokers on one metadata store in a run directory, writes with idempotent acks=all
 producers while the nemesis injects faults, heals, reads everything back and prints the
 summary table (``CampaignReport.summary_rows``) plus the evidence behind any non-zero count.
+Each fault's line goes to stderr (under a Rich progress bar when stderr is a terminal).
 The same seed replays the same faults (``chaos_nemesis.plan_faults``). Network-partition kinds
 need root and ``ip netns``; without them they are skipped and the reason printed. They run on an
 etcd metadata store (``make etcd``) so a cut-off broker loses the store too.
@@ -33,7 +34,7 @@ from strata.cli.chaos_nemesis import (
     Timing,
 )
 from strata.cli.errors import EXIT_USAGE, CliError, reported_errors
-from strata.cli.output import print_table
+from strata.cli.output import print_table, progress
 
 app = typer.Typer(help="Fault campaigns: kill, pause, damage and partition brokers under load, "
                        "then check no acknowledged record was lost.", no_args_is_help=True)
@@ -98,8 +99,8 @@ def run(
                                              "printed).")] = None,
     kinds: Annotated[str, typer.Option("--kinds", help=f"Comma-separated fault kinds, or "
                                        f"'all' / 'process'. Known: {ALL_KINDS}.")] = "all",
-    quick: Annotated[bool, typer.Option("--quick", help="Short gaps and holds (gap 0.5-2 s, "
-                                        "pause 3-8 s) instead of gap 5-15 s, pause 5-30 s.")
+    quick: Annotated[bool, typer.Option("--quick", help="Short gaps and holds (gap 0.2-1 s, "
+                                        "pause 3-6 s) instead of gap 5-15 s, pause 5-30 s.")
                      ] = False,
     partitions: Annotated[int, typer.Option("--partitions", min=1)] = 6,
     rate: Annotated[float, typer.Option("--rate", min=1.0,
@@ -113,8 +114,6 @@ def run(
 
     with reported_errors(ctx):
         wanted = parse_kinds(kinds)
-        network = None
-        store_url = None
         netns_ok, why = (False, "no network-partition kind asked for")
         if any(k in NETWORK_KINDS for k in wanted):
             netns_ok, why = netns_available()
@@ -129,13 +128,24 @@ def run(
                                 kinds=playable, brokers=brokers, partitions=partitions,
                                 rate=rate, timing=QUICK_TIMING if quick else Timing())
         print(f"seed {seed}; run directory {config.workdir}", file=sys.stderr)
-        if netns_ok:
-            from strata.cli.chaos_netns import network_campaign
+        with progress(bar=True) as bar:
+            task = bar.add_task("faults", total=faults)
 
-            report = network_campaign(config, lambda line: print(line, file=sys.stderr))
-        else:
-            report = run_campaign(config, store_url, network,
-                                  say=lambda line: print(line, file=sys.stderr))
+            def say(line: str) -> None:
+                bar.console.print(line, markup=False, highlight=False)
+                if line.startswith("fault "):
+                    bar.advance(task)
+
+            try:
+                if netns_ok:
+                    from strata.cli.chaos_netns import network_campaign
+
+                    report = network_campaign(config, say)
+                else:
+                    report = run_campaign(config, say=say)
+            except (RuntimeError, OSError) as exc:  # set-up failed: no verdict to print
+                raise CliError(f"the campaign could not run: {exc} (logs in "
+                               f"{config.workdir})") from None
         report.skipped = skipped
         print_report(report)
         raise typer.Exit(0 if report.ok() else 1)

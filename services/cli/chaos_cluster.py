@@ -177,13 +177,15 @@ class ChaosBroker:
             self.process.wait(STOP_TIMEOUT_S)
         self.paused = False
 
-    def terminate(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
-        """SIGTERM and wait (SIGKILL after ``timeout``); the exit code."""
+    def terminate(self, timeout: float = STOP_TIMEOUT_S, *, send: bool = True) -> int | None:
+        """SIGTERM (unless ``send`` is False: already sent) and wait, SIGKILL after
+        ``timeout``; the exit code (0: a clean shutdown)."""
         if self.process is None:
             return None
         if self.paused:
             self.signal(signal.SIGCONT)
-        self.signal(signal.SIGTERM)
+        if send:
+            self.signal(signal.SIGTERM)
         try:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -231,7 +233,7 @@ class ChaosCluster:
                 if broker.paused:
                     broker.signal(signal.SIGCONT)
                 broker.signal(signal.SIGTERM)
-        return {i: b.terminate() for i, b in self.brokers.items()}
+        return {i: b.terminate(send=False) for i, b in self.brokers.items()}
 
     # ----------------------------------------------------------------------- client view
     def _live_bootstrap(self) -> str:

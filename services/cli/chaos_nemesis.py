@@ -65,7 +65,7 @@ class Timing:
     pause: tuple[float, float] = (5.0, 30.0)
 
 
-QUICK_TIMING = Timing(gap=(0.5, 2.0), hold=(0.5, 2.0), pause=(3.0, 8.0))
+QUICK_TIMING = Timing(gap=(0.2, 1.0), hold=(0.3, 1.5), pause=(3.0, 6.0))
 
 
 @dataclass(frozen=True)
