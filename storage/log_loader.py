@@ -13,7 +13,8 @@ Owns the load phase only; it *returns* a ready ``Log``. Steps, in order:
    sanity check is still recovered (rebuilt).
 4. ``log_start_offset`` is at least the first segment's base; the leader-epoch cache is trimmed
    to [log_start_offset, log_end_offset); producer state is loaded from the newest snapshot and
-   replayed from the batches after it.
+   replayed from the batches after it; the high watermark is the caller's checkpointed one
+   (``replication-offset-checkpoint``) clamped into the log, or the log start offset.
 
 Invariant on return: every byte of every segment is a whole, CRC-valid batch (for the scanned
 range), offsets are increasing, and the log end offset is the last batch's next offset.
@@ -49,6 +50,7 @@ def load_log(
     *,
     recovery_point: int = 0,
     log_start_offset: int = 0,
+    high_watermark: int | None = None,
     had_clean_shutdown: bool = False,
     producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     on_storage_error: Callable[[Path, BaseException], None] | None = None,
@@ -97,7 +99,9 @@ def load_log(
         on_storage_error=on_storage_error,
     )
     log.rebuild_producer_state()
-    log.update_high_watermark(log_end if had_clean_shutdown else start)
+    # The checkpointed HW (none: the log start offset), never the log end offset: an
+    # unreplicated tail must not count as committed after a restart.
+    log.update_high_watermark(start if high_watermark is None else high_watermark)
     return log
 
 

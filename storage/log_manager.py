@@ -1,8 +1,13 @@
 """``LogManager``: every partition log of one broker across its ``log.dirs``.
 
-Owns the data directories: ``meta.properties`` per dir, the ``recovery-point-offset-checkpoint``
-and ``log-start-offset-checkpoint`` per dir, the clean-shutdown marker (``.kafka_cleanshutdown``,
-Kafka's name), and the map ``(topic, partition) -> Log``.
+Owns the data directories: ``meta.properties`` per dir, the ``recovery-point-offset-checkpoint``,
+``log-start-offset-checkpoint`` and ``replication-offset-checkpoint`` (high watermarks) per dir,
+the clean-shutdown marker (``.kafka_cleanshutdown``, Kafka's name), and the map
+``(topic, partition) -> Log``.
+
+A log's high watermark after a restart is the one checkpointed in ``replication-offset-checkpoint``
+(Kafka's rule: never its log end offset, whose tail may not be on any other replica), clamped
+into [log start offset, log end offset]; replication moves it on from there.
 
 Lifecycle: ``startup()`` loads every partition concurrently (``num.recovery.threads.per.data.dir``
 threads per dir), skipping recovery scans when the marker says the last shutdown was clean, then
@@ -12,6 +17,7 @@ writes the checkpoints, closes the logs and writes the marker last.
 Periodic work is exposed as plain methods that a scheduler calls on the broker's injected
 clock, so tests drive them deterministically: ``flush_dirty_logs`` (fsync by ``flush.messages``
 / ``flush.ms``; blocking, for a worker thread), ``checkpoint_recovery_points``,
+``checkpoint_high_watermarks`` (``replica.high.watermark.checkpoint.interval.ms``),
 ``cleanup_logs`` (retention + delayed file deletion), ``clean_one`` (compaction).
 
 Observability: ``events`` (``log_events.LogEvents``) hears of every flush (with its duration),
@@ -48,6 +54,7 @@ logger = logging.getLogger(__name__)
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 TopicPartition = tuple[str, int]
@@ -89,8 +96,8 @@ class LogManager:
         """Load every partition of every log dir; raises if a dir belongs to another cluster."""
         started = time.monotonic()
         threads = int(self.broker_config.get("num.recovery.threads.per.data.dir", "2"))
-        jobs: list[tuple[Path, Path, bool, dict[TopicPartition, int], dict[TopicPartition, int]]]
-        jobs = []
+        jobs: list[tuple[Path, Path, bool, dict[TopicPartition, int], dict[TopicPartition, int],
+                         dict[TopicPartition, int]]] = []
         for data_dir in self.log_dirs:
             data_dir.mkdir(parents=True, exist_ok=True)
             if self.cluster_id is not None and self.node_id is not None:
@@ -100,13 +107,14 @@ class LogManager:
             self.had_clean_shutdown[data_dir] = clean
             recovery = OffsetCheckpointFile(data_dir / RECOVERY_POINT_CHECKPOINT).read_or_empty()
             starts = OffsetCheckpointFile(data_dir / LOG_START_OFFSET_CHECKPOINT).read_or_empty()
+            hws = OffsetCheckpointFile(data_dir / REPLICATION_OFFSET_CHECKPOINT).read_or_empty()
             for child in sorted(data_dir.iterdir()):
                 if not child.is_dir():
                     continue
                 if child.name.endswith(names.DELETE_DIR_SUFFIX):
                     shutil.rmtree(child, ignore_errors=True)
                     continue
-                jobs.append((data_dir, child, clean, recovery, starts))
+                jobs.append((data_dir, child, clean, recovery, starts, hws))
         with ThreadPoolExecutor(max_workers=max(1, threads * len(self.log_dirs))) as pool:
             loaded = list(pool.map(lambda job: self._load(*job), jobs))
         for tp, log in loaded:
@@ -123,6 +131,7 @@ class LogManager:
         clean: bool,
         recovery: Mapping[TopicPartition, int],
         starts: Mapping[TopicPartition, int],
+        high_watermarks: Mapping[TopicPartition, int],
     ) -> tuple[TopicPartition | None, Log]:
         topic, partition = names.parse_topic_partition_name(part_dir.name)
         tp = (topic, partition)
@@ -130,6 +139,7 @@ class LogManager:
             part_dir, self.config_for(topic), self.clock,
             recovery_point=recovery.get(tp, 0),
             log_start_offset=starts.get(tp, 0),
+            high_watermark=high_watermarks.get(tp),
             had_clean_shutdown=clean and tp in recovery,
             producer_id_expiration_ms=self.producer_id_expiration_ms,
             on_storage_error=self._on_storage_error,
@@ -143,6 +153,7 @@ class LogManager:
                 self._flush(log)
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
         for log in list(self._logs.values()):
             log.close()
         for data_dir in self.log_dirs:
@@ -242,11 +253,15 @@ class LogManager:
     def checkpoint_log_start_offsets(self) -> None:
         self._checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
 
+    def checkpoint_high_watermarks(self) -> None:
+        """``replication-offset-checkpoint``: where each log's HW is restored from on restart."""
+        self._checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
+
     def _checkpoint(self, file_name: str, getter: Callable[[Log], int]) -> None:
         for data_dir in self.log_dirs:
             if data_dir in self.offline_dirs:
                 continue
-            entries = {tp: int(getter(log)) for tp, log in self._logs.items()
+            entries = {tp: int(getter(log)) for tp, log in list(self._logs.items())
                        if log.dir.parent == data_dir}
             OffsetCheckpointFile(data_dir / file_name).write(entries)
 

@@ -2,6 +2,9 @@
 
 Kafka's ``BrokerLifecycleManager`` plus the leader's ``AlterPartition`` path. Owns:
 
+* **leaving the ISRs on start** (``leave_isrs_on_restart``, before registering): a new
+  incarnation is not in sync until it has caught up again (``partition_change``), so it takes
+  itself out of every ISR it is not the last member of, each a compare-and-set;
 * **registration**: ``/strata/brokers/<node.id>`` put with a lease of
   ``broker.session.timeout.ms`` (kept alive every TTL/3 by the store). The entry's version is
   the *broker epoch*. A restarted ``node.id`` registers at once over its old entry (a larger
@@ -33,7 +36,7 @@ from strata.broker import cluster_image as ci
 from strata.broker.cluster_image import BrokerRegistration
 from strata.broker.metadata_cache import MetadataCache
 from strata.broker.partition import Partition
-from strata.broker.partition_change import controlled_shutdown
+from strata.broker.partition_change import controlled_shutdown, leave_isr_on_restart
 from strata.broker.replica_manager import ReplicaManager
 from strata.metadata.errors import MetadataStoreError
 from strata.metadata.leases import Lease
@@ -66,6 +69,36 @@ class BrokerLifecycle:
     def lease_id(self) -> int | None:
         lease = self.lease
         return None if lease is None or lease.lost else lease.id
+
+    # ------------------------------------------------------------ starting
+    async def leave_isrs_on_restart(self, attempts: int = 5) -> int:
+        """Take this ``node.id`` out of every ISR it is not the last member of (and out of
+        leadership there); a compare-and-set per partition, re-read and retried on a
+        concurrent change. Returns how many partitions changed."""
+        changed = 0
+        for tp, registration in self.cache.image.partitions.items():
+            version = self.cache.image.partition_versions.get(tp, 0)
+            key = ci.partition_key(*tp)
+            for _ in range(attempts):
+                new = leave_isr_on_restart(registration, self.node_id)
+                if new is None:
+                    break
+                if await self.store.compare_and_set(key, new.encode(),
+                                                    version=version) is not None:
+                    changed += 1
+                    break
+                entry = await self.store.get(key)
+                if entry is None:  # the topic was deleted meanwhile
+                    break
+                registration = ci.PartitionRegistration.decode(entry.value)
+                version = entry.version
+            else:
+                raise MetadataStoreError(f"{tp[0]}-{tp[1]}: the partition kept changing while "
+                                         f"broker {self.node_id} left its ISR")
+        if changed:
+            logger.info("broker %d left the ISR of %d partition(s) until it catches up again",
+                        self.node_id, changed)
+        return changed
 
     # ------------------------------------------------------------ registration
     async def register(self) -> int:

@@ -10,7 +10,8 @@ Owns, and starts and stops in order, the pieces that connect a broker to the oth
   broker), ``MetadataPublisher`` (partition roles) and the ``ReplicaFetcherManager``.
 
 Start order (``KafkaServer.start`` drives it): ``open`` (store, cache loaded, cluster id) →
-the log manager loads → ``attach`` (replica manager known: stray logs removed, registration,
+the log manager loads → ``attach`` (replica manager known: stray logs removed, the ISRs of the
+previous incarnation left (``BrokerLifecycle.leave_isrs_on_restart``), registration,
 first publish, then the watch and the controller run) → serving. Shutdown: ``leave`` (controlled
 shutdown while still serving) → the server closes its listener and connections → ``close``
 (fetchers, controller, registration revoked, watch, store).
@@ -140,6 +141,8 @@ class Cluster:
         group_coordinator.leader_lookup = self.leader_of
         replica_manager.partition_exists = lambda tp: tp in self.cache.image.partitions
         lifecycle.replica_manager = replica_manager
+        await lifecycle.leave_isrs_on_restart()
+        await self.cache.load()
         await lifecycle.register()
         await publisher.publish(self.image)
         rebalance = config.get_bool("auto.leader.rebalance.enable")

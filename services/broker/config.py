@@ -136,6 +136,9 @@ BROKER_SETTINGS: Final[tuple[BrokerSetting, ...]] = (
                   "How often the recovery-point checkpoint is written."),
     BrokerSetting("log.flush.start.offset.checkpoint.interval.ms", "60000", ConfigType.INT,
                   "How often the log-start-offset checkpoint is written."),
+    BrokerSetting("replica.high.watermark.checkpoint.interval.ms", "5000", ConfigType.LONG,
+                  "How often the high watermarks are written to replication-offset-checkpoint "
+                  "(where a restarted broker's high watermarks come from)."),
     BrokerSetting("log.retention.check.interval.ms", "300000", ConfigType.LONG,
                   "How often retention deletes old segments."),
     BrokerSetting("producer.id.expiration.ms", "86400000", ConfigType.INT,

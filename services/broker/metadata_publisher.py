@@ -177,8 +177,11 @@ class MetadataPublisher:
                 self.group_coordinator.on_election(index)
             return
         was_leader = hosted is not None and hosted.is_leader
+        # Leaderless while the image names no leader, or names this node.id under another
+        # broker epoch (a previous incarnation): never lead without the controller's word.
+        leader_id = reg.leader if reg.has_leader and reg.leader != self.node_id else None
         hosted = self.replica_manager.make_follower(
-            topic, index, reg.topic_id, reg.leader if reg.has_leader else None,
+            topic, index, reg.topic_id, leader_id,
             reg.leader_epoch, replicas=reg.replicas, isr=isr,
             partition_epoch=reg.partition_epoch, configs=configs)
         self._mark(hosted.log.dir, reg)

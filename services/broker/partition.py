@@ -127,7 +127,8 @@ class LogReadResult(NamedTuple):
 
 # ------------------------------------------------------------------------------- partition
 class Partition:
-    """One hosted partition. Built by ``ReplicaManager.make_leader``."""
+    """One hosted partition. Built by ``ReplicaManager.make_leader`` / ``make_follower``, which
+    give it its role at once; until then it is neither leader nor follower."""
 
     __slots__ = (
         "followers",
@@ -159,13 +160,14 @@ class Partition:
         self.log = log
         self.node_id = node_id
         self.leader_epoch = leader_epoch
-        self.leader_id: int | None = node_id
+        # No role until make_leader / make_follower: a new Partition leads nothing and leaves
+        # the log's (checkpointed) high watermark alone.
+        self.leader_id: int | None = None
         self.replicas: tuple[int, ...] = (node_id,)
         self.isr: frozenset[int] = frozenset((node_id,))
         self.partition_epoch = 0
         self.pending_isr: frozenset[int] | None = None
         self.followers: dict[int, FollowerState] = {}
-        self.maybe_increment_high_watermark()
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition}, leader_epoch={self.leader_epoch}, "

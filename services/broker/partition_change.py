@@ -27,6 +27,12 @@ Rules, in the order ``reconcile_partition`` applies them:
 
 Every change bumps ``partition_epoch``; a leader change bumps ``leader_epoch`` too and records
 the new leader's broker epoch.
+
+A broker that starts (a new incarnation of its ``node.id``) first leaves every ISR it is in
+(``leave_isr_on_restart``): its log may have lost a tail its previous incarnation had (a
+damaged or unflushed segment), so it counts as in sync again only once it has caught up with
+the leader (Kafka treats a bounced broker as failed, then started). The last member of an ISR
+stays: the ISR is never empty, and the last in-sync copy is the best there is.
 """
 
 from __future__ import annotations
@@ -142,6 +148,18 @@ def reassign(p: PartitionRegistration, target: tuple[int, ...]) -> PartitionRegi
     removing = tuple(r for r in original if r not in target)
     replicas = target + removing
     return p.with_changes(replicas=replicas, adding=adding, removing=removing)
+
+
+def leave_isr_on_restart(p: PartitionRegistration, node_id: int) -> PartitionRegistration | None:
+    """``p`` without the starting broker ``node_id`` in its ISR — and without it as leader
+    (leaderless until the controller elects an ISR member) — or None when ``node_id`` is not
+    in the ISR or is its last member."""
+    if node_id not in p.isr or p.isr == (node_id,):
+        return None
+    isr = tuple(r for r in p.isr if r != node_id)
+    if p.leader == node_id:
+        return p.with_changes(isr=isr, leader=NO_LEADER, leader_broker_epoch=0)
+    return p.with_changes(isr=isr)
 
 
 def controlled_shutdown(p: PartitionRegistration, node_id: int,

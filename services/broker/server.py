@@ -325,6 +325,8 @@ class KafkaServer:
         self._schedule("log-start-offset checkpoint",
                        "log.flush.start.offset.checkpoint.interval.ms",
                        lambda: asyncio.to_thread(log_manager.checkpoint_log_start_offsets))
+        self._schedule("high-watermark checkpoint", "replica.high.watermark.checkpoint.interval.ms",
+                       lambda: asyncio.to_thread(log_manager.checkpoint_high_watermarks))
         self._schedule("retention", "log.retention.check.interval.ms",
                        lambda: _on_loop(log_manager.cleanup_logs))
         self._schedule("producer-id expiration", "producer.id.expiration.check.interval.ms",

@@ -30,7 +30,9 @@ def partition(tmp_path: Path, epoch: int = 3, **config: str) -> Partition:
     lm = log_manager(tmp_path, **config)
     if config:
         lm.set_topic_config("t", {k.replace("_", "."): v for k, v in config.items()})
-    return Partition("t", 0, TOPIC_ID, lm.get_or_create_log("t", 0), epoch, node_id=1)
+    hosted = Partition("t", 0, TOPIC_ID, lm.get_or_create_log("t", 0), epoch, node_id=1)
+    hosted.make_leader(epoch)
+    return hosted
 
 
 def test_append_assigns_offsets_and_moves_hw_to_leo(tmp_path: Path) -> None:
@@ -166,3 +168,20 @@ def test_delete_records_refused_on_compacted_topics(tmp_path: Path) -> None:
     p = partition(tmp_path, cleanup_policy="compact")
     with pytest.raises(PolicyViolationError):
         p.delete_records_on_leader(0)
+
+
+def test_a_new_partition_has_no_role_and_leaves_the_high_watermark_alone(
+        tmp_path: Path) -> None:
+    lm = log_manager(tmp_path)
+    log = lm.get_or_create_log("t", 0)
+    log.append_as_leader(batch(b"a", b"b"), leader_epoch=3)  # e.g. an unreplicated tail
+    hosted = Partition("t", 0, TOPIC_ID, log, 3, node_id=1)
+    assert not hosted.is_leader
+    assert (hosted.high_watermark, hosted.log_end_offset) == (0, 2)
+    with pytest.raises(NotLeaderOrFollowerError):
+        hosted.append_records_to_leader(batch(b"c"), required_acks=-1)
+    hosted.make_follower(None, 4, replicas=(1, 2), isr=frozenset((1, 2)), partition_epoch=1)
+    assert not hosted.maybe_increment_high_watermark() and hosted.high_watermark == 0
+    # Led again with a follower in the ISR: the HW waits for that follower's fetch.
+    hosted.make_leader(5, replicas=(1, 2), isr=frozenset((1, 2)))
+    assert hosted.high_watermark == 0

@@ -7,6 +7,7 @@ import uuid
 from strata.broker.cluster_image import NO_LEADER, BrokerRegistration, PartitionRegistration
 from strata.broker.partition_change import (
     controlled_shutdown,
+    leave_isr_on_restart,
     reassign,
     reconcile_partition,
 )
@@ -119,3 +120,37 @@ def test_brokers_shutting_down_are_live_but_never_elected() -> None:
     assert reconcile_partition(p, live(0, 1, 2), shutting_down=frozenset({1})) is None
     new = reconcile_partition(p, live(1, 2), shutting_down=frozenset({1}))
     assert new is not None and new.leader == 2 and new.isr == (1, 2)
+
+
+def test_a_restarting_follower_leaves_the_isr() -> None:
+    new = leave_isr_on_restart(partition((0, 1, 2), (0, 1, 2), 0), 2)
+    assert new is not None
+    assert (new.leader, new.isr, new.leader_epoch, new.partition_epoch) == (0, (0, 1), 3, 8)
+
+
+def test_a_restarting_leader_leaves_the_isr_and_the_leadership() -> None:
+    new = leave_isr_on_restart(partition((0, 1, 2), (0, 1, 2), 0), 0)
+    assert new is not None
+    assert (new.leader, new.isr, new.leader_broker_epoch) == (NO_LEADER, (1, 2), 0)
+    assert new.leader_epoch == 4  # the old incarnation's epoch is over
+    # the controller then elects an in-sync replica, never the restarted broker
+    elected = reconcile_partition(new, live(0, 1, 2, epochs={0: 99}))
+    assert elected is not None and elected.leader == 1 and elected.leader_epoch == 5
+
+
+def test_the_last_isr_member_stays_when_it_restarts() -> None:
+    assert leave_isr_on_restart(partition((0, 1, 2), (1,), 1), 1) is None
+    assert leave_isr_on_restart(partition((0, 1, 2), (1,), NO_LEADER), 1) is None
+
+
+def test_a_restarting_broker_outside_the_isr_changes_nothing() -> None:
+    assert leave_isr_on_restart(partition((0, 1, 2), (0, 1), 0), 2) is None
+
+
+def test_all_brokers_restarting_leave_exactly_one_isr_member() -> None:
+    p = partition((0, 1, 2), (0, 1, 2), 0)
+    for restarting in (2, 0, 1):
+        p = leave_isr_on_restart(p, restarting) or p
+    assert p.isr == (1,) and p.leader == NO_LEADER
+    elected = reconcile_partition(p, live(0, 1, 2, epochs={0: 99, 1: 98, 2: 97}))
+    assert elected is not None and elected.leader == 1 and elected.isr == (1,)

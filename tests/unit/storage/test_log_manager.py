@@ -15,6 +15,7 @@ from strata.storage.errors import KafkaStorageError, LogDirOfflineError
 from strata.storage.log_manager import (
     CLEAN_SHUTDOWN_FILE,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     LogManager,
 )
 from strata.storage.meta_properties import InconsistentClusterIdError, read_meta_properties
@@ -178,3 +179,42 @@ def test_idle_producers_expire_after_producer_id_expiration_ms(tmp_path: Path) -
     assert lm.remove_expired_producers() == 1
     assert log.producer_state.last_entry(5) is None
     lm.shutdown()
+
+
+def test_high_watermark_comes_back_from_its_checkpoint_never_from_the_log_end(
+        tmp_path: Path) -> None:
+    clock = ManualClock()
+    lm = manager([tmp_path / "d"], clock)
+    log = lm.get_or_create_log("orders", 0)
+    for i in range(5):
+        log.append_as_leader(batch(b"v%d" % i), leader_epoch=0)
+    log.maybe_increment_high_watermark(3)  # 3 and 4 are not replicated yet
+    lm.checkpoint_high_watermarks()
+    assert OffsetCheckpointFile(tmp_path / "d" / REPLICATION_OFFSET_CHECKPOINT).read() == {
+        ("orders", 0): 3}
+    # A crash: the unreplicated tail is in the log, but not committed.
+    crashed = manager([tmp_path / "d"], clock)
+    restored = crashed.get_log("orders", 0)
+    assert restored is not None
+    assert (restored.log_end_offset, restored.high_watermark) == (5, 3)
+    crashed.shutdown()  # a clean shutdown writes the HW too, and it is still 3
+    clean = manager([tmp_path / "d"], clock)
+    again = clean.get_log("orders", 0)
+    assert again is not None and (again.log_end_offset, again.high_watermark) == (5, 3)
+    clean.shutdown()
+
+
+def test_without_a_high_watermark_checkpoint_the_log_start_is_the_high_watermark(
+        tmp_path: Path) -> None:
+    clock = ManualClock()
+    lm = manager([tmp_path / "d"], clock)
+    log = lm.get_or_create_log("t", 0)
+    for i in range(3):
+        log.append_as_leader(batch(b"x%d" % i), leader_epoch=0)
+    log.maybe_increment_high_watermark(3)
+    lm.shutdown()
+    (tmp_path / "d" / REPLICATION_OFFSET_CHECKPOINT).unlink()
+    lm2 = manager([tmp_path / "d"], clock)
+    log2 = lm2.get_log("t", 0)
+    assert log2 is not None and (log2.log_end_offset, log2.high_watermark) == (3, 0)
+    lm2.shutdown()
