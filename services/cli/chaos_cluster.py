@@ -134,7 +134,8 @@ class ChaosBroker:
         self.starts += 1
         self.paused = False
         with self.log_path.open("ab") as log:
-            log.write(f"\n===== start #{self.starts} =====\n".encode())
+            log.write(f"\n===== start #{self.starts} at {time.strftime('%H:%M:%S')} "
+                      f"=====\n".encode())
             log.flush()
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
                                             stderr=subprocess.STDOUT, cwd=self.workdir, env=env,

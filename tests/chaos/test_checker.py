@@ -1,7 +1,11 @@
-"""The campaign's checker (``strata.cli.chaos_checker``) on hand-made histories: no processes."""
+"""The campaign's checker (``strata.cli.chaos_checker``) and verdict (``CampaignReport``) on
+hand-made histories: no processes."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from strata.cli.chaos_campaign import CampaignConfig, CampaignReport
 from strata.cli.chaos_checker import (
     Delivery,
     ReplicaRead,
@@ -11,6 +15,7 @@ from strata.cli.chaos_checker import (
     make_value,
     parse_value,
 )
+from strata.cli.chaos_nemesis import FaultKind, FaultRecord
 
 
 def v(producer: int, sequence: int, incarnation: int = 0) -> bytes:
@@ -136,3 +141,16 @@ def test_checks_not_run_are_reported_as_not_checked() -> None:
     deliveries, read = clean_history()
     result = check(deliveries, read)
     assert not result.replicas_checked and not result.group_checked
+
+
+def test_the_report_passes_only_when_every_check_ran_and_found_nothing(tmp_path: Path) -> None:
+    deliveries, read = clean_history()
+    config = CampaignConfig(workdir=tmp_path, seed=1, faults=1, kinds=[FaultKind.KILL_ALL])
+    clean = check(deliveries, read, [], [], {0: 3, 1: 2}, {d.value for d in deliveries})
+    assert CampaignReport(config, [FaultRecord(0, FaultKind.KILL_ALL)], clean).ok()
+    assert not CampaignReport(config, [], clean, aborted="broker 1 did not restart").ok()
+    assert not CampaignReport(config, [], clean, read_complete=False).ok()
+    assert not CampaignReport(config, [], check(deliveries, read)).ok()  # checks not run
+    rows = dict(CampaignReport(config, [FaultRecord(0, FaultKind.KILL_ALL)], clean)
+                .summary_rows())
+    assert rows["faults: kill-all"] == "1" and rows["lost"] == "0"
