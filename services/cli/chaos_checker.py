@@ -17,6 +17,9 @@ Definitions (a record is *acknowledged* when its delivery report carried no erro
 * **wrong offset** — an acknowledged value that the full read contains, but not at the
   partition and offset its delivery report named (the broker acknowledged one offset and the
   log holds the record at another: a consumer that stored the offset reads something else).
+  A report without an offset (librdkafka's idempotent producer acknowledges a batch whose
+  request timed out once a later batch of the partition succeeds, offset unknown) is only
+  counted as *acknowledged without offset* (informational): it can be lost, never misplaced.
 * **reordered** — per producer incarnation per partition, in offset order of the full read
   (first copies only), a record whose sequence number is smaller than one before it.
 * **fatal producer errors** — librdkafka errors with ``fatal() == True`` (the idempotent
@@ -62,10 +65,11 @@ def parse_value(value: bytes | None) -> ValueId | None:
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
-    """One successful delivery report: the broker acknowledged ``value`` at (partition, offset)."""
+    """One successful delivery report: the broker acknowledged ``value`` at (partition, offset);
+    ``offset`` None when librdkafka did not learn it."""
 
     partition: int
-    offset: int
+    offset: int | None
     value: bytes
 
 
@@ -101,6 +105,7 @@ class CheckResult:
     fatal_errors: list[str] = field(default_factory=list)
     divergent: dict[int, list[str]] = field(default_factory=dict)
     group_misses: list[Delivery] = field(default_factory=list)
+    without_offset: int = 0
     group_checked: bool = False
     replicas_checked: bool = False
 
@@ -117,6 +122,7 @@ class CheckResult:
         """The table's correctness columns, in order."""
         return {
             "acknowledged": self.acknowledged,
+            "acknowledged without offset": self.without_offset,
             "read": self.read,
             "lost": len(self.lost),
             "duplicated": self.duplicate_copies,
@@ -200,9 +206,12 @@ def check(deliveries: Sequence[Delivery], read: Sequence[StoredRecord],
     places = places_by_value(read)
     for delivery in deliveries:
         where = places.get(delivery.value)
+        if delivery.offset is None or delivery.offset < 0:
+            result.without_offset += 1
         if not where:
             result.lost.append(delivery)
-        elif (delivery.partition, delivery.offset) not in where:
+        elif delivery.offset is not None and delivery.offset >= 0 \
+                and (delivery.partition, delivery.offset) not in where:
             result.wrong_offset.append((delivery, list(where)))
     copies = Counter({value: len(where) for value, where in places.items()})
     result.duplicated = [(value, places[value]) for value, n in copies.items() if n > 1]

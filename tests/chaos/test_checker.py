@@ -41,9 +41,9 @@ def test_a_clean_history_counts_nothing() -> None:
     result = check(deliveries, read, [], [], {0: 3, 1: 2}, {d.value for d in deliveries})
     assert result.ok()
     assert result.counters() == {
-        "acknowledged": 5, "read": 5, "lost": 0, "duplicated": 0, "reordered": 0,
-        "wrong offset": 0, "fatal producer errors": 0, "divergent partitions": 0,
-        "group misses": 0}
+        "acknowledged": 5, "acknowledged without offset": 0, "read": 5, "lost": 0,
+        "duplicated": 0, "reordered": 0, "wrong offset": 0, "fatal producer errors": 0,
+        "divergent partitions": 0, "group misses": 0}
 
 
 def test_an_acknowledged_record_missing_from_the_read_is_lost() -> None:
@@ -78,6 +78,16 @@ def test_a_record_only_at_another_offset_is_acknowledged_at_the_wrong_offset() -
     result = check(deliveries, read)
     assert [(d.value, places) for d, places in result.wrong_offset] == [(v(0, 2), [(0, 3)])]
     assert result.lost == []
+
+
+def test_a_report_without_offset_is_not_misplaced_but_can_be_lost() -> None:
+    deliveries, read = clean_history()
+    deliveries += [Delivery(1, None, v(0, 3)), Delivery(1, None, v(0, 4))]
+    read.append(StoredRecord(1, 2, v(0, 3)))
+    result = check(deliveries, read)
+    assert result.without_offset == 2
+    assert result.wrong_offset == []
+    assert [d.value for d in result.lost] == [v(0, 4)]
 
 
 def test_a_smaller_sequence_after_a_larger_one_of_the_same_producer_is_reordered() -> None:
