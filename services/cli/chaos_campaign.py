@@ -96,6 +96,10 @@ class CampaignReport:
         """(measure, value) rows of the summary table."""
         rows = [(f"faults: {kind}", str(n)) for kind, n in sorted(self.faults_by_kind().items())]
         rows.append(("faults: total", str(len(self.faults))))
+        rows.append(("faults: not healthy 90 s after healing",
+                     str(sum(1 for f in self.faults if f.healed_s is None))))
+        rows.append(("SIGTERMed brokers that needed SIGKILL (30 s)",
+                     str(sum(len(f.forced) for f in self.faults))))
         rows += [(name, str(value)) for name, value in self.result.counters().items()]
         if not self.result.replicas_checked:
             rows.append(("divergent partitions", "not checked"))
@@ -112,7 +116,8 @@ class CampaignReport:
             "faults_by_kind": self.faults_by_kind(), "counters": r.counters(),
             "failed_deliveries": self.failed_deliveries, "group_reopens": self.group_reopens,
             "faults": [{"index": f.index, "kind": str(f.kind), "victims": f.victims,
-                        "notes": f.notes, "started": f.started, "healed_s": f.healed_s}
+                        "notes": f.notes, "started": f.started, "healed_s": f.healed_s,
+                        "forced": f.forced}
                        for f in self.faults],
             "evidence": {
                 "lost": [vars_of(d) for d in r.lost[:EVIDENCE_CAP]],

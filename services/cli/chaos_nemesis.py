@@ -103,6 +103,7 @@ class FaultRecord:
     notes: list[str] = field(default_factory=list)
     started: float = 0.0
     healed_s: float | None = None  # from heal to healthy; None: not healthy in time
+    forced: list[int] = field(default_factory=list)  # SIGTERMed brokers that needed SIGKILL
 
 
 class NetworkCuts(Protocol):
@@ -182,6 +183,7 @@ class Nemesis:
             unclean = {i: c for i, c in codes.items() if c != 0}
             if unclean:
                 record.notes.append(f"SIGTERM exit codes not 0: {unclean}")
+                record.forced = sorted(i for i, c in unclean.items() if c == -signal.SIGKILL)
             time.sleep(fault.hold_s)
             self._restart(list(brokers.values()))
         elif kind in (FaultKind.DAMAGE_KILL, FaultKind.DAMAGE_TERM):
@@ -193,6 +195,8 @@ class Nemesis:
                 code = broker.terminate()
                 if code != 0:
                     record.notes.append(f"SIGTERM exit code {code}")
+                    if code == -signal.SIGKILL:
+                        record.forced = [victim]
             else:
                 broker.kill()
             mode = rng.choice(["truncate", "corrupt"])
