@@ -6,8 +6,10 @@ partition led again before the next gap. Kinds (``FaultKind``):
 
 ``kill-leader`` kill -9 the leader of a random partition; ``kill-random`` kill -9 a random
 broker; ``kill-controller`` kill -9 the controller; ``kill-two`` kill -9 two random brokers;
-``kill-all`` kill -9 every broker (then restart all); ``pause`` SIGSTOP a random broker for the
-pause hold, then SIGCONT; ``term-all`` SIGTERM every broker at once (graceful), restart all;
+``kill-all`` kill -9 every broker; ``pause`` SIGSTOP a random broker for the pause hold, then
+SIGCONT; ``term-all`` SIGTERM every broker at once (graceful). After ``kill-two``, ``kill-all``
+and ``term-all`` the brokers restart all at once or, half of the time, one at a time in a random
+order (the first ones back decide leadership and ISRs without the others);
 ``damage-kill`` kill -9 a random broker, damage its unflushed segment tail (torn write or a
 flipped byte, ``chaos_segments.damage_tail``), restart; ``damage-term`` SIGTERM a random broker,
 cut whole batches off a segment's end, restart; ``partition-leader`` (network namespaces only)
@@ -170,7 +172,7 @@ class Nemesis:
             for i in ids:
                 brokers[i].kill()  # reap
             time.sleep(fault.hold_s)
-            self._restart([brokers[i] for i in ids])
+            self._restart([brokers[i] for i in ids], rng, record)
         elif kind == FaultKind.PAUSE:
             victim = rng.choice(self._ids())
             record.victims = [victim]
@@ -185,7 +187,7 @@ class Nemesis:
                 record.notes.append(f"SIGTERM exit codes not 0: {unclean}")
                 record.forced = sorted(i for i, c in unclean.items() if c == -signal.SIGKILL)
             time.sleep(fault.hold_s)
-            self._restart(list(brokers.values()))
+            self._restart(list(brokers.values()), rng, record)
         elif kind in (FaultKind.DAMAGE_KILL, FaultKind.DAMAGE_TERM):
             victim = rng.choice(self._ids())
             record.victims = [victim]
@@ -224,9 +226,23 @@ class Nemesis:
                  + (f" ({'; '.join(record.notes)})" if record.notes else ""))
         return record
 
-    def _restart(self, victims: Sequence[ChaosBroker]) -> None:
-        for broker in victims:
-            if not broker.is_running():
+    def _restart(self, victims: Sequence[ChaosBroker], rng: random.Random | None = None,
+                 record: FaultRecord | None = None) -> None:
+        """Start the stopped ``victims``: all at once, or (given an RNG, half of the time) one
+        at a time in a random order, each ready before the next starts, so the first ones back
+        run for a while without the others (leadership and ISR decisions with part of the
+        cluster)."""
+        stopped = [b for b in victims if not b.is_running()]
+        if rng is not None and len(stopped) > 1 and rng.random() < 0.5:
+            rng.shuffle(stopped)
+            if record is not None:
+                record.notes.append("restarted one at a time: "
+                                    + ", ".join(str(b.node_id) for b in stopped))
+            for broker in stopped:
                 broker.spawn()
-        for broker in victims:
+                broker.wait_ready()
+            return
+        for broker in stopped:
+            broker.spawn()
+        for broker in stopped:
             broker.wait_ready()
