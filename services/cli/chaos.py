@@ -60,6 +60,17 @@ def parse_kinds(text: str) -> list[FaultKind]:
     return kinds
 
 
+def parse_settings(items: list[str]) -> dict[str, str]:
+    """``["k=v", ...]`` → ``{"k": "v"}``; ``CliError`` naming a malformed item."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--broker-config {item!r}: expected KEY=VALUE", exit_code=EXIT_USAGE)
+        out[key.strip()] = value.strip()
+    return out
+
+
 def print_report(report: CampaignReport) -> None:
     """The summary table on stdout, then the evidence of every non-zero counter."""
     print_table(["MEASURE", "VALUE"], report.summary_rows())
@@ -107,6 +118,10 @@ def run(
                                         help="Records per second per producer.")] = 100.0,
     run_dir: Annotated[Path | None, typer.Option("--dir", help="Run directory (default: a "
                                                   "new temp dir).")] = None,
+    broker_config: Annotated[list[str] | None, typer.Option(
+        "--broker-config", metavar="KEY=VALUE",
+        help="A broker setting over the campaign's (e.g. broker.session.timeout.ms=9000, "
+             "the default users get). Repeatable.")] = None,
 ) -> None:
     """Start a local cluster, inject faults under load, heal, and check every acknowledged
     record (exit 0 only when every counter is zero)."""
@@ -114,6 +129,7 @@ def run(
 
     with reported_errors(ctx):
         wanted = parse_kinds(kinds)
+        overrides = parse_settings(broker_config or [])
         netns_ok, why = (False, "no network-partition kind asked for")
         if any(k in NETWORK_KINDS for k in wanted):
             netns_ok, why = netns_available()
@@ -126,7 +142,8 @@ def run(
         workdir = run_dir or Path(tempfile.mkdtemp(prefix="strata-chaos-"))
         config = CampaignConfig(workdir=workdir.resolve(), seed=seed, faults=faults,
                                 kinds=playable, brokers=brokers, partitions=partitions,
-                                rate=rate, timing=QUICK_TIMING if quick else Timing())
+                                rate=rate, timing=QUICK_TIMING if quick else Timing(),
+                                broker_config=overrides)
         print(f"seed {seed}; run directory {config.workdir}", file=sys.stderr)
         with progress(bar=True) as bar:
             task = bar.add_task("faults", total=faults)

@@ -24,7 +24,7 @@ import json
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,6 +71,7 @@ class CampaignConfig:
     timing: Timing = field(default_factory=Timing)
     group_reopen_s: float = 15.0
     time_budget_s: float | None = None  # no fault is started after this many seconds
+    broker_config: Mapping[str, str] = field(default_factory=dict)  # over CAMPAIGN_CONFIG
 
 
 @dataclass
@@ -154,7 +155,8 @@ def run_campaign(config: CampaignConfig, store_url: str | None = None,
     store = store_url or f"sqlite:///{workdir / 'meta.db'}"
     cluster = ChaosCluster(workdir, store, config.brokers,
                            hosts=network.hosts if network else None,
-                           netns=network.namespaces if network else None)
+                           netns=network.namespaces if network else None,
+                           overrides=config.broker_config)
     plan = plan_faults(config.seed, config.faults, config.kinds, config.timing)
     nemesis_log = (workdir / "nemesis.log").open("a", encoding="utf-8")
 

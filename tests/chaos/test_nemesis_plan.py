@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from strata.cli.chaos import parse_kinds
+from strata.cli.chaos import parse_kinds, parse_settings
 from strata.cli.chaos_campaign import kinds_available
 from strata.cli.chaos_nemesis import (
     NETWORK_KINDS,
@@ -119,3 +119,10 @@ def test_a_replica_read_decodes_every_record_below_the_limit(tmp_path: Path) -> 
     segment = write_log(tmp_path, batches=4, recovery_point=0, clean=False)
     records = read_replica(segment.parent, 7)
     assert records == {o: b"value-%d" % o for o in range(7)}
+
+
+def test_broker_settings_parse_as_key_value_pairs() -> None:
+    assert parse_settings(["broker.session.timeout.ms=9000", " a = b "]) == {
+        "broker.session.timeout.ms": "9000", "a": "b"}
+    with pytest.raises(CliError, match="expected KEY=VALUE"):
+        parse_settings(["broker.session.timeout.ms"])
