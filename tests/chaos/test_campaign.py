@@ -23,9 +23,10 @@ from strata.cli.chaos_netns import netns_support, network_campaign
 SEED = 20261126
 FAULTS = 30
 # Shorter than ``--quick``: a restart costs a broker 3-6 s on a busy 2-core machine, so this is
-# what fits 30 faults and the checks in 5 minutes. A pause still outlasts
-# replica.lag.time.max.ms (2 s), so the ISR shrinks; a network cut outlasts the 3 s session.
-TEST_TIMING = Timing(gap=(0.1, 0.4), hold=(0.2, 0.8), pause=(3.2, 4.5))
+# what fits 30 faults and the checks in 5 minutes. A stopped broker is back well inside its 9 s
+# session; a pause outlasts replica.lag.time.max.ms (2 s), so the ISR shrinks; a network cut
+# outlasts the session, so leadership moves.
+TEST_TIMING = Timing(gap=(0.1, 0.4), hold=(0.2, 0.8), pause=(3.2, 4.5), cut=(9.5, 11.0))
 BUDGET_S = 240.0  # no fault starts after this; the checks take about 10-30 s more
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
