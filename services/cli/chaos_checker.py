@@ -22,8 +22,9 @@ Definitions (a record is *acknowledged* when its delivery report carried no erro
   counted as *acknowledged without offset* (informational): it can be lost, never misplaced.
 * **reordered** — per producer incarnation per partition, in offset order of the full read
   (first copies only), a record whose sequence number is smaller than one before it.
-* **fatal producer errors** — librdkafka errors with ``fatal() == True`` (the idempotent
-  producer's OUT_OF_ORDER_SEQUENCE_NUMBER "sequence desynchronization", fencing, ...).
+* **fatal producer errors** — producer incarnations that hit a librdkafka error with
+  ``fatal() == True`` (the idempotent producer's OUT_OF_ORDER_SEQUENCE_NUMBER "sequence
+  desynchronization", fencing, ...); the workload reports one per incarnation.
 * **divergent partitions** — partitions where some in-sync replica's records below the high
   watermark differ from the leader's read (a missing offset, another value at an offset).
 * **group misses** — acknowledged values the consumer group never consumed (at-least-once).

@@ -7,8 +7,9 @@ Owns three kinds of client thread and what they observed:
   steady rate. Every delivery report is appended to ``deliveries.jsonl`` in the run directory
   (producer, incarnation, sequence, partition, offset, error) and successful ones are kept as
   ``Delivery``s. A fatal librdkafka error (``KafkaError.fatal()``: the idempotent producer's
-  OUT_OF_ORDER_SEQUENCE_NUMBER "sequence desynchronization", ...) is recorded and the producer
-  replaced by a new incarnation (a fatal producer accepts nothing more).
+  OUT_OF_ORDER_SEQUENCE_NUMBER "sequence desynchronization", ...) is recorded once per
+  incarnation and the producer replaced by a new incarnation (a fatal producer accepts nothing
+  more).
 * ``GroupConsumer`` — one member of a consumer group reading and committing through the faults,
   closed and reopened every ``reopen_s`` so it resumes from its committed offsets; every value it
   consumed is kept (the at-least-once check).
@@ -117,16 +118,14 @@ class ProducerWorker(threading.Thread):
         self.stopping = threading.Event()
         self.incarnation = 0
         self._fatal_seen = threading.Event()
+        self._fatal_incarnations: set[int] = set()
 
     def _new_producer(self) -> Any:
         from confluent_kafka import Producer
 
         def on_error(error: Any) -> None:
             if error.fatal():
-                with self.lock:
-                    self.observed.fatal.append(f"producer {self.index} incarnation "
-                                               f"{self.incarnation}: {error.name()}: {error.str()}")
-                self._fatal_seen.set()
+                self._record_fatal(self.incarnation, f"{error.name()}: {error.str()}")
 
         return Producer({"bootstrap.servers": self.bootstrap, **PRODUCER_CONFIG,
                          "client.id": f"chaos-producer-{self.index}", "error_cb": on_error,
@@ -143,12 +142,19 @@ class ProducerWorker(threading.Thread):
             else:
                 entry["error"] = error.name()
                 self.observed.failed[error.name()] = self.observed.failed.get(error.name(), 0) + 1
-                if error.fatal():
-                    self.observed.fatal.append(f"producer {self.index} incarnation "
-                                               f"{incarnation} delivery: {error.name()}: "
-                                               f"{error.str()}")
-                    self._fatal_seen.set()
         self.log.write(entry)
+        if error is not None and error.fatal():
+            self._record_fatal(incarnation, f"{error.name()}: {error.str()} (delivery report)")
+
+    def _record_fatal(self, incarnation: int, what: str) -> None:
+        """One fatal error per incarnation (the first one librdkafka reports: error callback,
+        delivery report or ``produce()``), and the producer marked for replacement."""
+        with self.lock:
+            if incarnation not in self._fatal_incarnations:
+                self._fatal_incarnations.add(incarnation)
+                self.observed.fatal.append(
+                    f"producer {self.index} incarnation {incarnation}: {what}")
+        self._fatal_seen.set()
 
     def run(self) -> None:
         producer = self._new_producer()
@@ -174,9 +180,8 @@ class ProducerWorker(threading.Thread):
                 producer.poll(0.1)
                 continue
             except Exception as exc:  # noqa: BLE001 - KafkaException: fatal state, replace it
-                with self.lock:
-                    self.observed.fatal.append(f"producer {self.index} produce(): {exc}")
-                self._fatal_seen.set()
+                producer.poll(0)  # the error callback names the fatal error itself
+                self._record_fatal(incarnation, f"produce(): {exc}")
                 continue
             sequence += 1
             with self.lock:
