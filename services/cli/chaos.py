@@ -149,7 +149,7 @@ def run(
             task = bar.add_task("faults", total=faults)
 
             def say(line: str) -> None:
-                bar.console.print(line, markup=False, highlight=False)
+                bar.console.print(line, markup=False, highlight=False, soft_wrap=True)
                 if line.startswith("fault "):
                     bar.advance(task)
 
