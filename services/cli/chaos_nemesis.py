@@ -12,9 +12,11 @@ and ``term-all`` the brokers restart all at once or, half of the time, one at a 
 order (the first ones back decide leadership and ISRs without the others);
 ``damage-kill`` kill -9 a random broker, damage its unflushed segment tail (torn write or a
 flipped byte, ``chaos_segments.damage_tail``), restart; ``damage-term`` SIGTERM a random broker,
-cut whole batches off a segment's end, restart; ``partition-leader`` (network namespaces only)
-cut the leader of a random partition off from the other brokers, the metadata store and the
-clients, then heal; ``partition-random`` the same for a random broker.
+cut whole batches off a segment's end, restart (both only on a partition whose ISR, just before
+the stop, holds another broker: the acknowledged copy Kafka promises to keep);
+``partition-leader`` (network namespaces only) cut the leader of a random partition off from
+the other brokers, the metadata store and the clients, then heal; ``partition-random`` the
+same for a random broker.
 
 Reproducibility: ``plan_faults(seed, ...)`` is pure — the kinds, holds, gaps and each fault's
 own RNG seed come from ``random.Random(seed)``; the victims are drawn from that per-fault RNG
@@ -195,6 +197,10 @@ class Nemesis:
             record.victims = [victim]
             broker = brokers[victim]
             clean = kind == FaultKind.DAMAGE_TERM
+            # Only partitions with another in-sync replica may lose this replica's tail.
+            view = self.cluster.view(self.topic)
+            eligible = {p for p, state in view.partitions.items()
+                        if set(state.isr) - {victim}} if view is not None else set()
             if clean:
                 code = broker.terminate()
                 if code != 0:
@@ -205,7 +211,7 @@ class Nemesis:
                 broker.kill()
             mode = rng.choice(["truncate", "corrupt"])
             record.notes.append(damage_tail(Path(broker.config["log.dirs"]), self.topic, rng,
-                                            clean=clean, mode=mode))
+                                            clean=clean, mode=mode, eligible=eligible))
             time.sleep(fault.hold_s)
             self._restart([broker])
         elif kind in NETWORK_KINDS:

@@ -19,6 +19,11 @@ Owns two things done to the ``<topic>-<partition>/`` directories of a broker's `
 * ``read_replica`` — every record of one replica below a given offset, decoded from its
   segments with ``strata.storage``'s batch and record grammar (the divergence check).
 
+The caller (``chaos_nemesis``) passes as ``eligible`` only partitions whose ISR holds another
+broker than the damaged one: Kafka's promise is that an acknowledged record survives while one
+in-sync replica keeps it intact, so damaging the only in-sync copy would test nothing Kafka
+promises (measured: after ``term-all`` the ISR is briefly the one broker that stopped last).
+
 Nothing here runs against a live broker's files except ``read_replica`` after the campaign
 stopped every broker. ``random.Random`` is passed in so a run is reproducible from its seed.
 """
@@ -26,6 +31,7 @@ stopped every broker. ``random.Random`` is passed in so a run is reproducible fr
 from __future__ import annotations
 
 import random
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,16 +102,18 @@ def recovery_point(log_dir: Path, topic: str, partition: int) -> int:
 
 
 def damage_tail(log_dir: Path, topic: str, rng: random.Random, *, clean: bool,
-                mode: str = "truncate") -> str:
-    """Damage the active segment of one of ``topic``'s partitions (see the module docstring);
-    returns what was done, or why nothing was."""
+                mode: str = "truncate", eligible: Collection[int] | None = None) -> str:
+    """Damage the active segment of one of ``topic``'s partitions (see the module docstring),
+    only among ``eligible`` partitions when given; returns what was done, or why nothing was."""
     candidates = []
     for partition, path in sorted(partition_dirs(log_dir, topic).items()):
+        if eligible is not None and partition not in eligible:
+            continue
         segments = segment_files(path)
         if segments and segments[-1].stat().st_size > 0:
             candidates.append((partition, segments[-1]))
     if not candidates:
-        return "no non-empty segment to damage"
+        return "no eligible non-empty segment to damage"
     partition, segment = rng.choice(candidates)
     data = segment.read_bytes()
     batches = whole_batches(data)

@@ -126,3 +126,12 @@ def test_broker_settings_parse_as_key_value_pairs() -> None:
         "broker.session.timeout.ms": "9000", "a": "b"}
     with pytest.raises(CliError, match="expected KEY=VALUE"):
         parse_settings(["broker.session.timeout.ms"])
+
+
+def test_only_eligible_partitions_are_damaged(tmp_path: Path) -> None:
+    segment = write_log(tmp_path, batches=4, recovery_point=0, clean=False)
+    before = segment.read_bytes()
+    note = damage_tail(tmp_path, TOPIC, random.Random(1), clean=False, eligible={1, 2})
+    assert "no eligible" in note and segment.read_bytes() == before
+    damage_tail(tmp_path, TOPIC, random.Random(1), clean=False, eligible={0})
+    assert segment.read_bytes() != before
