@@ -6,10 +6,6 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-# Folder -> import-name symlinks so mypy sees strata.* (see [tool.mypy] in pyproject.toml).
-TYPECHECK := build/typecheck/strata
-PKG_LINKS := storage:storage protocol:services/protocol broker:services/broker cli:services/cli \
-	metadata:services/metadata admin:services/admin operator:operator
 
 .PHONY: install test lint typecheck unit run bench clean
 
@@ -25,11 +21,6 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 typecheck: $(STAMP)
-	@mkdir -p $(TYPECHECK)
-	@for pair in $(PKG_LINKS); do \
-	  name=$${pair%%:*}; dir=$${pair#*:}; \
-	  ln -sfn "$(CURDIR)/$$dir" "$(TYPECHECK)/$$name"; \
-	done
 	$(BIN)/mypy
 
 test: lint typecheck node-deps etcd prometheus

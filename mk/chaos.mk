@@ -1,4 +1,4 @@
-# Issue 16's fault campaign (services/cli/chaos*.py, tests/chaos): 3 brokers on one metadata store
+# Issue 16's fault campaign (services/strata/cli/chaos*.py, tests/chaos): 3 brokers on one metadata store
 # under three idempotent acks=all producers and a consumer group while a nemesis kills, pauses,
 # SIGTERMs, damages segments of and (as root, on etcd) network-partitions them; then the delivery
 # reports are checked against a full read and every replica's files (docs/chaos.md). `make test`

@@ -17,6 +17,3 @@ bench-spark: $(STAMP) java
 	$(BIN)/python bench/spark_read.py
 
 bench: bench-spark
-
-# mypy checks strata.spark too (see [tool.mypy] packages in pyproject.toml).
-PKG_LINKS += spark:spark

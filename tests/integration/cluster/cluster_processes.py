@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strata.broker.broker_client import BrokerClient, BrokerUnavailableError
+from strata.broker.network.broker_client import BrokerClient, BrokerUnavailableError
 from strata.protocol.api_keys import ApiKey
 
 from ..broker_process import BrokerProcess

@@ -12,7 +12,7 @@ from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition
 
-from strata.broker.metadata_publisher import read_partition_topic_id
+from strata.broker.cluster.metadata_publisher import read_partition_topic_id
 
 from ..broker_process import BrokerProcess
 from .cluster_processes import BackgroundProducer, ClusterProcesses, read_all

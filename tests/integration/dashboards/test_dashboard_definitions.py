@@ -8,8 +8,8 @@ from pathlib import Path
 
 from prometheus_client.metrics_core import Metric
 
-from strata.broker.metrics import BrokerMetrics
-from strata.broker.replica_manager import ReplicaManager
+from strata.broker.metrics.broker_metrics import BrokerMetrics
+from strata.broker.replication.replica_manager import ReplicaManager
 from strata.storage.clock import SystemClock
 from strata.storage.log_manager import LogManager
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from strata.broker.broker_client import BrokerClient
-from strata.broker.security.listeners import ClientSecurity
+from strata.broker.network.broker_client import BrokerClient
+from strata.broker.network.listeners import ClientSecurity
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 

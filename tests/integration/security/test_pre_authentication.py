@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strata.broker.handlers import build_registry
-from strata.broker.security.session import PRE_AUTH_APIS
+from strata.broker.network.security_session import PRE_AUTH_APIS
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 

@@ -28,8 +28,8 @@ from confluent_kafka.admin import (
 )
 from kafka import KafkaConsumer, KafkaProducer
 
-from strata.broker.broker_client import BrokerClient
-from strata.broker.security.listeners import ClientSecurity
+from strata.broker.network.broker_client import BrokerClient
+from strata.broker.network.listeners import ClientSecurity
 from strata.broker.security.scram import salted_password
 from strata.protocol import RequestHeader, build_request, decode_response, encode_request
 from strata.protocol.api_keys import ApiKey

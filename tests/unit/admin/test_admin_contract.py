@@ -7,13 +7,14 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import httpx
 import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from strata.admin.app import create_app
 from strata.admin.kafka_gateway import AdminSettings
-from strata.admin.models import ConfigPatch, NewTopic, OffsetReset
+from strata.admin.models import MAX_PARTITIONS, ConfigPatch, NewTopic, OffsetReset
 from strata.admin.problems import PROBLEM_MEDIA_TYPE, status_for
 from strata.cli.main import app as cli
 
@@ -67,3 +68,26 @@ def test_cli_entry_points() -> None:
     module = subprocess.run([sys.executable, "-m", "strata.admin", "--help"],
                             capture_output=True, text=True, timeout=60, check=False)
     assert module.returncode == 0 and "--bootstrap-servers" in module.stdout
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/v1/topics", {"name": "x", "partitions": MAX_PARTITIONS + 1}),
+    ("/v1/topics", {"name": "x", "partitions": 10_001.0}),
+    ("/v1/topics", {"name": "x", "partitions": -2}),
+    ("/v1/topics/x/partitions", {"count": MAX_PARTITIONS + 1}),
+    ("/v1/topics/x/partitions", {"count": 0}),
+])
+async def test_absurd_partition_counts_are_refused_before_any_kafka_request(
+    path: str, body: dict[str, object]
+) -> None:
+    """Issue 16: 10,001 partitions (or an impossible count) is a 4xx problem naming the field;
+    no broker is reachable here, so a request that reached Kafka would fail otherwise."""
+    app = create_app(AdminSettings("127.0.0.1:1", 1.0))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://admin.test") as client:
+        response = await client.post(path, json=body)
+    assert response.status_code == 422
+    assert response.headers["content-type"] == PROBLEM_MEDIA_TYPE
+    problem = response.json()
+    assert problem["status"] == 422 and problem["detail"]
+    assert any(("partitions" in e["loc"] or "count" in e["loc"]) for e in problem["errors"])

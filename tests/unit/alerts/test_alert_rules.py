@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from strata.broker.metrics import BrokerMetrics
+from strata.broker.metrics.broker_metrics import BrokerMetrics
 
 ALERTS = Path(__file__).resolve().parents[3] / "charts" / "strata" / "files" / "alerts"
 RULES = ALERTS / "strata-alerts.yaml"

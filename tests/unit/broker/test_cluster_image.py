@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from strata.broker import cluster_image as ci
+from strata.broker.cluster import image as ci
 
 
 def test_values_round_trip() -> None:

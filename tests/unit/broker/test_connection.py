@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from strata.broker.connection import (
+from strata.broker.handlers import build_registry
+from strata.broker.network.connection import (
     Handler,
     KafkaConnection,
     RequestContext,
     RequestQueueLimit,
     Response,
 )
-from strata.broker.handlers import build_registry
 from strata.broker.server import BrokerState
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.codec import decode_response, encode_request

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from strata.broker.delayed_operation import DelayedFetch, Purgatory
+from strata.broker.replication.delayed_operation import DelayedFetch, Purgatory
 
 
 async def test_notify_wakes_every_watcher_of_the_key_only() -> None:

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from strata.broker.connection import Response
 from strata.broker.handlers.fetch import handle
+from strata.broker.network.connection import Response
 from strata.broker.server import BrokerState
 from strata.protocol import ApiKey
 from strata.protocol.messages import decode_response_body

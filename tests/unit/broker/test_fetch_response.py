@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from strata.broker.connection import Response
-from strata.broker.fetch_response import encode_fetch_response
-from strata.broker.replica_manager import FetchPartitionResult
+from strata.broker.network.connection import Response
+from strata.broker.network.fetch_response import encode_fetch_response
+from strata.broker.replication.replica_manager import FetchPartitionResult
 from strata.protocol import ApiKey, build_response
 from strata.protocol.messages import encode_body
 from strata.storage.file_records import FileSlice

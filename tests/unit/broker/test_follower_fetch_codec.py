@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from strata.broker.fetch_response import encode_fetch_response
-from strata.broker.follower_fetch_codec import (
+from strata.broker.network.fetch_response import encode_fetch_response
+from strata.broker.replication.follower_fetch_codec import (
     FetchPosition,
     encode_fetch_request,
     read_fetch_response,
 )
-from strata.broker.replica_manager import FetchPartitionResult
+from strata.broker.replication.replica_manager import FetchPartitionResult
 from strata.protocol import ApiKey, ErrorCode, build_request, build_response
 from strata.protocol.messages import decode_response_body, encode_body
 

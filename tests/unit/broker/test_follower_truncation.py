@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from strata.broker.follower_truncation import Truncation, truncation_for
+from strata.broker.replication.follower_truncation import Truncation, truncation_for
 
 FOLLOWER_EPOCHS = [(0, 0), (2, 10), (4, 20)]
 LEO, HW = 30, 25

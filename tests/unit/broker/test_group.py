@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from strata.broker.group import ClassicGroup, OffsetAndMetadata, consumer_subscription_topics
-from strata.broker.group_member import GroupMember, JoinGroupResult, SyncGroupResult
-from strata.broker.group_state import GroupState
+from strata.broker.group.classic_group import (
+    ClassicGroup,
+    OffsetAndMetadata,
+    consumer_subscription_topics,
+)
+from strata.broker.group.member import GroupMember, JoinGroupResult, SyncGroupResult
+from strata.broker.group.state import GroupState
 from strata.protocol.error_codes import ErrorCode
 from strata.storage.clock import ManualClock
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from strata.broker.group_metadata_manager import OFFSETS_TOPIC, partition_for
+from strata.broker.group.metadata_manager import OFFSETS_TOPIC, partition_for
 from strata.broker.handlers import (
     build_registry,
     delete_groups,

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from strata.broker.group import OffsetAndMetadata
-from strata.broker.group_metadata_codec import (
+from strata.broker.group.classic_group import OffsetAndMetadata
+from strata.broker.group.metadata_codec import (
     GroupMetadataKey,
     GroupMetadataValue,
     GroupRecordError,

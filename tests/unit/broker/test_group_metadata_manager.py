@@ -7,18 +7,18 @@ from typing import Any
 
 import pytest
 
-from strata.broker import group_metadata_manager as gmm
-from strata.broker.group import ClassicGroup, OffsetAndMetadata
-from strata.broker.group_member import GroupMember
-from strata.broker.group_metadata_codec import group_metadata_key, offset_commit_key
-from strata.broker.group_metadata_manager import (
+from strata.broker.group import metadata_manager as gmm
+from strata.broker.group.classic_group import ClassicGroup, OffsetAndMetadata
+from strata.broker.group.member import GroupMember
+from strata.broker.group.metadata_codec import group_metadata_key, offset_commit_key
+from strata.broker.group.metadata_manager import (
     OFFSETS_TOPIC,
     GroupMetadataManager,
     append_error,
     java_string_hashcode,
     partition_for,
 )
-from strata.broker.group_state import GroupState
+from strata.broker.group.state import GroupState
 from strata.protocol.error_codes import ErrorCode
 from strata.storage.clock import ManualClock
 

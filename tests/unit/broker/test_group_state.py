@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from strata.broker.group import ClassicGroup
-from strata.broker.group_member import JoinGroupResult, SyncGroupResult
-from strata.broker.group_membership import (
+from strata.broker.group.classic_group import ClassicGroup
+from strata.broker.group.member import JoinGroupResult, SyncGroupResult
+from strata.broker.group.membership import (
     GroupConfig,
     GroupMembership,
     JoinRequest,
     StoreCallback,
 )
-from strata.broker.group_state import (
+from strata.broker.group.state import (
     ANSWERS,
     VALID_PREVIOUS_STATES,
     Action,

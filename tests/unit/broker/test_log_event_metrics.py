@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from strata.broker.metrics import BrokerMetrics
+from strata.broker.metrics.broker_metrics import BrokerMetrics
 from strata.protocol import ApiKey
 from strata.storage.cleaner import CleanerStats
 from strata.storage.clock import ManualClock

@@ -7,16 +7,16 @@ import asyncio
 from pathlib import Path
 from typing import Any, cast
 
-from strata.broker.cluster_image import (
+from strata.broker.cluster.image import (
     BrokerRegistration,
     ClusterImage,
     PartitionRegistration,
     TopicRegistration,
 )
-from strata.broker.group_coordinator import GroupCoordinator
-from strata.broker.metadata_publisher import MetadataPublisher
-from strata.broker.replica_fetcher import LeaderEndpoint, ReplicaFetcherManager
-from strata.broker.replica_manager import ReplicaManager
+from strata.broker.cluster.metadata_publisher import MetadataPublisher
+from strata.broker.group.coordinator import GroupCoordinator
+from strata.broker.replication.replica_fetcher import LeaderEndpoint, ReplicaFetcherManager
+from strata.broker.replication.replica_manager import ReplicaManager
 from strata.storage.clock import SystemClock
 
 from .helpers import TOPIC_ID, batch, log_manager

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from strata.broker.connection import Response
 from strata.broker.handlers import fetch, produce
-from strata.broker.metrics import BrokerMetrics
-from strata.broker.partition import FetchIsolation
-from strata.broker.replica_manager import PartitionFetchInfo
+from strata.broker.metrics.broker_metrics import BrokerMetrics
+from strata.broker.network.connection import Response
+from strata.broker.replication.partition import FetchIsolation
+from strata.broker.replication.replica_manager import PartitionFetchInfo
 from strata.protocol import ApiKey, build_response
 from strata.storage.clock import ManualClock
 

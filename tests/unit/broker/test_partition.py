@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from strata.broker.partition import (
+from strata.broker.replication.partition import (
     FencedLeaderEpochError,
     FetchIsolation,
     NotEnoughReplicasError,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from strata.broker.cluster_image import NO_LEADER, BrokerRegistration, PartitionRegistration
-from strata.broker.partition_change import (
+from strata.broker.cluster.image import NO_LEADER, BrokerRegistration, PartitionRegistration
+from strata.broker.cluster.partition_change import (
     controlled_shutdown,
     leave_isr_on_restart,
     reassign,

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from strata.broker.connection import Response
 from strata.broker.handlers.produce import encode_produce_response, handle
-from strata.broker.replica_manager import PartitionAppendResult
+from strata.broker.network.connection import Response
+from strata.broker.replication.replica_manager import PartitionAppendResult
 from strata.broker.server import BrokerState
 from strata.protocol import ApiKey, build_response
 from strata.protocol.messages import decode_response_body, encode_body

@@ -18,14 +18,14 @@ import pytest
 
 from strata.broker.config import BrokerConfig
 from strata.broker.handlers.create_topics import TopicSpec, create_topic
-from strata.broker.partition import Partition
-from strata.broker.replica_fetcher import (
+from strata.broker.replication.partition import Partition
+from strata.broker.replication.replica_fetcher import (
     FetcherConfig,
     LeaderEndpoint,
     ReplicaFetcherManager,
     whole_batches,
 )
-from strata.broker.replica_manager import ReplicaManager
+from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.server import BrokerState, KafkaServer
 from strata.storage.clock import SystemClock
 

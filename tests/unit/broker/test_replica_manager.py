@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from strata.broker.partition import FetchIsolation
-from strata.broker.replica_manager import PartitionFetchInfo, ReplicaManager
+from strata.broker.replication.partition import FetchIsolation
+from strata.broker.replication.replica_manager import PartitionFetchInfo, ReplicaManager
 
 from .helpers import TOPIC_ID, batch, replica_manager
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from strata.broker.replica_placement import (
+from strata.broker.cluster.replica_placement import (
     PlacementBroker,
     PlacementError,
     assign_replicas,

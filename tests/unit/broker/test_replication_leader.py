@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from strata.broker.follower_state import FollowerState
-from strata.broker.partition import FetchIsolation, Partition
-from strata.broker.replica_manager import (
+from strata.broker.replication.follower_state import FollowerState
+from strata.broker.replication.partition import FetchIsolation, Partition
+from strata.broker.replication.replica_manager import (
     REQUEST_TIMED_OUT,
     PartitionFetchInfo,
     ReplicaManager,

@@ -17,7 +17,7 @@ from test_operator_builders import K8S_VERSION, OWNER  # same folder: on sys.pat
 from test_operator_crds import admitted, broker, validate
 
 from strata.broker.config import BrokerConfig
-from strata.broker.security.listeners import (
+from strata.broker.network.listeners import (
     enabled_mechanisms,
     inter_broker_listener_name,
     parse_jaas,

@@ -159,3 +159,20 @@ def test_error_codes_reach_the_wire() -> None:
                           error_code=ErrorCode.not_coordinator)
     data = encode_response(RequestHeader(ApiKey.HEARTBEAT, 3, 1, "c"), body)
     assert data[-2:] == struct.pack(">h", 16)
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_api_versions_error_other_than_unsupported_version_is_read_at_the_asked_version(
+    version: int,
+) -> None:
+    """Found by the live protocol fuzzer (issue 16): a v3 request with a bad software name is
+    answered INVALID_REQUEST in a v3 body (Kafka's rule), which the client side read as v0."""
+    from strata.protocol.api_versions import api_versions_response
+
+    header = RequestHeader(ApiKey.API_VERSIONS, version, 9, "c")
+    body = api_versions_response(version, SUPPORTED_VERSIONS, error_code=ErrorCode.invalid_request)
+    correlation_id, decoded = decode_response(encode_response(header, body)[4:],
+                                              ApiKey.API_VERSIONS, version)
+    assert correlation_id == 9
+    assert decoded.error_code == ErrorCode.invalid_request
+    assert len(decoded.api_keys) == len(SUPPORTED_VERSIONS)

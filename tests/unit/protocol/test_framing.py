@@ -143,7 +143,7 @@ def test_many_small_frames_in_one_large_feed() -> None:
     assert list(reader.frames()) == payloads
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
 @given(
     payloads=st.lists(st.binary(max_size=300), max_size=20),
     cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=30),

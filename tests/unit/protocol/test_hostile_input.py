@@ -123,14 +123,16 @@ def test_nullable_structs_are_scanned() -> None:
         assert decode_response_body(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, raw, 0) == body
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=200))
 def test_arbitrary_bytes_raise_only_protocol_errors(frame: bytes) -> None:
     with contextlib.suppress(InvalidRequest, UnsupportedVersion):
         decode_request(frame)
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=600, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(pair=st.sampled_from(SERVED_PAIRS), body=st.binary(max_size=120))
 def test_served_header_with_arbitrary_body_raises_only_invalid_request(
     pair: tuple[ApiKey, int], body: bytes
@@ -142,7 +144,8 @@ def test_served_header_with_arbitrary_body_raises_only_invalid_request(
         assert exc.header is not None
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=600, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(
     pair=st.sampled_from(SERVED_PAIRS),
     edits=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4),
@@ -161,7 +164,8 @@ def test_corrupted_valid_requests_raise_only_our_errors(
         decode_request(bytes(frame))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(pair=st.sampled_from(SERVED_PAIRS), frame=st.binary(max_size=120))
 def test_arbitrary_response_bytes_raise_only_invalid_response(
     pair: tuple[ApiKey, int], frame: bytes

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from strata.broker.cluster_image import BrokerRegistration
+from strata.broker.cluster.image import BrokerRegistration
 from strata.broker.security.credentials import MetadataCredentialStore, credential_key
 from strata.broker.security.scram import make_credential
 from strata.metadata.factory import open_store

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from strata.broker.config import BrokerConfig, ConfigError
-from strata.broker.security.listeners import (
+from strata.broker.network.listeners import (
     SecurityProtocol,
     advertised_endpoints,
     enabled_mechanisms,
@@ -17,7 +17,7 @@ from strata.broker.security.listeners import (
     protocol_map,
     security_protocol,
 )
-from strata.broker.security.tls import server_context
+from strata.broker.network.tls import server_context
 
 JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
         'username="broker" password="s\\"ecret";')

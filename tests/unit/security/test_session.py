@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from strata.broker.network.listeners import ListenerSecurity, SecurityProtocol
+from strata.broker.network.security_session import AuthenticationFailed, SaslState, SecuritySession
 from strata.broker.security.credentials import FileCredentialStore
-from strata.broker.security.listeners import ListenerSecurity, SecurityProtocol
 from strata.broker.security.scram import ScramClient, make_credential
-from strata.broker.security.session import AuthenticationFailed, SaslState, SecuritySession
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 

@@ -1,0 +1,396 @@
+"""The ``Broker`` and ``Topic`` CustomResourceDefinitions, built in Python (the source of truth).
+
+Owns the OpenAPI v3 schemas (structural: every node typed), defaults, printer columns, the
+status and scale subresources, and the CEL ``x-kubernetes-validations`` that reject invalid
+changes at admission, before anything is applied (Strimzi reports them only afterwards):
+
+- Topic: ``partitions`` never decreases; ``topicName`` and ``broker`` never change.
+- Broker: ``config`` may not set keys the operator owns (``node.id``, ``listeners``...);
+  ``metadata`` names etcd endpoints or ``managed: true``, not both, not neither; listener names
+  are short lower-case words with distinct ports; ``interBroker.listener`` is one of them, and
+  a SASL one comes with ``interBroker.username`` and ``passwordSecret``; a TLS listener needs
+  ``tls.secretName``; ``users`` are unique by (name, mechanism) (a list-map) and never the
+  inter-broker user.
+
+``charts/strata/crds/*.yaml`` are generated from here::
+
+    python -m strata.operator.crds charts/strata/crds
+
+and a unit test fails when the committed files differ from what this module generates.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from strata.operator.model import (
+    AUTHENTICATION_TYPES,
+    AUTHORIZATION_TYPES,
+    DEFAULT_ETCD_IMAGE,
+    DEFAULT_IMAGE,
+    DEFAULT_SCRAM_MECHANISM,
+    GROUP,
+    KAFKA_PORT,
+    LISTENER_NAME_PATTERN,
+    OPERATOR_OWNED_CONFIG,
+    SCRAM_MECHANISMS,
+    VERSION,
+)
+
+Schema = dict[str, Any]
+
+
+# ------------------------------------------------------------------------------ schema helpers
+def string(description: str, **extra: Any) -> Schema:
+    return {"type": "string", "description": description, **extra}
+
+
+def integer(description: str, minimum: int | None = None, **extra: Any) -> Schema:
+    schema: Schema = {"type": "integer", "description": description, **extra}
+    if minimum is not None:
+        schema["minimum"] = minimum
+    return schema
+
+
+def boolean(description: str, default: bool) -> Schema:
+    return {"type": "boolean", "description": description, "default": default}
+
+
+def obj(description: str, properties: dict[str, Schema], required: tuple[str, ...] = (),
+        **extra: Any) -> Schema:  # extra: schema keys such as x-kubernetes-validations
+    schema: Schema = {"type": "object", "description": description, "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    schema.update(extra)
+    return schema
+
+
+def kafka_config(description: str) -> Schema:
+    """A map of Kafka config names to values; numbers may be written unquoted."""
+    return {
+        "type": "object",
+        "description": description,
+        "additionalProperties": {"x-kubernetes-int-or-string": True},
+    }
+
+
+def conditions() -> Schema:
+    condition = obj(
+        "A condition (Kubernetes convention): type Ready, a CamelCase reason, a message.",
+        {
+            "type": string("The condition type (Ready)."),
+            "status": string("True, False or Unknown.", enum=["True", "False", "Unknown"]),
+            "reason": string("CamelCase reason of the last transition."),
+            "message": string("Human-readable detail."),
+            "lastTransitionTime": string("When status last changed.", format="date-time"),
+            "observedGeneration": integer("The generation this condition was computed for."),
+        },
+        required=("type", "status"),
+    )
+    return {"type": "array", "description": "Current conditions.", "items": condition,
+            "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
+
+
+def ready_column() -> dict[str, Any]:
+    return {"name": "Status", "type": "string",
+            "jsonPath": '.status.conditions[?(@.type=="Ready")].status'}
+
+
+def age_column() -> dict[str, Any]:
+    return {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+
+
+def crd(kind: str, plural: str, short: str, spec: Schema, status: Schema,
+        columns: list[dict[str, Any]], scale: bool) -> dict[str, Any]:
+    subresources: dict[str, Any] = {"status": {}}
+    if scale:
+        subresources["scale"] = {
+            "specReplicasPath": ".spec.replicas",
+            "statusReplicasPath": ".status.replicas",
+            "labelSelectorPath": ".status.selector",
+        }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{GROUP}", "labels": {"app.kubernetes.io/name": "strata"}},
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural,
+                      "singular": kind.lower(), "shortNames": [short], "categories": ["strata"]},
+            "versions": [{
+                "name": VERSION,
+                "served": True,
+                "storage": True,
+                "schema": {"openAPIV3Schema": obj(
+                    f"A Strata {kind}.",
+                    {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                     "metadata": {"type": "object"}, "spec": spec, "status": status},
+                    required=("spec",),
+                )},
+                "subresources": subresources,
+                "additionalPrinterColumns": columns,
+            }],
+        },
+    }
+
+
+# ------------------------------------------------------------------------------ Broker
+_OWNED_KEYS_CEL = "[" + ", ".join(f"'{k}'" for k in OPERATOR_OWNED_CONFIG) + "]"
+
+BROKER_SPEC: Final[Schema] = obj(
+    "The desired broker cluster.",
+    {
+        "replicas": integer("replicas: how many brokers (node.id 0..replicas-1).", 0, default=3),
+        "image": string("image: the Strata image brokers and the admin service run.",
+                        default=DEFAULT_IMAGE),
+        "imagePullPolicy": string("imagePullPolicy of the broker and admin containers.",
+                                  default="IfNotPresent",
+                                  enum=["Always", "IfNotPresent", "Never"]),
+        "resources": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                      "description": "resources: the broker container's requests and limits."},
+        "storage": obj("storage: one persistent volume claim per broker.", {
+            "size": string("size of each broker's volume.", default="10Gi"),
+            "storageClassName": string("storageClassName; default: the cluster's default."),
+            "deleteClaim": boolean("deleteClaim: delete the claims with the Broker.", False),
+        }),
+        "config": {**kafka_config("config: broker settings by Kafka name (num.partitions, "
+                                  "default.replication.factor, log.retention.ms...)."),
+                   "x-kubernetes-validations": [{
+                       "rule": f"!self.exists(k, k in {_OWNED_KEYS_CEL})",
+                       "message": "config may not set keys the operator owns: "
+                                  + ", ".join(OPERATOR_OWNED_CONFIG),
+                   }]},
+        "rack": obj("rack: rack awareness (broker.rack) from a node label.", {
+            "topologyKey": string("topologyKey: the node label whose value is broker.rack, "
+                                  "e.g. topology.kubernetes.io/zone."),
+        }),
+        "metadata": obj(
+            "metadata: the metadata store (etcd endpoints, or an etcd the operator runs).",
+            {
+                "etcd": obj("etcd: an existing etcd.", {
+                    "endpoints": {"type": "array", "items": {"type": "string"},
+                                  "description": "endpoints as host:port.", "minItems": 1},
+                }),
+                "managed": boolean("managed: the operator runs an etcd for this Broker.", False),
+                "managedReplicas": integer("managedReplicas: members of the managed etcd.", 1,
+                                           default=3),
+                "etcdImage": string("etcdImage of the managed etcd.", default=DEFAULT_ETCD_IMAGE),
+            },
+            (),
+            **{"x-kubernetes-validations": [{
+                "rule": "has(self.etcd) != (has(self.managed) && self.managed)",
+                "message": "set either metadata.etcd.endpoints or metadata.managed: true",
+            }]},
+        ),
+        "admin": obj("admin: the REST admin service.", {
+            "enabled": boolean("enabled: deploy the admin service.", True),
+            "replicas": integer("replicas of the admin Deployment.", 0, default=1),
+            "authentication": obj("authentication: callers of /v1 must log in.", {
+                "secretName": string("secretName: a Secret whose auth.json lists bearer "
+                                     "tokens and basic users, hashed (python -m "
+                                     "strata.admin.credentials)."),
+            }),
+            "tls": obj("tls: serve HTTPS.", {
+                "secretName": string("secretName: a kubernetes.io/tls Secret (tls.crt, "
+                                     "tls.key)."),
+            }),
+        }),
+        "metrics": obj("metrics: Prometheus metrics on port 9404.", {
+            "enabled": boolean("enabled: annotate and expose the metrics port.", True),
+        }),
+        "listeners": {
+            "type": "object",
+            "description": "listeners: Kafka listeners by name (lower case; Kafka's name is "
+                           f"the upper case). Default: plaintext on {KAFKA_PORT}.",
+            "maxProperties": 8,
+            "additionalProperties": obj("A listener.", {
+                "port": integer("port of the Kafka protocol.", 1, default=KAFKA_PORT,
+                                maximum=65535),
+                "tls": boolean("tls: encrypt with the certificate of tls.secretName.", False),
+                "authentication": obj("authentication: who may connect.", {
+                    "type": string("type: SASL mechanism, tls (client certificates) or none.",
+                                   enum=list(AUTHENTICATION_TYPES), default="none"),
+                }),
+            }),
+            "x-kubernetes-validations": [
+                {"rule": f"self.all(k, k.matches('{LISTENER_NAME_PATTERN}'))",
+                 "message": "listener names are lower-case letters and digits, at most 15"},
+                {"rule": "self.all(a, self.all(b, a == b || "
+                         "(has(self[a].port) ? self[a].port : 9092) != "
+                         "(has(self[b].port) ? self[b].port : 9092)))",
+                 "message": "every listener needs its own port"},
+            ],
+        },
+        "tls": obj("tls: the brokers' TLS material.", {
+            "secretName": string("secretName: a Secret with tls.crt, tls.key and ca.crt "
+                                 "(cert-manager's layout); the certificate must name "
+                                 "*.<name>-brokers.<namespace>.svc and "
+                                 "<name>-bootstrap.<namespace>.svc."),
+        }),
+        "interBroker": obj("interBroker: how brokers (and the operator and admin service) "
+                           "connect to each other.", {
+            "listener": string("listener: the listener brokers replicate over; default: "
+                               "plaintext, else the lowest port."),
+            "username": string("username: the SCRAM user brokers log in as on a SASL listener "
+                               "(created at broker start; a super user)."),
+            "passwordSecret": obj("passwordSecret: the Secret key holding its password.", {
+                "name": string("name of the Secret."),
+                "key": string("key in the Secret.", default="password"),
+            }, ("name",)),
+        }),
+        "authorization": obj("authorization: ACLs on the brokers and the admin service.", {
+            "type": string("type: simple (Kafka's StandardAuthorizer, ACLs) or none.",
+                           enum=list(AUTHORIZATION_TYPES), default="none"),
+            "superUsers": {"type": "array", "items": {"type": "string",
+                                                      "pattern": "^[A-Za-z]+:.+$"},
+                           "description": "superUsers: principals allowed everything "
+                                          "(User:admin)."},
+            "allowEveryoneIfNoAclFound": boolean(
+                "allowEveryoneIfNoAclFound: a resource no ACL names is open to all.", False),
+        }),
+        "users": {
+            "type": "array",
+            "description": "users: SCRAM users the operator keeps in the cluster "
+                           "(AlterUserScramCredentials), passwords from Secrets; a user "
+                           "removed from the list is deleted.",
+            "maxItems": 1000,
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["name", "mechanism"],
+            "items": obj("A SCRAM user.", {
+                "name": string("name: the user (principal User:<name>).", minLength=1,
+                               maxLength=255),
+                "mechanism": string("mechanism of the credential.",
+                                    enum=list(SCRAM_MECHANISMS),
+                                    default=DEFAULT_SCRAM_MECHANISM),
+                "passwordSecret": obj("passwordSecret: the Secret key holding the password "
+                                      "(a new resourceVersion is applied at the next pass).", {
+                    "name": string("name of the Secret."),
+                    "key": string("key in the Secret.", default="password"),
+                }, ("name",)),
+            }, ("name", "passwordSecret")),
+        },
+    },
+    required=("metadata",),
+    **{"x-kubernetes-validations": [
+        {"rule": "!has(self.interBroker) || !has(self.interBroker.listener) || "
+                 "(has(self.listeners) && self.interBroker.listener in self.listeners)",
+         "message": "interBroker.listener must be one of listeners"},
+        {"rule": "!has(self.listeners) || has(self.tls) || !self.listeners.exists(k, "
+                 "(has(self.listeners[k].tls) && self.listeners[k].tls) || "
+                 "(has(self.listeners[k].authentication) && "
+                 "has(self.listeners[k].authentication.type) && "
+                 "self.listeners[k].authentication.type == 'tls'))",
+         "message": "a TLS listener needs tls.secretName"},
+        {"rule": "!has(self.users) || !has(self.interBroker) || "
+                 "!has(self.interBroker.username) || "
+                 "self.users.all(u, u.name != self.interBroker.username)",
+         "message": "users may not list the inter-broker user (interBroker.username)"},
+    ]},
+)
+
+BROKER_STATUS: Final[Schema] = obj("Observed state, written by the operator.", {
+    "conditions": conditions(),
+    "observedGeneration": integer("The spec generation last reconciled."),
+    "replicas": integer("Broker pods that exist."),
+    "readyReplicas": integer("Broker pods that are ready."),
+    "selector": string("Label selector of the broker pods (for the scale subresource)."),
+    "bootstrapServers": string("Kafka bootstrap address for clients in the cluster."),
+    "adminUrl": string("URL of the REST admin service."),
+    "users": {
+        "type": "array",
+        "description": "The SCRAM users of spec.users, and removed ones whose deletion is "
+                       "pending.",
+        "items": obj("One user's state.", {
+            "name": string("The user."),
+            "mechanism": string("The SCRAM mechanism."),
+            "secretVersion": string("resourceVersion of the password Secret last applied; "
+                                    "absent: the operator never set this credential."),
+            "conditions": conditions(),
+        }, ("name", "mechanism")),
+    },
+})
+
+BROKER_CRD: Final = crd(
+    "Broker", "brokers", "sb", BROKER_SPEC, BROKER_STATUS,
+    [{"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
+     {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"},
+     ready_column(),
+     {"name": "Bootstrap", "type": "string", "jsonPath": ".status.bootstrapServers",
+      "priority": 1},
+     age_column()],
+    scale=True,
+)
+
+# ------------------------------------------------------------------------------ Topic
+TOPIC_SPEC: Final[Schema] = obj(
+    "The desired topic.",
+    {
+        "broker": string("broker: the name of the Broker (same namespace) holding the topic."),
+        "topicName": string("topicName in Kafka; default: this resource's name.",
+                            maxLength=249, pattern=r"^[a-zA-Z0-9._-]+$"),
+        "partitions": integer("partitions: may grow, never shrink.", 1, default=1),
+        "replicas": integer("replicas (replication factor); default: the broker's "
+                            "default.replication.factor.", 1),
+        "config": kafka_config("config: topic configs by Kafka name (retention.ms, "
+                               "cleanup.policy...); removing a key resets it to the default."),
+    },
+    required=("broker",),
+    **{"x-kubernetes-validations": [
+        {"rule": "self.partitions >= oldSelf.partitions",
+         "message": "partitions cannot be decreased", "reason": "FieldValueForbidden"},
+        {"rule": "(has(self.topicName) ? self.topicName : '') == "
+                 "(has(oldSelf.topicName) ? oldSelf.topicName : '')",
+         "message": "topicName cannot be changed", "reason": "FieldValueForbidden"},
+        {"rule": "self.broker == oldSelf.broker",
+         "message": "broker cannot be changed", "reason": "FieldValueForbidden"},
+    ]},
+)
+
+TOPIC_STATUS: Final[Schema] = obj("Observed state, written by the operator.", {
+    "conditions": conditions(),
+    "observedGeneration": integer("The spec generation last reconciled."),
+    "topicName": string("The Kafka topic this resource manages."),
+    "partitions": integer("Partitions the topic has in Kafka."),
+})
+
+TOPIC_CRD: Final = crd(
+    "Topic", "topics", "st", TOPIC_SPEC, TOPIC_STATUS,
+    [{"name": "Topic", "type": "string", "jsonPath": ".status.topicName"},
+     {"name": "Partitions", "type": "integer", "jsonPath": ".spec.partitions"},
+     {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
+     ready_column(),
+     age_column()],
+    scale=False,
+)
+
+ALL_CRDS: Final = {"brokers": BROKER_CRD, "topics": TOPIC_CRD}
+
+
+def render(crd_object: dict[str, Any]) -> str:
+    """The YAML text of one CRD, as committed in the chart."""
+    header = "# Generated by `python -m strata.operator.crds`: do not edit.\n"
+    return header + str(yaml.safe_dump(crd_object, sort_keys=False, width=100))
+
+
+def file_name(plural: str) -> str:
+    return f"{plural}.{GROUP}.yaml"
+
+
+def write(directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for plural, crd_object in ALL_CRDS.items():
+        path = directory / file_name(plural)
+        path.write_text(render(crd_object), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    for written_path in write(Path(sys.argv[1] if len(sys.argv) > 1 else "charts/strata/crds")):
+        print(written_path)

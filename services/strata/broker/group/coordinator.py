@@ -1,0 +1,523 @@
+"""``GroupCoordinator``: the broker's classic group coordinator — groups, offsets, timers, loading.
+
+Kafka's ``GroupCoordinator`` runtime around the pure parts (``group``, ``group_state``,
+``group_membership``) and the log (``group_metadata_manager``). Owns:
+
+* the groups this broker coordinates, by id: those of the ``__consumer_offsets`` partitions it
+  leads and has loaded (``on_election`` replays a partition; until that is done its groups
+  answer COORDINATOR_LOAD_IN_PROGRESS; ``on_resignation`` unloads them, parked requests
+  answered NOT_COORDINATOR). Other groups answer NOT_COORDINATOR;
+* the checks every group request passes first (Kafka's ``validateGroupStatus``): a valid group
+  id (empty only for OffsetCommit, OffsetFetch, DescribeGroups, DeleteGroups), the coordinator
+  active, the group's partition loaded and led here;
+* the API entry points the handlers call. Parked requests (JoinGroup, SyncGroup) are asyncio
+  futures resolved by the membership callbacks;
+* the timers: after each request the group's due deadlines are expired at once, and one task
+  sleeps until the earliest deadline of all groups (woken when a request makes an earlier
+  one), then expires what is due. ``tick()`` does the same by hand (tests move a
+  ``ManualClock`` and call it);
+* offset commits (stored, then cached on success), offset expiry
+  (``offsets.retention.minutes``, run by the server every
+  ``offsets.retention.check.interval.ms``), group deletion and OffsetDelete, all writing
+  tombstones;
+* ``__consumer_offsets`` itself: created on first use (FindCoordinator), with
+  ``offsets.topic.num.partitions`` partitions and ``cleanup.policy=compact``.
+
+Event-loop only; no locks (Kafka's group locks are the loop's single thread here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Final, TypeVar
+
+from strata.broker.config import BrokerConfig
+from strata.broker.group.classic_group import (
+    DEAD_GROUP_SUMMARY,
+    ClassicGroup,
+    GroupSummary,
+    OffsetAndMetadata,
+    TopicPartition,
+)
+from strata.broker.group.member import UNKNOWN_MEMBER_ID, JoinGroupResult, SyncGroupResult
+from strata.broker.group.membership import GroupConfig, GroupMembership, JoinRequest
+from strata.broker.group.metadata_manager import (
+    OFFSETS_TOPIC,
+    GroupMetadataManager,
+    OffsetsTopicConfig,
+    partition_for,
+)
+from strata.broker.group.state import GroupState
+from strata.broker.replication.replica_manager import ReplicaManager
+from strata.broker.topic_store import TopicStore
+from strata.protocol.error_codes import ErrorCode
+from strata.storage.clock import Clock
+
+logger = logging.getLogger(__name__)
+
+CreateTopic = Callable[[str, int, int, Mapping[str, str]], Awaitable[None]]
+"""``create(name, partitions, replication_factor, configs)``: registers and hosts a topic."""
+
+EMPTY_GROUP_SUMMARY: Final = GroupSummary("", "", "", ())
+R = TypeVar("R")
+
+
+def group_config(config: BrokerConfig) -> GroupConfig:
+    return GroupConfig(
+        min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
+        max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
+        initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
+        max_size=config.get_int("group.max.size"),
+    )
+
+
+def offsets_topic_config(config: BrokerConfig) -> OffsetsTopicConfig:
+    return OffsetsTopicConfig(
+        num_partitions=config.get_int("offsets.topic.num.partitions"),
+        replication_factor=config.get_int("offsets.topic.replication.factor"),
+        segment_bytes=config.get_int("offsets.topic.segment.bytes"),
+        retention_ms=config.get_int("offsets.retention.minutes") * 60 * 1000,
+        metadata_max_bytes=config.get_int("offset.metadata.max.bytes"),
+    )
+
+
+class GroupCoordinator:
+    """See the module docstring. ``await startup()`` to serve; ``shutdown()`` to stop."""
+
+    def __init__(self, *, group: GroupConfig, offsets: OffsetsTopicConfig, clock: Clock,
+                 replica_manager: ReplicaManager, topic_store: TopicStore,
+                 create_topic: CreateTopic) -> None:
+        self.config = group
+        self.offsets_config = offsets
+        self.clock = clock
+        self.replica_manager = replica_manager
+        self.topic_store = topic_store
+        self._create_topic = create_topic
+        self.manager = GroupMetadataManager(replica_manager, clock)
+        self.membership = GroupMembership(group, self)
+        # In a cluster: the leader of a partition as the metadata has it (this broker may not
+        # host every __consumer_offsets partition).
+        self.leader_lookup: Callable[[str, int], int | None] | None = None
+        self._groups: dict[str, ClassicGroup] = {}
+        self._owned: set[int] = set()
+        self._loading: dict[int, asyncio.Task[None]] = {}
+        self._active = False
+        self._topic_lock = asyncio.Lock()
+        self._timer_task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._timer_target: float | None = None
+
+    # ================================================================ lifecycle
+    async def startup(self, *, run_timers: bool = True) -> None:
+        """Serve: load every ``__consumer_offsets`` partition led here; with ``run_timers``
+        a task expires deadlines as they come (else call ``tick()``)."""
+        self._active = True
+        record = self.topic_store.get(OFFSETS_TOPIC)
+        if record is not None:
+            for index in range(record.partitions):
+                self.on_election(index)
+        if run_timers and self._timer_task is None:
+            self._timer_task = asyncio.get_running_loop().create_task(
+                self._run_timers(), name="strata-group-coordinator-timers")
+
+    async def wait_loaded(self) -> None:
+        """Until every partition being loaded is (tests, and the server's readiness)."""
+        while self._loading:
+            await asyncio.gather(*self._loading.values(), return_exceptions=True)
+
+    async def shutdown(self) -> None:
+        """Stop serving: loads stop, every group is unloaded (parked requests answered
+        NOT_COORDINATOR), the timer task ends."""
+        self._active = False
+        for task in self._loading.values():
+            task.cancel()
+        self._loading.clear()
+        for index in sorted(self._owned):
+            self.on_resignation(index)
+        if self._timer_task is not None:
+            self._timer_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._timer_task
+            self._timer_task = None
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    # =================================================== __consumer_offsets topic
+    def partition_count(self) -> int:
+        record = self.topic_store.get(OFFSETS_TOPIC)
+        return record.partitions if record is not None else self.offsets_config.num_partitions
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.partition_count())
+
+    def coordinator_node(self, group_id: str) -> int | None:
+        """The leader of the group's ``__consumer_offsets`` partition (None: no leader)."""
+        if self.leader_lookup is not None:
+            return self.leader_lookup(OFFSETS_TOPIC, self.partition_for(group_id))
+        hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, self.partition_for(group_id))
+        if hosted is None or hosted.log.offline:
+            return None
+        return hosted.leader_id
+
+    async def ensure_offsets_topic(self) -> ErrorCode:
+        """Create ``__consumer_offsets`` if it does not exist (Kafka does on the first
+        FindCoordinator); COORDINATOR_NOT_AVAILABLE if that fails."""
+        if self.topic_store.get(OFFSETS_TOPIC) is not None:
+            return ErrorCode.none
+        async with self._topic_lock:
+            if self.topic_store.get(OFFSETS_TOPIC) is None:
+                config = self.offsets_config
+                try:
+                    await self._create_topic(OFFSETS_TOPIC, config.num_partitions,
+                                             config.replication_factor, config.topic_configs())
+                except Exception:
+                    logger.exception("cannot create %s", OFFSETS_TOPIC)
+                    if self.topic_store.get(OFFSETS_TOPIC) is None:
+                        return ErrorCode.coordinator_not_available
+                else:
+                    logger.info("created %s with %d partitions", OFFSETS_TOPIC,
+                                config.num_partitions)
+                for index in range(self.partition_count()):
+                    self.on_election(index)
+        return ErrorCode.none
+
+    # ================================================================ ownership
+    def on_election(self, index: int) -> None:
+        """This broker now leads ``__consumer_offsets-index``: load its groups."""
+        if not self._active or index in self._owned or index in self._loading:
+            return
+        hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, index)
+        if hosted is None or not hosted.is_leader:
+            return
+        if hosted.log.log_end_offset <= hosted.log.log_start_offset:
+            self._owned.add(index)  # nothing to replay
+            return
+        self._loading[index] = asyncio.get_running_loop().create_task(
+            self._load(index), name=f"strata-load-{OFFSETS_TOPIC}-{index}")
+
+    async def _load(self, index: int) -> None:
+        started = self.clock.monotonic_ms()
+        try:
+            loaded = await self.manager.load_partition(index)
+        except Exception:
+            logger.exception("loading %s-%d failed", OFFSETS_TOPIC, index)
+            self._loading.pop(index, None)
+            return
+        if self._loading.pop(index, None) is None:
+            return  # resigned while loading
+        for group_id, group in loaded.groups.items():
+            self._groups[group_id] = group
+            self.membership.on_group_loaded(group)
+        self._owned.add(index)
+        logger.info("loaded %d groups from %d records of %s-%d in %.0f ms", len(loaded.groups),
+                    loaded.records, OFFSETS_TOPIC, index, self.clock.monotonic_ms() - started)
+        self._wake.set()
+
+    def on_resignation(self, index: int) -> None:
+        """This broker no longer leads ``__consumer_offsets-index``: unload its groups."""
+        task = self._loading.pop(index, None)
+        if task is not None:
+            task.cancel()
+        self._owned.discard(index)
+        count = self.partition_count()
+        for group_id in [g for g in self._groups if partition_for(g, count) == index]:
+            group = self._groups.pop(group_id)
+            if group.state is not GroupState.DEAD:
+                self.membership.on_group_unloaded(group)
+
+    def is_loading(self) -> bool:
+        return bool(self._loading)
+
+    # ============================================================== status check
+    def _group_status(self, group_id: str | None, *, allow_empty: bool) -> ErrorCode | None:
+        if group_id is None or (not group_id and not allow_empty):
+            return ErrorCode.invalid_group_id
+        if not self._active:
+            return ErrorCode.coordinator_not_available
+        index = self.partition_for(group_id)
+        if index in self._loading:
+            return ErrorCode.coordinator_load_in_progress
+        if index not in self._owned:
+            return ErrorCode.not_coordinator
+        return None
+
+    def _new_group(self, group_id: str) -> ClassicGroup:
+        group = ClassicGroup(group_id, self.clock)
+        self._groups[group_id] = group
+        return group
+
+    def groups(self) -> list[ClassicGroup]:
+        """Every group coordinated here (a snapshot of the map, for metrics)."""
+        return list(self._groups.values())
+
+    def group(self, group_id: str) -> ClassicGroup | None:
+        return self._groups.get(group_id)
+
+    # ================================================================= requests
+    async def join_group(self, group_id: str, request: JoinRequest) -> JoinGroupResult:
+        error = self._group_status(group_id, allow_empty=False)
+        if error is not None:
+            return JoinGroupResult(error, request.member_id)
+        config = self.config
+        if not (config.min_session_timeout_ms <= request.session_timeout_ms
+                <= config.max_session_timeout_ms):
+            return JoinGroupResult(ErrorCode.invalid_session_timeout, request.member_id)
+        group = self._groups.get(group_id)
+        if group is None:
+            if request.member_id != UNKNOWN_MEMBER_ID:
+                return JoinGroupResult(ErrorCode.unknown_member_id, request.member_id)
+            group = self._new_group(group_id)
+        future: asyncio.Future[JoinGroupResult] = asyncio.get_running_loop().create_future()
+        self.membership.join_group(group, request, _resolver(future))
+        self._after(group)
+        return await future
+
+    async def sync_group(self, group_id: str, generation_id: int, member_id: str,
+                         group_instance_id: str | None,
+                         assignments: Mapping[str, bytes]) -> SyncGroupResult:
+        error = self._group_status(group_id, allow_empty=False)
+        if error is ErrorCode.coordinator_load_in_progress:
+            # The rebalance in flight is lost with the old coordinator: rejoin (Kafka's rule;
+            # old clients do not expect COORDINATOR_LOAD_IN_PROGRESS here).
+            return SyncGroupResult(ErrorCode.rebalance_in_progress)
+        if error is not None:
+            return SyncGroupResult(error)
+        group = self._groups.get(group_id)
+        if group is None:
+            return SyncGroupResult(ErrorCode.unknown_member_id)
+        future: asyncio.Future[SyncGroupResult] = asyncio.get_running_loop().create_future()
+        self.membership.sync_group(group, generation_id, member_id, group_instance_id,
+                                   assignments, _resolver(future))
+        self._after(group)
+        return await future
+
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
+                  generation_id: int) -> ErrorCode:
+        error = self._group_status(group_id, allow_empty=False)
+        if error is ErrorCode.coordinator_load_in_progress:
+            return ErrorCode.none  # the group is loading: answer blindly (Kafka's rule)
+        if error is not None:
+            return error
+        group = self._groups.get(group_id)
+        if group is None:
+            return ErrorCode.unknown_member_id
+        result = self.membership.heartbeat(group, member_id, group_instance_id, generation_id)
+        self._after(group)
+        return result
+
+    def leave_group(self, group_id: str, members: Sequence[tuple[str, str | None]]
+                    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        error = self._group_status(group_id, allow_empty=False)
+        if error is not None:
+            return error, []
+        group = self._groups.get(group_id)
+        if group is None:
+            return ErrorCode.none, [ErrorCode.unknown_member_id] * len(members)
+        result = self.membership.leave_group(group, members)
+        self._after(group)
+        return result
+
+    # ----------------------------------------------------------------- offsets
+    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
+                       generation_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+                       ) -> dict[TopicPartition, ErrorCode]:
+        """OffsetCommit of partitions already known to exist; one error per partition."""
+        error = self._group_status(group_id, allow_empty=True)
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        group = self._groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:  # a member of a generation that is gone
+                return dict.fromkeys(offsets, ErrorCode.illegal_generation)
+            logger.info("creating simple consumer group %s by an offset commit", group_id)
+            group = self._new_group(group_id)
+        error = self.membership.validate_offset_commit(group, member_id, group_instance_id,
+                                                       generation_id)
+        self._after(group)
+        if error != ErrorCode.none:
+            return dict.fromkeys(offsets, error)
+        limit = self.offsets_config.metadata_max_bytes
+        valid = {tp: o for tp, o in offsets.items() if len(o.metadata) <= limit}
+        status = ErrorCode.none
+        if valid:
+            status = self.manager.store_offsets(self.partition_for(group_id), group_id, valid)
+            if status == ErrorCode.none:
+                group.offsets.update(valid)
+        return {tp: status if tp in valid else ErrorCode.offset_metadata_too_large
+                for tp in offsets}
+
+    def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None
+                      ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
+        """Committed offsets (None: nothing committed); ``partitions`` None means all."""
+        error = self._group_status(group_id, allow_empty=True)
+        if error is not None:
+            return error, {}
+        group = self._groups.get(group_id)
+        committed = group.offsets if group is not None and group.state is not GroupState.DEAD \
+            else {}
+        if partitions is None:
+            return ErrorCode.none, dict(committed)
+        return ErrorCode.none, {tp: committed.get(tp) for tp in partitions}
+
+    def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
+                       ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete: (group error, per-partition errors). A consumer group still using a
+        topic keeps its offsets (GROUP_SUBSCRIBED_TO_TOPIC); any other non-empty group refuses
+        (NON_EMPTY_GROUP)."""
+        error = self._group_status(group_id, allow_empty=False)
+        if error is not None:
+            return error, {}
+        group = self._groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return ErrorCode.group_id_not_found, {}
+        errors: dict[TopicPartition, ErrorCode] = {}
+        if group.state is GroupState.EMPTY:
+            eligible = list(partitions)
+        elif group.is_consumer_group:
+            eligible = []
+            for tp in partitions:
+                if group.is_subscribed_to_topic(tp[0]):
+                    errors[tp] = ErrorCode.group_subscribed_to_topic
+                else:
+                    eligible.append(tp)
+        else:
+            return ErrorCode.non_empty_group, {}
+        if eligible:
+            removed = self._cleanup(group, group.remove_offsets(eligible))
+            logger.info("deleted %d offsets of group %s", removed, group_id)
+            errors.update(dict.fromkeys(eligible, ErrorCode.none))
+        return ErrorCode.none, errors
+
+    def cleanup_group_metadata(self) -> int:
+        """Expire offsets past ``offsets.retention.minutes``; Empty groups left without
+        offsets become Dead and are forgotten (tombstones written). Returns offsets removed."""
+        if not self._active:
+            return 0
+        now = self.clock.milliseconds()
+        retention = self.offsets_config.retention_ms
+        removed = 0
+        for group in list(self._groups.values()):
+            expired = group.remove_offsets(group.expired_offsets(now, retention))
+            removed += self._cleanup(group, expired)
+        if removed:
+            logger.info("removed %d expired offsets", removed)
+        return removed
+
+    def on_partitions_deleted(self, partitions: Sequence[TopicPartition]) -> int:
+        """DeleteTopics removed ``partitions``: every group forgets its offsets of them
+        (tombstones written; Kafka's ``onPartitionsDeleted``), so a topic created later under
+        the same name starts without stale commits. Returns the offsets removed."""
+        if not self._active or not partitions:
+            return 0
+        removed = 0
+        for group in list(self._groups.values()):
+            removed += self._cleanup(group, group.remove_offsets(partitions))
+        if removed:
+            logger.info("removed %d offsets of deleted partitions", removed)
+        return removed
+
+    def _cleanup(self, group: ClassicGroup, removed: list[TopicPartition]) -> int:
+        """Kafka's ``cleanupGroupMetadata`` for one group: tombstones for ``removed`` and, if the
+        group is Empty with no offsets left, for the group, which becomes Dead."""
+        dead = group.state is GroupState.EMPTY and not group.has_offsets()
+        if dead:
+            group.transition_to(GroupState.DEAD)
+            self._groups.pop(group.group_id, None)
+            logger.info("group %s is dead (generation %d)", group.group_id, group.generation_id)
+        if removed or dead:
+            error = self.manager.write_tombstones(self.partition_for(group.group_id),
+                                                  group.group_id, removed, group=dead)
+            if error != ErrorCode.none:
+                logger.warning("cannot write tombstones of group %s: %s", group.group_id,
+                               error.name)
+        return len(removed)
+
+    # ------------------------------------------------------------------- admin
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
+        error = self._group_status(group_id, allow_empty=True)
+        if error is not None:
+            return error, EMPTY_GROUP_SUMMARY
+        group = self._groups.get(group_id)
+        return ErrorCode.none, group.summary() if group is not None else DEAD_GROUP_SUMMARY
+
+    def list_groups(self) -> tuple[ErrorCode, list[tuple[str, str, str]]]:
+        """(error, [(group id, protocol type, state)]) of every group coordinated here."""
+        if not self._active:
+            return ErrorCode.coordinator_not_available, []
+        error = ErrorCode.coordinator_load_in_progress if self._loading else ErrorCode.none
+        return error, [(g.group_id, g.protocol_type or "", str(g.state))
+                       for g in self._groups.values()]
+
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+        results: dict[str, ErrorCode] = {}
+        for group_id in group_ids:
+            if group_id in results:
+                continue
+            error = self._group_status(group_id, allow_empty=True)
+            if error is not None:
+                results[group_id] = error
+                continue
+            group = self._groups.get(group_id)
+            if group is None or group.state is GroupState.DEAD:
+                results[group_id] = ErrorCode.group_id_not_found
+            elif group.state is GroupState.EMPTY:
+                removed = self._cleanup(group, group.remove_all_offsets())
+                logger.info("deleted group %s and its %d offsets", group_id, removed)
+                results[group_id] = ErrorCode.none
+            else:
+                results[group_id] = ErrorCode.non_empty_group
+        return results
+
+    # ============================================================ GroupStore
+    def store_group(self, group: ClassicGroup, assignment: Mapping[str, bytes],
+                    on_done: Callable[[ErrorCode], None]) -> None:
+        """``GroupStore`` for the membership protocol: one broker, so done when appended."""
+        on_done(self.manager.store_group(self.partition_for(group.group_id), group, assignment))
+
+    # ================================================================== timers
+    def tick(self) -> None:
+        """Expire every deadline due now, in every group."""
+        now = self.clock.monotonic_ms()
+        for group in list(self._groups.values()):
+            self.membership.expire_due(group, now)
+
+    def next_deadline(self) -> float | None:
+        deadlines = (self.membership.next_deadline(g) for g in self._groups.values())
+        return min((d for d in deadlines if d is not None), default=None)
+
+    def _after(self, group: ClassicGroup) -> None:
+        """After a request changed ``group``: expire what is due now, and make sure the timer
+        task wakes for the group's next deadline."""
+        self.membership.expire_due(group, self.clock.monotonic_ms())
+        self._wake_timers(self.membership.next_deadline(group))
+
+    def _wake_timers(self, deadline: float | None) -> None:
+        target = self._timer_target
+        if deadline is not None and (target is None or deadline < target):
+            self._wake.set()
+
+    async def _run_timers(self) -> None:
+        while True:
+            self._wake.clear()
+            try:
+                self.tick()
+            except Exception:
+                logger.exception("group coordinator timers failed")
+            deadline = self.next_deadline()
+            self._timer_target = deadline
+            timeout = (None if deadline is None
+                       else max(0.0, (deadline - self.clock.monotonic_ms()) / 1000.0))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+
+
+def _resolver(future: asyncio.Future[R]) -> Callable[[R], None]:
+    def resolve(result: R) -> None:
+        if not future.done():  # the request may have been cancelled (connection closed)
+            future.set_result(result)
+    return resolve

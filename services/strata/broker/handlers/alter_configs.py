@@ -1,0 +1,147 @@
+"""AlterConfigs (key 33, v0-1): replace a resource's whole set of dynamic configs.
+
+Also owns applying a config change, which IncrementalAlterConfigs shares (``alter_resource``):
+validate, persist in the ``TopicStore``, then push to the logs through the ``LogManager``
+(``set_topic_config`` for a topic; new broker defaults and every topic re-resolved for a broker).
+
+Rules (Kafka's, KRaft flavour):
+
+* topic resources: the topic must exist (UNKNOWN_TOPIC_OR_PARTITION); every key must be a topic
+  config of ``TOPIC_CONFIGS`` with a valid value (INVALID_CONFIG);
+* broker resources: the name is this node id or "" (the cluster default), else
+  INVALID_REQUEST; only the broker defaults of topic configs (``log.retention.ms``...) can be
+  changed dynamically, others are INVALID_CONFIG;
+* a null value is INVALID_REQUEST; a resource named twice in one request is INVALID_REQUEST;
+  other resource types are INVALID_REQUEST;
+* ``validate_only`` checks and changes nothing;
+* with an authorizer, AlterConfigs on the topic or the Cluster (``check_config_access``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from strata.broker.handlers import ApiError
+from strata.broker.handlers.create_topics import check_topic_configs
+from strata.broker.handlers.describe_configs import (
+    DYNAMIC_BROKER_KEYS,
+    ConfigResourceType,
+    broker_scope,
+    check_config_access,
+    topic_record,
+)
+from strata.broker.network.connection import RequestContext
+from strata.broker.security.acl import AclOperation
+from strata.broker.server import BrokerState
+from strata.broker.topic_store import UnknownTopicError
+from strata.protocol.api_keys import ApiKey
+from strata.protocol.error_codes import ErrorCode
+from strata.protocol.messages import build_response
+from strata.storage.errors import InvalidConfigError, StorageError
+from strata.storage.log_config import LogConfig
+
+
+def current_configs(state: BrokerState, resource_type: int, resource_name: str) -> dict[str, str]:
+    """The dynamic configs a resource has now (what an incremental change starts from)."""
+    if resource_type == ConfigResourceType.TOPIC:
+        return dict(topic_record(state, resource_name).configs)
+    if resource_type == ConfigResourceType.BROKER:
+        return dict(state.topic_store.broker_configs(broker_scope(state, resource_name)))
+    raise ApiError(ErrorCode.invalid_request,
+                   f"Unsupported resource type {resource_type} for altering configs")
+
+
+async def alter_resource(state: BrokerState, resource_type: int, resource_name: str,
+                         configs: Mapping[str, str], validate_only: bool) -> None:
+    """Make ``configs`` the resource's whole set of dynamic configs (see the module rules)."""
+    if resource_type == ConfigResourceType.TOPIC:
+        topic_record(state, resource_name)
+        checked = check_topic_configs(state, configs)
+        if validate_only:
+            return
+        try:
+            await state.topic_store.set_topic_configs(resource_name, checked)
+        except UnknownTopicError:
+            raise ApiError(ErrorCode.unknown_topic_or_partition,
+                           f"Topic {resource_name} does not exist.") from None
+        state.log_manager.set_topic_config(resource_name, checked)
+    elif resource_type == ConfigResourceType.BROKER:
+        scope = broker_scope(state, resource_name)
+        static = sorted(set(configs) - DYNAMIC_BROKER_KEYS)
+        if static:
+            raise ApiError(ErrorCode.invalid_config,
+                           f"Cannot update these configs dynamically: {', '.join(static)}")
+        _check_broker_defaults(state, scope, configs)
+        if validate_only:
+            return
+        await state.topic_store.set_broker_configs(scope, configs)
+        state.apply_broker_defaults()
+    else:
+        raise ApiError(ErrorCode.invalid_request,
+                       f"Unsupported resource type {resource_type} for altering configs")
+
+
+def _check_broker_defaults(state: BrokerState, scope: str, configs: Mapping[str, str]) -> None:
+    """INVALID_CONFIG unless the broker defaults after the change are valid for every topic."""
+    store = state.topic_store
+    layered = {**state.config.log_manager_props(), **store.broker_configs("")}
+    if scope == "":
+        layered.update(configs)
+        layered.update(store.broker_configs(str(state.node_id)))
+    else:
+        layered.update(configs)
+    try:
+        LogConfig.from_props({}, layered)
+    except InvalidConfigError as exc:
+        raise ApiError(ErrorCode.invalid_config, str(exc)) from None
+
+
+def non_null(name: str, value: str | None) -> str:
+    if value is None:
+        raise ApiError(ErrorCode.invalid_request, f"Null value not supported for : {name}")
+    return value
+
+
+def duplicates(resources: Any) -> set[tuple[int, str]]:
+    counts = Counter((int(r.resource_type), r.resource_name) for r in resources)
+    return {key for key, count in counts.items() if count > 1}
+
+
+def result(resource: Any, error: ErrorCode, message: str | None) -> dict[str, object]:
+    return {"error_code": error, "error_message": message,
+            "resource_type": resource.resource_type, "resource_name": resource.resource_name}
+
+
+async def alter_each(
+    ctx: RequestContext, request: Any, new_configs: Callable[[Any], dict[str, str]]
+) -> list[dict[str, object]]:
+    """Apply ``new_configs(resource)`` to each resource of an AlterConfigs or
+    IncrementalAlterConfigs request; one result per resource, errors per resource."""
+    repeated = duplicates(request.resources)
+    responses = []
+    for resource in request.resources:
+        error, message = ErrorCode.none, None
+        try:
+            if (int(resource.resource_type), resource.resource_name) in repeated:
+                raise ApiError(ErrorCode.invalid_request,
+                               f"Duplicate resource {resource.resource_name} in the request")
+            check_config_access(ctx, int(resource.resource_type), resource.resource_name,
+                                AclOperation.ALTER_CONFIGS)
+            await alter_resource(ctx.state, int(resource.resource_type), resource.resource_name,
+                                 new_configs(resource), bool(request.validate_only))
+        except ApiError as exc:
+            error, message = exc.error_code, exc.message
+        except StorageError as exc:
+            error, message = ErrorCode(exc.error_code), str(exc)
+        responses.append(result(resource, error, message))
+    return responses
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    responses = await alter_each(
+        ctx, request,
+        lambda resource: {c.name: non_null(c.name, c.value) for c in resource.configs})
+    return build_response(ApiKey.ALTER_CONFIGS, ctx.header.api_version,
+                          {"throttle_time_ms": 0, "responses": responses})

@@ -1,0 +1,33 @@
+"""DeleteGroups v0-v1: delete groups that have no members, with their committed offsets.
+
+Per group, in request order (a name given twice is answered once): NONE after tombstones for
+its offsets and metadata are written; NON_EMPTY_GROUP while it has members; GROUP_ID_NOT_FOUND
+when it does not exist (``GroupCoordinator.delete_groups``).
+
+Authorization: Delete on each group, else GROUP_AUTHORIZATION_FAILED for that group.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strata.broker.network.connection import RequestContext
+from strata.broker.security.acl import AclOperation, ResourceType
+from strata.protocol.api_keys import ApiKey
+from strata.protocol.error_codes import ErrorCode
+from strata.protocol.messages import build_response
+
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    allowed = [g for g in request.groups_names
+               if ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, g)]
+    deleted = ctx.state.group_coordinator.delete_groups(allowed) if allowed else {}
+    results = {g: deleted.get(g, ErrorCode.group_authorization_failed)
+               for g in request.groups_names}
+    return build_response(ApiKey.DELETE_GROUPS, ctx.header.api_version, {
+        "throttle_time_ms": 0,
+        "results": [{"group_id": g, "error_code": e} for g, e in results.items()],
+    })

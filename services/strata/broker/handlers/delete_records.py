@@ -1,0 +1,50 @@
+"""DeleteRecords v0-v1: move partitions' log start offsets up (the AdminClient's deleteRecords).
+
+Per partition: ``offset`` -1 means the high watermark; an offset above the HW (or another
+negative one) is OFFSET_OUT_OF_RANGE; an offset below the current log start offset changes
+nothing. The answer's ``low_watermark`` is the log start offset afterwards (-1 with an error).
+A topic whose ``cleanup.policy`` lacks ``delete`` refuses with POLICY_VIOLATION (Kafka's rule).
+Whole segments below the new log start offset are deleted at once; readers already holding them
+are not disturbed (``Log`` keeps deleted files open for ``file.delete.delay.ms``).
+
+Authorization: Delete on the topic, else TOPIC_AUTHORIZATION_FAILED for its partitions.
+
+Single node: done when the leader moved its log start offset. With replication, Kafka waits
+(up to ``timeout_ms``) for every follower's log start offset; that becomes a delayed operation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strata.broker.network.connection import RequestContext
+from strata.broker.security.acl import AclOperation, ResourceType
+from strata.protocol.api_keys import ApiKey
+from strata.protocol.error_codes import ErrorCode
+from strata.protocol.messages import build_response
+
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    allowed = {t.name for t in request.topics
+               if ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, t.name)}
+    entries = [((t.name, p.partition_index), p.offset)
+               for t in request.topics if t.name in allowed for p in t.partitions]
+    results = iter(ctx.state.replica_manager.delete_records(entries))
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            if topic.name not in allowed:
+                partitions.append({"partition_index": p.partition_index, "low_watermark": -1,
+                                   "error_code": ErrorCode.topic_authorization_failed})
+                continue
+            result = next(results)
+            partitions.append({"partition_index": p.partition_index,
+                               "low_watermark": result.low_watermark,
+                               "error_code": result.error_code})
+        topics.append({"name": topic.name, "partitions": partitions})
+    return build_response(ApiKey.DELETE_RECORDS, ctx.header.api_version, topics=topics,
+                          throttle_time_ms=0)

@@ -1,0 +1,57 @@
+"""DescribeGroups v0-v4: state, protocol and members of groups.
+
+Per group (``GroupCoordinator.describe_group``): an unknown group is described as Dead with no
+members and no error (Kafka before v6); member metadata and assignments are filled only while
+the group is Stable. v3+ may ask for the authorized operations: with no authorizer every group
+operation is allowed (READ, DELETE, DESCRIBE as Kafka's bit field), else Kafka's "not asked"
+value, ``Integer.MIN_VALUE``.
+
+Authorization: Describe on each group, else GROUP_AUTHORIZATION_FAILED for that group;
+``authorized_operations`` (v3+, when asked) from the ACLs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from strata.broker.network.connection import RequestContext
+from strata.broker.security.acl import AUTHORIZED_OPERATIONS_OMITTED, AclOperation, ResourceType
+from strata.broker.security.authorization import authorized_operations
+from strata.protocol.api_keys import ApiKey
+from strata.protocol.error_codes import ErrorCode
+from strata.protocol.messages import build_response
+
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+NOT_REQUESTED: Final = AUTHORIZED_OPERATIONS_OMITTED
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.header.api_version
+    coordinator = ctx.state.group_coordinator
+    with_operations = version >= 3 and bool(request.include_authorized_operations)
+    groups = []
+    for group_id in request.groups:
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            groups.append({"error_code": ErrorCode.group_authorization_failed,
+                           "group_id": group_id, "group_state": "", "protocol_type": "",
+                           "protocol_data": "", "members": [],
+                           "authorized_operations": NOT_REQUESTED})
+            continue
+        error, summary = coordinator.describe_group(group_id)
+        groups.append({
+            "error_code": error,
+            "group_id": group_id,
+            "group_state": summary.state,
+            "protocol_type": summary.protocol_type,
+            "protocol_data": summary.protocol_name,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "member_metadata": m.metadata, "member_assignment": m.assignment}
+                        for m in summary.members],
+            "authorized_operations": authorized_operations(
+                ctx.state.authorizer, ctx.principal, ctx.client_host, ResourceType.GROUP,
+                group_id) if with_operations else NOT_REQUESTED,
+        })
+    return build_response(ApiKey.DESCRIBE_GROUPS, version, throttle_time_ms=0, groups=groups)

@@ -1,0 +1,63 @@
+"""JoinGroup v0-v5: a consumer joins (or rejoins) a classic group.
+
+Decodes the request into a version-neutral ``JoinRequest`` and waits for the coordinator's
+answer (``GroupCoordinator.join_group``): at once for an error, a MEMBER_ID_REQUIRED (v4+, a
+dynamic member's first JoinGroup, KIP-394) or a rejoin that changes nothing; otherwise when the
+rebalance completes. Version rules:
+
+* v0 has no rebalance timeout: the session timeout is used (Kafka's rule);
+* v4+ asks a new dynamic member to rejoin with the member id it is given (``require_known``);
+* v5 carries ``group_instance_id`` (static membership, KIP-345) and lists it per member.
+
+The member's client host is Kafka's ``InetAddress.toString`` form, ``/127.0.0.1``, as
+DescribeGroups and the group tools show it.
+
+Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED for the request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strata.broker.group.membership import JoinRequest
+from strata.broker.network.connection import RequestContext
+from strata.broker.security.acl import AclOperation, ResourceType
+from strata.protocol.api_keys import ApiKey
+from strata.protocol.messages import build_response
+
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.header.api_version
+    ctx.require(AclOperation.READ, ResourceType.GROUP, request.group_id)
+    session_timeout_ms = _ms(request.session_timeout)
+    instance = request.group_instance_id if version >= 5 else None
+    join = JoinRequest(
+        member_id=request.member_id,
+        group_instance_id=instance,
+        require_known_member_id=version >= 4 and instance is None,
+        client_id=ctx.header.client_id or "",
+        client_host=f"/{ctx.client_host}",
+        rebalance_timeout_ms=_ms(request.rebalance_timeout) if version >= 1 else session_timeout_ms,
+        session_timeout_ms=session_timeout_ms,
+        protocol_type=request.protocol_type,
+        protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
+    )
+    result = await ctx.state.group_coordinator.join_group(request.group_id, join)
+    return build_response(ApiKey.JOIN_GROUP, version, {
+        "throttle_time_ms": 0,
+        "error_code": result.error,
+        "generation_id": result.generation_id,
+        "protocol_name": result.protocol_name or "",
+        "leader": result.leader_id,
+        "member_id": result.member_id,
+        "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                     "metadata": m.metadata} for m in result.members],
+    })
+
+
+def _ms(value: Any) -> int:
+    """A kio ``timedelta`` field in whole milliseconds."""
+    return int(value.total_seconds() * 1000)

@@ -1,0 +1,1 @@
+"""The broker's metrics: one module per layer on one registry."""

@@ -1,0 +1,2 @@
+"""Replication: hosted partitions, the produce and fetch data paths, followers fetching
+from leaders."""

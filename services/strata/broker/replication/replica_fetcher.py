@@ -1,0 +1,366 @@
+"""Replica fetchers: the follower's side of replication, one task per leader broker.
+
+Kafka's ``ReplicaFetcherManager`` / ``ReplicaFetcherThread``. ``ReplicaFetcherManager`` keeps one
+``ReplicaFetcher`` per leader broker this broker follows partitions of; the cluster layer calls
+``add_partitions`` after ``ReplicaManager.make_follower`` and ``remove_partitions`` when a
+partition stops following (became leader, was deleted, or its leader moved).
+
+Each partition goes through two phases with its leader:
+
+1. truncation (KIP-101/279): OffsetForLeaderEpoch for the follower's latest leader epoch, then
+   ``follower_truncation.truncation_for`` decides where to cut a tail the leader does not have
+   (records the follower got from a previous leader that were never committed); repeated until
+   done. An empty log skips this.
+2. fetching: Fetch v11 with ``replica_id`` = this broker, from the log end offset, at the
+   partition's leader epoch (``current_leader_epoch``: a stale leader or follower is fenced),
+   written and read by hand (``follower_fetch_codec``: the records stay in the response frame).
+   Whole batches are appended as the leader wrote them (``Log.append_as_follower``: offsets and
+   epochs kept, CRC checked); the high watermark becomes min(leader's HW, our log end offset).
+
+Errors per partition: FENCED_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER / UNKNOWN_LEADER_EPOCH /
+UNKNOWN_TOPIC_OR_PARTITION pause the partition for ``replica.fetch.backoff.ms`` (the cluster
+layer re-adds it with the new leadership); OFFSET_OUT_OF_RANGE restarts it empty at the leader's
+log start offset when we are behind it, or truncates to the leader's end when we are ahead; a
+storage error takes the partition out of fetching (its log is offline). A connection failure
+backs off ``replica.fetch.backoff.ms`` and retries. Nothing here blocks the loop: appends touch
+the page cache only, as on the leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from strata.broker.network.broker_client import BrokerClient, BrokerUnavailableError
+from strata.broker.network.listeners import ClientSecurity
+from strata.broker.replication.follower_fetch_codec import (
+    FETCH_VERSION,
+    FetchPosition,
+    encode_fetch_request,
+    read_fetch_response,
+)
+from strata.broker.replication.follower_truncation import truncation_for
+from strata.broker.replication.partition import Partition
+from strata.broker.replication.replica_manager import ReplicaManager
+from strata.protocol.api_keys import ApiKey
+from strata.protocol.error_codes import ErrorCode
+from strata.protocol.messages import decode_response_body
+from strata.storage import record_batch as rb
+from strata.storage.errors import StorageError
+
+logger = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+OFFSET_FOR_LEADER_EPOCH_VERSION: Final = 3
+LIST_OFFSETS_VERSION: Final = 5
+EARLIEST_TIMESTAMP: Final = -2
+LATEST_TIMESTAMP: Final = -1
+
+_RETRIABLE_LEADERSHIP: Final = frozenset({
+    ErrorCode.fenced_leader_epoch, ErrorCode.not_leader_or_follower,
+    ErrorCode.unknown_leader_epoch, ErrorCode.unknown_topic_or_partition,
+})
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherConfig:
+    """Kafka's replica.fetch.* settings."""
+
+    wait_max_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 10 * 1024 * 1024
+    partition_max_bytes: int = 1024 * 1024
+    backoff_ms: int = 1000
+    socket_timeout_ms: int = 30_000
+
+
+@dataclass(slots=True)
+class _FetchState:
+    leader_epoch: int
+    truncating: bool = True
+    paused_until: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderEndpoint:
+    node_id: int
+    host: str
+    port: int
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from one leader."""
+
+    def __init__(self, replica_manager: ReplicaManager, leader: LeaderEndpoint,
+                 config: FetcherConfig, security: ClientSecurity | None = None) -> None:
+        self.replica_manager = replica_manager
+        self.leader = leader
+        self.config = config
+        self.node_id = replica_manager.node_id
+        self.client = BrokerClient(leader.host, leader.port,
+                                   client_id=f"strata-replica-fetcher-{self.node_id}",
+                                   request_timeout_s=config.socket_timeout_ms / 1000,
+                                   security=security)
+        self.partitions: dict[TopicPartition, _FetchState] = {}
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def add_partitions(self, epochs: Mapping[TopicPartition, int]) -> None:
+        for tp, epoch in epochs.items():
+            self.partitions[tp] = _FetchState(epoch)
+        self._changed.set()
+
+    def remove_partitions(self, tps: list[TopicPartition]) -> None:
+        for tp in tps:
+            self.partitions.pop(tp, None)
+        self._changed.set()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"strata-replica-fetcher-{self.leader.node_id}")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.client.close()
+
+    # ---------------------------------------------------------------------- loop
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            now = loop.time()
+            ready = {tp: s for tp, s in self.partitions.items() if s.paused_until <= now}
+            if not ready:
+                self._changed.clear()
+                wake = min((s.paused_until for s in self.partitions.values()), default=None)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(),
+                                           None if wake is None else max(wake - now, 0.001))
+                continue
+            try:
+                truncating = {tp: s for tp, s in ready.items() if s.truncating}
+                if truncating:
+                    await self._truncate(truncating)
+                fetching = {tp: s for tp, s in ready.items()
+                            if not s.truncating and tp in self.partitions}
+                if fetching:
+                    await self._fetch(fetching)
+            except BrokerUnavailableError as exc:
+                logger.warning("replica fetcher of broker %d: leader %d unreachable (%s); "
+                               "retrying in %d ms", self.node_id, self.leader.node_id, exc,
+                               self.config.backoff_ms)
+                await asyncio.sleep(self.config.backoff_ms / 1000)
+            except Exception:  # a bug must not end replication for good: log, back off, retry
+                logger.exception("replica fetcher of broker %d (leader %d) failed; retrying in "
+                                 "%d ms", self.node_id, self.leader.node_id,
+                                 self.config.backoff_ms)
+                await self.client.close()
+                await asyncio.sleep(self.config.backoff_ms / 1000)
+
+    def _pause(self, tp: TopicPartition, why: str) -> None:
+        state = self.partitions.get(tp)
+        if state is not None:
+            loop = asyncio.get_running_loop()
+            state.paused_until = loop.time() + self.config.backoff_ms / 1000
+            logger.info("replica fetcher of broker %d: %s-%d paused: %s", self.node_id, tp[0],
+                        tp[1], why)
+
+    def _hosted(self, tp: TopicPartition) -> Partition | None:
+        partition = self.replica_manager.get_partition(*tp)
+        if partition is None:
+            self.partitions.pop(tp, None)
+        return partition
+
+    # ---------------------------------------------------------------- truncation
+    async def _truncate(self, states: Mapping[TopicPartition, _FetchState]) -> None:
+        asks: dict[TopicPartition, int] = {}
+        for tp, state in states.items():
+            partition = self._hosted(tp)
+            if partition is None:
+                continue
+            latest = partition.log.latest_epoch
+            if latest is None or partition.log_end_offset == 0:
+                state.truncating = False  # nothing that could diverge
+            else:
+                asks[tp] = latest
+        if not asks:
+            return
+        response = await self.client.request(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, {
+                "replica_id": self.node_id,
+                "topics": [{"topic": topic, "partitions": [
+                    {"partition": p, "current_leader_epoch": states[(topic, p)].leader_epoch,
+                     "leader_epoch": epoch}
+                    for (t, p), epoch in asks.items() if t == topic]}
+                    for topic in dict.fromkeys(t for t, _ in asks)],
+            })
+        for topic in response.topics:
+            for answer in topic.partitions:
+                tp = (topic.topic, answer.partition)
+                partition, pending = self._hosted(tp), self.partitions.get(tp)
+                if partition is None or pending is None:
+                    continue
+                if answer.error_code != ErrorCode.none:
+                    self._pause(tp, f"OffsetForLeaderEpoch answered {answer.error_code.name}")
+                    continue
+                log = partition.log
+                cut = truncation_for(
+                    answer.leader_epoch, answer.end_offset,
+                    follower_end_offset_for=log.end_offset_for_epoch,
+                    follower_log_end_offset=log.log_end_offset,
+                    follower_high_watermark=log.high_watermark)
+                if cut.offset < log.log_end_offset:
+                    logger.info("broker %d truncates %s-%d from %d to %d (leader %d answered "
+                                "epoch %d ends at %d)", self.node_id, tp[0], tp[1],
+                                log.log_end_offset, cut.offset, self.leader.node_id,
+                                answer.leader_epoch, answer.end_offset)
+                    log.truncate_to(cut.offset)
+                pending.truncating = not cut.done
+
+    # ------------------------------------------------------------------- fetching
+    async def _fetch(self, states: Mapping[TopicPartition, _FetchState]) -> None:
+        offsets: dict[TopicPartition, int] = {}
+        for tp in states:
+            partition = self._hosted(tp)
+            if partition is not None:
+                offsets[tp] = partition.log_end_offset
+        if not offsets:
+            return
+        config = self.config
+        body = encode_fetch_request(
+            self.node_id, config.wait_max_ms, config.min_bytes, config.max_bytes,
+            [FetchPosition(t, p, states[(t, p)].leader_epoch, offset, config.partition_max_bytes)
+             for (t, p), offset in offsets.items()])
+        frame, start = await self.client.request_encoded(ApiKey.FETCH, FETCH_VERSION, body)
+        response: Any = read_fetch_response(frame, start)
+        if response is None:  # not what the hand reader expects: the codec says what is wrong
+            response = decode_response_body(ApiKey.FETCH, FETCH_VERSION, frame, start)
+        if response.error_code != ErrorCode.none:
+            for tp in offsets:
+                self._pause(tp, f"Fetch answered {response.error_code.name}")
+            return
+        for topic in response.responses:
+            for answer in topic.partitions:
+                tp = (topic.topic, answer.partition_index)
+                if tp in offsets:
+                    await self._apply(tp, offsets[tp], answer)
+
+    async def _apply(self, tp: TopicPartition, fetch_offset: int, answer: Any) -> None:
+        partition = self._hosted(tp)
+        if partition is None or tp not in self.partitions:
+            return
+        error = answer.error_code
+        if error in _RETRIABLE_LEADERSHIP:
+            self._pause(tp, f"Fetch answered {error.name}")
+            return
+        if error == ErrorCode.offset_out_of_range:
+            await self._reset_out_of_range(tp, partition, fetch_offset)
+            return
+        if error != ErrorCode.none:
+            self._pause(tp, f"Fetch answered {error.name}")
+            return
+        log = partition.log
+        try:
+            records = whole_batches(answer.records or b"")
+            if records and partition.log_end_offset == fetch_offset:
+                log.append_as_follower(records)
+            log.update_high_watermark(min(answer.high_watermark, log.log_end_offset))
+        except StorageError as exc:
+            logger.error("broker %d stops fetching %s-%d: %s", self.node_id, tp[0], tp[1], exc)
+            self.partitions.pop(tp, None)
+
+    async def _reset_out_of_range(self, tp: TopicPartition, partition: Partition,
+                                  fetch_offset: int) -> None:
+        """Kafka's ``handleOutOfRangeError``: behind the leader's log start → restart empty
+        there; ahead of its end (an unclean election) → truncate to its end."""
+        state = self.partitions[tp]
+        ends = {}
+        for timestamp in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP):
+            response = await self.client.request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, {
+                "replica_id": self.node_id, "isolation_level": 0,
+                "topics": [{"name": tp[0], "partitions": [{
+                    "partition_index": tp[1], "current_leader_epoch": state.leader_epoch,
+                    "timestamp": timestamp}]}],
+            })
+            (answer,) = response.topics[0].partitions
+            if answer.error_code != ErrorCode.none:
+                self._pause(tp, f"ListOffsets answered {answer.error_code.name}")
+                return
+            ends[timestamp] = answer.offset
+        start, end = ends[EARLIEST_TIMESTAMP], ends[LATEST_TIMESTAMP]
+        log = partition.log
+        if fetch_offset > end:
+            logger.warning("broker %d truncates %s-%d to the leader's end %d (was at %d)",
+                           self.node_id, tp[0], tp[1], end, fetch_offset)
+            log.truncate_to(end)
+        elif fetch_offset < start:
+            logger.info("broker %d restarts %s-%d at the leader's log start %d", self.node_id,
+                        tp[0], tp[1], start)
+            log.truncate_fully_and_start_at(start)
+
+
+def whole_batches(records: bytes | memoryview) -> memoryview:
+    """The prefix of ``records`` made of whole batches (a fetch may end inside one)."""
+    view = memoryview(records)
+    pos, end = 0, len(view)
+    while pos < end:
+        size = rb.peek_size(view, pos)
+        if size is None or pos + size > end:
+            break
+        pos += size
+    return view[:pos]
+
+
+class ReplicaFetcherManager:
+    """One ``ReplicaFetcher`` per leader broker; partitions move between them as leaders do."""
+
+    def __init__(self, replica_manager: ReplicaManager, config: FetcherConfig,
+                 security: ClientSecurity | None = None) -> None:
+        self.replica_manager = replica_manager
+        self.config = config
+        self.security = security  # TLS / SASL towards the leaders' inter-broker listener
+        self.fetchers: dict[LeaderEndpoint, ReplicaFetcher] = {}
+        self._leader_of: dict[TopicPartition, LeaderEndpoint] = {}
+
+    def add_partitions(self, partitions: Mapping[TopicPartition, tuple[LeaderEndpoint, int]]
+                       ) -> None:
+        """Follow each partition's leader from its leader epoch (truncating first)."""
+        self.remove_partitions(list(partitions))
+        by_leader: dict[LeaderEndpoint, dict[TopicPartition, int]] = {}
+        for tp, (leader, epoch) in partitions.items():
+            by_leader.setdefault(leader, {})[tp] = epoch
+            self._leader_of[tp] = leader
+        for leader, epochs in by_leader.items():
+            fetcher = self.fetchers.get(leader)
+            if fetcher is None:
+                fetcher = self.fetchers[leader] = ReplicaFetcher(self.replica_manager, leader,
+                                                                 self.config, self.security)
+                fetcher.start()
+            fetcher.add_partitions(epochs)
+
+    def remove_partitions(self, tps: list[TopicPartition]) -> None:
+        for tp in tps:
+            leader = self._leader_of.pop(tp, None)
+            if leader is not None and leader in self.fetchers:
+                self.fetchers[leader].remove_partitions([tp])
+
+    async def shutdown_idle(self) -> None:
+        """Stop fetchers that have no partitions left."""
+        for leader, fetcher in list(self.fetchers.items()):
+            if not fetcher.partitions:
+                del self.fetchers[leader]
+                await fetcher.stop()
+
+    async def shutdown(self) -> None:
+        fetchers, self.fetchers = list(self.fetchers.values()), {}
+        self._leader_of.clear()
+        for fetcher in fetchers:
+            await fetcher.stop()

@@ -1,0 +1,450 @@
+"""``ReplicaManager``: the partitions this broker hosts, and the produce and fetch data paths.
+
+Kafka's ``ReplicaManager``. Owns:
+
+* the map ``(topic, partition) -> Partition``: ``make_leader`` / ``make_follower`` create a
+  partition (and its log, through ``LogManager.get_or_create_log``) or change its role,
+  ``remove_partition`` drops it;
+* ``append_records``: one produce request's record sets, each appended through its
+  ``Partition`` (leader check, ``min.insync.replicas``, offsets assigned by the log), answered
+  per partition with Kafka error codes; duplicates of an idempotent producer's recent batches
+  come back with the original offsets; acks=-1 waits in the produce purgatory until the high
+  watermark passed the records (REQUEST_TIMED_OUT after the request's timeout);
+* the leader's side of replication: a follower's Fetch (``replica_id`` >= 0) records its fetch
+  state, which may propose an ISR expansion and move the HW; ``maybe_shrink_isr`` (every
+  ``replica.lag.time.max.ms`` / 2) proposes shrinks. Proposals go to the ``isr_change_handler``
+  (the cluster's store, by compare-and-set; without one they are adopted at once), whose answer
+  comes back through ``apply_isr_change``. Every HW move wakes the produces and consumers'
+  long polls waiting on that partition;
+* ``fetch_messages``: reads bounded by each partition's max bytes and the request's total
+  ``max_bytes`` (at least one batch, KIP-74), and the long poll: with fewer than ``min_bytes``
+  readable, the fetch waits up to ``max_wait_ms`` in the fetch purgatory and is woken by the
+  next append to one of its partitions (``delayed_operation``);
+* ``delete_records``: DeleteRecords on the leader.
+
+Results are per partition, in request order; errors never raise out of these methods except
+programming errors. Event-loop only: appends and reads touch only the page cache (``os.write``,
+``os.pread`` in the storage layer); fsync runs elsewhere (``LogManager.flush_dirty_logs``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
+
+from strata.broker.metrics.log_metrics import LogMetrics
+from strata.broker.metrics.replication_metrics import ReplicationMetrics
+from strata.broker.replication.delayed_operation import DelayedFetch, Purgatory
+from strata.broker.replication.partition import (
+    NONE,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    UNKNOWN_SERVER_ERROR,
+    FetchIsolation,
+    NotLeaderOrFollowerError,
+    Partition,
+    PartitionError,
+    UnknownTopicOrPartitionError,
+)
+from strata.storage.clock import Clock
+from strata.storage.errors import StorageError
+from strata.storage.file_records import FileSlice
+from strata.storage.log_manager import LogManager
+
+logger = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartitionError.error_code
+INVALID_REQUIRED_ACKS = 21
+REQUEST_TIMED_OUT = 7
+
+
+class PartitionAppendResult(NamedTuple):
+    """One partition of a produce: Kafka's ``PartitionResponse``."""
+
+    error_code: int
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+
+
+class PartitionFetchInfo(NamedTuple):
+    """One partition of a fetch request."""
+
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+
+
+class FetchPartitionResult(NamedTuple):
+    """One partition of a fetch response. Offsets are -1 with an error (Kafka's rule)."""
+
+    error_code: int
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: tuple[FileSlice, ...] = ()
+    size: int = 0
+
+
+class DeleteRecordsResult(NamedTuple):
+    error_code: int
+    low_watermark: int = -1
+
+
+_UNKNOWN_APPEND = PartitionAppendResult(UNKNOWN_TOPIC_OR_PARTITION,
+                                        error_message="This server does not host this "
+                                                      "topic-partition.")
+_UNKNOWN_FETCH = FetchPartitionResult(UNKNOWN_TOPIC_OR_PARTITION)
+_NOT_HERE_APPEND = PartitionAppendResult(NotLeaderOrFollowerError.error_code,
+                                         error_message="This server is not the leader for that "
+                                                       "topic-partition.")
+_NOT_HERE_FETCH = FetchPartitionResult(NotLeaderOrFollowerError.error_code)
+
+
+def _error_code(exc: BaseException) -> int:
+    if isinstance(exc, StorageError | PartitionError):
+        return exc.error_code
+    return UNKNOWN_SERVER_ERROR
+
+
+IsrChangeHandler = Callable[[Partition, frozenset[int]], None]
+"""Takes a partition's proposed ISR to the controller's store; calls back
+``Partition.apply_isr_change`` or ``abort_isr_change`` (maybe later, on the loop)."""
+
+
+class ReplicaManager:
+    def __init__(self, log_manager: LogManager, clock: Clock, node_id: int,
+                 *, isr_change_handler: IsrChangeHandler | None = None) -> None:
+        self.log_manager = log_manager
+        self.clock = clock
+        self.node_id = node_id
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self.fetch_purgatory: Purgatory[TopicPartition] = Purgatory("Fetch")
+        # acks=-1 produces waiting for the HW, woken when a partition's HW moves.
+        self.produce_purgatory: Purgatory[TopicPartition] = Purgatory("Produce")
+        # Without a cluster store (one broker), an ISR change is adopted at once.
+        self.isr_change_handler: IsrChangeHandler = isr_change_handler or self._apply_locally
+        # Set by the server once its metrics registry exists (None in bare unit tests).
+        self.log_metrics: LogMetrics | None = None
+        self.replication_metrics: ReplicationMetrics | None = None
+        # Whether the cluster has a partition this broker does not host (then a request for it
+        # is NOT_LEADER_OR_FOLLOWER, as Kafka answers, not UNKNOWN_TOPIC_OR_PARTITION).
+        self.partition_exists: Callable[[TopicPartition], bool] = lambda tp: False
+
+    # ------------------------------------------------------------- partitions
+    def make_leader(
+        self,
+        topic: str,
+        partition: int,
+        topic_id: uuid.UUID,
+        leader_epoch: int,
+        *,
+        configs: Mapping[str, str] | None = None,
+        replicas: tuple[int, ...] | None = None,
+        isr: frozenset[int] | None = None,
+        partition_epoch: int = 0,
+    ) -> Partition:
+        """Host ``topic-partition`` as its leader at ``leader_epoch``, creating (or loading) the
+        log; ``configs`` are the topic's overrides, applied to the log if given; ``replicas``
+        and ``isr`` from its registration (default: this broker alone)."""
+        hosted = self._host(topic, partition, topic_id, leader_epoch, configs)
+        hosted.make_leader(leader_epoch, replicas=replicas, isr=isr,
+                           partition_epoch=partition_epoch, now_ms=self.clock.milliseconds())
+        self._high_watermark_moved((topic, partition))  # waiters re-check: leadership changed
+        return hosted
+
+    def make_follower(
+        self,
+        topic: str,
+        partition: int,
+        topic_id: uuid.UUID,
+        leader_id: int | None,
+        leader_epoch: int,
+        *,
+        replicas: tuple[int, ...],
+        isr: frozenset[int],
+        partition_epoch: int,
+        configs: Mapping[str, str] | None = None,
+    ) -> Partition:
+        """Host ``topic-partition`` as a follower of ``leader_id`` (None: leaderless) at
+        ``leader_epoch``. Produces waiting on it as leader are answered NOT_LEADER_OR_FOLLOWER
+        and consumers' long polls wake up to be told the same."""
+        hosted = self._host(topic, partition, topic_id, leader_epoch, configs)
+        hosted.make_follower(leader_id, leader_epoch, replicas=replicas, isr=isr,
+                             partition_epoch=partition_epoch)
+        self._high_watermark_moved((topic, partition))
+        return hosted
+
+    def _host(self, topic: str, partition: int, topic_id: uuid.UUID, leader_epoch: int,
+              configs: Mapping[str, str] | None) -> Partition:
+        tp = (topic, partition)
+        existing = self._partitions.get(tp)
+        if existing is not None:
+            if configs is not None:
+                self.log_manager.set_topic_config(topic, configs)
+            existing.topic_id = topic_id
+            return existing
+        log = self.log_manager.get_or_create_log(topic, partition, configs)
+        hosted = Partition(topic, partition, topic_id, log, leader_epoch, self.node_id)
+        self._partitions[tp] = hosted
+        return hosted
+
+    def remove_partition(
+        self, topic: str, partition: int, *, delete_log: bool = False
+    ) -> Partition | None:
+        """Stop hosting ``topic-partition`` (waiting fetches wake up and see it gone); with
+        ``delete_log`` its log directory is deleted too (DeleteTopics)."""
+        tp = (topic, partition)
+        removed = self._partitions.pop(tp, None)
+        if removed is not None:  # produces waiting on it as leader answer NOT_LEADER_OR_FOLLOWER
+            removed.leader_id = None
+        self._high_watermark_moved(tp)
+        if delete_log:
+            self.log_manager.delete_log(topic, partition)
+        return removed
+
+    def get_partition(self, topic: str, partition: int) -> Partition | None:
+        return self._partitions.get((topic, partition))
+
+    def get_partition_or_error(self, topic: str, partition: int) -> Partition:
+        hosted = self._partitions.get((topic, partition))
+        if hosted is None:
+            raise UnknownTopicOrPartitionError(
+                f"this server does not host {topic}-{partition}"
+            )
+        return hosted
+
+    def partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    # ---------------------------------------------------------------- produce
+    async def append_records(
+        self,
+        entries: Sequence[tuple[TopicPartition, bytes]],
+        required_acks: int,
+        timeout_ms: int,
+    ) -> list[PartitionAppendResult]:
+        """Append each ``(topic-partition, record set)``; one result per entry, in order.
+
+        acks=-1 is answered once the HW passed each partition's appended records (with
+        ISR = {leader} at once): the produce waits in the produce purgatory, woken when a
+        follower's fetch moves the HW, for at most ``timeout_ms``; a partition still short
+        then is REQUEST_TIMED_OUT (its records stay in the log: the client retries, and an
+        idempotent producer's retry is answered as a duplicate).
+        """
+        if required_acks not in (-1, 0, 1):
+            bad = PartitionAppendResult(INVALID_REQUIRED_ACKS,
+                                        error_message=f"invalid acks {required_acks}")
+            return [bad] * len(entries)
+        results: list[PartitionAppendResult] = []
+        waiting: dict[int, tuple[Partition, int]] = {}  # result index -> (partition, offset)
+        get = self._partitions.get
+        notify = self.fetch_purgatory.notify
+        for tp, records in entries:
+            partition = get(tp)
+            if partition is None:
+                results.append(_NOT_HERE_APPEND if self.partition_exists(tp)
+                               else _UNKNOWN_APPEND)
+                continue
+            try:
+                info = partition.append_records_to_leader(records, required_acks)
+            except (StorageError, PartitionError) as exc:
+                results.append(PartitionAppendResult(exc.error_code, error_message=str(exc)))
+                continue
+            except Exception as exc:  # one partition's bug must not fail the rest
+                logger.exception("append to %s-%d failed", tp[0], tp[1])
+                results.append(PartitionAppendResult(UNKNOWN_SERVER_ERROR,
+                                                     error_message=f"{type(exc).__name__}"))
+                continue
+            results.append(PartitionAppendResult(NONE, info.first_offset, info.log_append_time,
+                                                 info.log_start_offset))
+            if not info.duplicate:
+                notify(tp)
+                if self.log_metrics is not None:
+                    self.log_metrics.appended(tp[0], tp[1], info.valid_bytes, info.record_count)
+            if required_acks == -1:
+                waiting[len(results) - 1] = (partition, info.last_offset + 1)
+        if waiting:
+            await self._wait_for_replication(results, waiting, timeout_ms)
+        return results
+
+    async def _wait_for_replication(self, results: list[PartitionAppendResult],
+                                    waiting: dict[int, tuple[Partition, int]],
+                                    timeout_ms: int) -> None:
+        """Kafka's ``DelayedProduce``: until every waiting partition's HW reached its required
+        offset (or it failed), or ``timeout_ms``; results updated in place."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000
+        while True:
+            for index, (partition, required) in list(waiting.items()):
+                done, error = partition.required_offset_reached(required)
+                if done:
+                    del waiting[index]
+                    if error != NONE:
+                        results[index] = PartitionAppendResult(error, error_message=(
+                            "the ISR shrank below min.insync.replicas after the append"
+                            if error == NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                            else "leadership moved before the records were replicated"))
+            if not waiting:
+                return
+            keys = [(p.topic, p.partition) for p, _ in waiting.values()]
+            if not await self.produce_purgatory.wait(keys, deadline - loop.time()):
+                break
+        for index in waiting:
+            results[index] = PartitionAppendResult(
+                REQUEST_TIMED_OUT, error_message=f"not replicated to the ISR within "
+                                                 f"{timeout_ms} ms")
+
+    def _high_watermark_moved(self, tp: TopicPartition) -> None:
+        """Wake what waits on ``tp``'s HW: acks=-1 produces and consumers' long polls."""
+        self.produce_purgatory.notify(tp)
+        self.fetch_purgatory.notify(tp)
+
+    # ---------------------------------------------------------------- replication
+    def update_follower_fetch_state(self, partition: Partition, replica_id: int,
+                                    fetch_offset: int) -> None:
+        """A follower fetched ``partition`` from ``fetch_offset``: record it, propose it for
+        the ISR if it just caught up, and move the HW if it can."""
+        proposed = partition.update_follower_fetch_state(replica_id, fetch_offset,
+                                                         self.clock.milliseconds())
+        if proposed is not None:
+            self._propose_isr(partition, proposed)
+        if partition.maybe_increment_high_watermark():
+            self._high_watermark_moved((partition.topic, partition.partition))
+
+    def apply_isr_change(self, partition: Partition, isr: frozenset[int],
+                         partition_epoch: int) -> None:
+        """The store accepted ``isr`` for ``partition``: adopt it and wake HW waiters."""
+        if partition.apply_isr_change(isr, partition_epoch):
+            self._high_watermark_moved((partition.topic, partition.partition))
+
+    def _propose_isr(self, partition: Partition, isr: frozenset[int]) -> None:
+        if self.replication_metrics is not None:
+            self.replication_metrics.isr_change(partition, isr)
+        self.isr_change_handler(partition, isr)
+
+    def _apply_locally(self, partition: Partition, isr: frozenset[int]) -> None:
+        self.apply_isr_change(partition, isr, partition.partition_epoch + 1)
+
+    def maybe_shrink_isr(self, max_lag_ms: int) -> int:
+        """Propose ISR shrinks for every led partition with lagging followers (Kafka's
+        ``maybeShrinkIsr``, run every ``replica.lag.time.max.ms`` / 2); returns how many."""
+        now = self.clock.milliseconds()
+        proposals = 0
+        for partition in list(self._partitions.values()):
+            proposed = partition.maybe_shrink_isr(now, max_lag_ms)
+            if proposed is not None:
+                proposals += 1
+                self._propose_isr(partition, proposed)
+                if partition.maybe_increment_high_watermark():
+                    self._high_watermark_moved((partition.topic, partition.partition))
+        return proposals
+
+    # ------------------------------------------------------------------ fetch
+    async def fetch_messages(
+        self,
+        fetch_infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]],
+        *,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        isolation: FetchIsolation,
+        replica_id: int = -1,
+    ) -> list[FetchPartitionResult]:
+        """Read each partition; one result per entry, in order. A follower's fetch
+        (``replica_id`` >= 0) also records its fetch state on each partition it reads.
+
+        Answers at once when ``min_bytes`` are readable, a partition has an error, or
+        ``max_wait_ms`` <= 0; otherwise waits for appends to the fetched partitions until
+        enough bytes arrived or ``max_wait_ms`` passed, then answers with what is there.
+        """
+        results, total, failed = self._read_from_local_logs(fetch_infos, max_bytes, isolation,
+                                                            replica_id)
+        if max_wait_ms <= 0 or not fetch_infos or total >= min_bytes or failed:
+            return results
+
+        def try_complete() -> list[FetchPartitionResult] | None:
+            again, size, error = self._read_from_local_logs(fetch_infos, max_bytes, isolation,
+                                                            replica_id)
+            return again if size >= min_bytes or error else None
+
+        def on_expiration() -> list[FetchPartitionResult]:
+            return self._read_from_local_logs(fetch_infos, max_bytes, isolation, replica_id)[0]
+
+        keys = [tp for tp, _ in fetch_infos]
+        delayed = DelayedFetch(keys, max_wait_ms, try_complete, on_expiration)
+        return await delayed.run(self.fetch_purgatory)
+
+    def _read_from_local_logs(
+        self,
+        fetch_infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]],
+        max_bytes: int,
+        isolation: FetchIsolation,
+        replica_id: int = -1,
+    ) -> tuple[list[FetchPartitionResult], int, bool]:
+        """(results, bytes read, any error). Kafka's ``readFromLog``: each partition gets
+        min(its max bytes, what the request's ``max_bytes`` has left); the first partition with
+        data may exceed that by one batch (KIP-74), later ones may not."""
+        limit = max_bytes
+        min_one_message = True
+        total = 0
+        failed = False
+        results: list[FetchPartitionResult] = []
+        get = self._partitions.get
+        for tp, info in fetch_infos:
+            partition = get(tp)
+            if partition is None:
+                results.append(_NOT_HERE_FETCH if self.partition_exists(tp)
+                               else _UNKNOWN_FETCH)
+                failed = True
+                continue
+            try:
+                read = partition.read_records(info.fetch_offset, min(info.max_bytes, limit),
+                                              isolation, min_one_message,
+                                              info.current_leader_epoch)
+                if replica_id >= 0:
+                    self.update_follower_fetch_state(partition, replica_id, info.fetch_offset)
+                    if read.high_watermark != partition.high_watermark:  # the fetch moved it
+                        read = read._replace(high_watermark=partition.high_watermark,
+                                             last_stable_offset=partition.high_watermark)
+            except (StorageError, PartitionError) as exc:
+                results.append(FetchPartitionResult(exc.error_code))
+                failed = True
+                continue
+            except Exception:  # one partition's bug must not fail the rest
+                logger.exception("read of %s-%d failed", tp[0], tp[1])
+                results.append(FetchPartitionResult(UNKNOWN_SERVER_ERROR))
+                failed = True
+                continue
+            size = read.size
+            if size > 0:
+                if self.log_metrics is not None:
+                    self.log_metrics.read(tp[0], tp[1], size)
+                min_one_message = False
+                limit = max(0, limit - size)
+                total += size
+            results.append(FetchPartitionResult(NONE, read.high_watermark,
+                                                read.last_stable_offset, read.log_start_offset,
+                                                read.slices, size))
+        return results, total, failed
+
+    # --------------------------------------------------------- delete records
+    def delete_records(
+        self, entries: Sequence[tuple[TopicPartition, int]]
+    ) -> list[DeleteRecordsResult]:
+        """DeleteRecords: move each log start offset up to its offset (-1 = HW)."""
+        results: list[DeleteRecordsResult] = []
+        for (topic, index), offset in entries:
+            try:
+                partition = self.get_partition_or_error(topic, index)
+                low_watermark = partition.delete_records_on_leader(offset)
+            except (StorageError, PartitionError) as exc:
+                results.append(DeleteRecordsResult(exc.error_code))
+                continue
+            results.append(DeleteRecordsResult(NONE, low_watermark))
+        return results

@@ -1,0 +1,406 @@
+"""The ``.log`` file of a segment: batches appended with ``os.write``, read with ``os.pread``.
+
+Kafka's ``FileRecords``. Byte format: a plain concatenation of RecordBatch v2 batches exactly as
+clients sent them (offsets and leader epoch assigned), no file header; see ``record_batch`` for
+the batch layout. ``size_in_bytes`` is the logical end: the first byte after the last whole
+appended batch. A preallocated file (``preallocate_size``) is longer than that, zero-filled,
+until ``trim`` (on roll and close).
+
+Invariants:
+
+* Only whole batches are ever counted in ``size_in_bytes``. ``append`` returns after every byte
+  reached the OS (``write`` returned), which is when a produce may be acknowledged: a killed
+  process loses nothing acknowledged. A failed write (ENOSPC, EIO...) is cut off again
+  (best effort) and raises ``KafkaStorageError``; the size is unchanged either way.
+* The file descriptor's position is kept at ``size_in_bytes``; reads never move it (``pread``).
+
+Crash policy: the ``.log`` is the source of truth. After an unclean shutdown its tail may hold a
+partial or zeroed batch (unflushed pages, preallocation); ``LogSegment.recover`` scans it with
+``batches(verify_crc=True)`` and truncates at the first invalid batch. ``flush`` is ``fsync``.
+
+Descriptors (issue 16): a file opened with ``lazy=True`` (an inactive segment at load) holds
+no descriptor until its first read or write needs one; its size comes from ``stat``. Once
+opened it stays open until ``close``/``delete``: a ``FileSlice`` handed to a connection holds
+the raw fd, and closing it under an in-flight ``sendfile`` could send another file's bytes.
+
+Threads: appends, reads, truncation and renames run on the log's owner thread; ``flush`` may run
+on a worker thread, the cleaner reads on its own; the lazy open takes ``_OPEN_LOCK``. A
+``FileSlice`` holds the raw fd, so it stays readable after a rename (even to ``.deleted``) and
+until ``close``/``delete``.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from strata.storage.errors import (
+    CorruptRecordError,
+    KafkaStorageError,
+    UnsupportedForMessageFormatError,
+)
+from strata.storage.record_batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    NO_TIMESTAMP,
+    BatchHeader,
+    Buffer,
+    compute_crc,
+    parse_header,
+)
+from strata.storage.records import iter_records
+
+logger = logging.getLogger(__name__)
+
+READ_CHUNK = 64 * 1024  # bytes read at once while scanning batch headers
+NOT_OPEN = -1  # ``FileRecords._fd`` of a lazily opened file before its first use
+_OPEN_LOCK = threading.Lock()  # one lazy open at a time (the loop and a cleaner thread race)
+
+
+def pread_fully(fd: int, position: int, size: int) -> bytes:
+    """Up to ``size`` bytes at ``position``: loops over short reads, stops early only at EOF."""
+    if size <= 0:
+        return b""
+    first = os.pread(fd, size, position)
+    if len(first) == size or not first:
+        return first
+    parts, got = [first], len(first)
+    while got < size:
+        chunk = os.pread(fd, size - got, position + got)
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """``length`` bytes of an open file at ``position``: what a read returns, ready for
+    ``os.sendfile(out, fd, position, length)``. A slice may end inside a batch (like Kafka)."""
+
+    fd: int
+    position: int
+    length: int
+
+    def read_bytes(self) -> bytes:
+        """The slice's bytes (fewer only if the file was truncated under it)."""
+        return pread_fully(self.fd, self.position, self.length)
+
+
+class FileRecords:
+    """An open ``.log`` file. Build it with ``FileRecords.open``."""
+
+    def __init__(self, path: Path, fd: int, size: int) -> None:
+        self.path = path
+        self._fd = fd
+        self._size = size
+        self._dirty = False
+        self._closed = False
+        if fd != NOT_OPEN:
+            os.lseek(fd, size, os.SEEK_SET)
+
+    @classmethod
+    def open(cls, path: Path, create: bool = True, *, preallocate_size: int = 0,
+             lazy: bool = False) -> FileRecords:
+        """Open ``path`` (creating it if ``create``; an existing file keeps its bytes).
+
+        A *new* file is preallocated (sparse) to ``preallocate_size`` bytes when that is > 0;
+        its logical size starts at 0. An existing file's logical size is its length. With
+        ``lazy`` an existing file is only ``stat``ed: the descriptor is opened on first use.
+        """
+        if lazy and not create:
+            return cls(path, NOT_OPEN, os.stat(path).st_size)
+        existed = path.exists()
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        fd = os.open(path, flags, 0o644)
+        try:
+            if not existed and preallocate_size > 0:
+                os.ftruncate(fd, preallocate_size)
+                size = 0
+            else:
+                size = os.fstat(fd).st_size
+            return cls(path, fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @property
+    def fd(self) -> int:
+        return self._fd if self._fd != NOT_OPEN else self._open_lazily()
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the descriptor is open (False for a lazy file not used yet, or closed)."""
+        return self._fd != NOT_OPEN and not self._closed
+
+    def _open_lazily(self) -> int:
+        """Open the descriptor of a lazy file; ``KafkaStorageError`` (caused by the
+        ``OSError``) if that fails, e.g. EMFILE."""
+        with _OPEN_LOCK:
+            if self._fd == NOT_OPEN:
+                if self._closed:
+                    raise ValueError(f"{self.path} is closed")
+                try:
+                    fd = os.open(self.path, os.O_RDWR)
+                except OSError as exc:  # EMFILE: this read or append fails, not the broker
+                    raise KafkaStorageError(f"cannot open {self.path}: {exc}") from exc
+                os.lseek(fd, self._size, os.SEEK_SET)
+                self._fd = fd
+            return self._fd
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._size
+
+    # -------------------------------------------------------------- writes
+    def append(self, data: Buffer | Sequence[Buffer]) -> int:
+        """Write ``data`` (whole batches; one buffer or several written back to back with
+        ``os.writev``) at the end; returns the bytes written.
+
+        Several buffers let the Log write a rewritten 16-byte batch prefix beside a view of the
+        client's bytes, so a batch is never copied. Returns only once every byte was handed to
+        the OS. On a disk error the file is cut back to its previous size (best effort),
+        ``size_in_bytes`` is unchanged and ``KafkaStorageError`` names the file and the errno.
+        """
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            views = [_byte_view(data)]
+        else:
+            views = [_byte_view(d) for d in data]
+        total = sum(v.nbytes for v in views)
+        if total == 0:
+            return 0
+        start, written = self._size, 0
+        fd = self._fd if self._fd != NOT_OPEN else self._open_lazily()
+        try:
+            while views:
+                n = os.writev(fd, views) if len(views) > 1 else os.write(fd, views[0])
+                if n <= 0:
+                    raise OSError(errno.EIO, "write made no progress")
+                written += n
+                views = _advance(views, n)
+        except OSError as exc:
+            self._roll_back_failed_append(start, written)
+            code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+            raise KafkaStorageError(
+                f"append of {total} bytes to {self.path} at position {start} failed after "
+                f"{written} bytes: {code} ({exc.strerror})"
+            ) from exc
+        self._size = start + total
+        self._dirty = True
+        return total
+
+    def _roll_back_failed_append(self, start: int, written: int) -> None:
+        try:
+            if written:
+                os.ftruncate(self._fd, start)
+            os.lseek(self._fd, start, os.SEEK_SET)
+        except OSError as exc:  # the log dir goes offline anyway; recovery cuts the tail
+            logger.error("cannot cut %s back to %d bytes after a failed append: %s",
+                         self.path, start, exc)
+
+    def truncate_to(self, size: int) -> int:
+        """Cut the file to ``size`` bytes (<= its size); returns the bytes removed."""
+        if size < 0 or size > self._size:
+            raise ValueError(f"attempt to truncate {self.path} to {size} bytes failed: "
+                             f"its size is {self._size} bytes")
+        removed = self._size - size
+        try:
+            fd = self.fd
+            if size < os.fstat(fd).st_size:
+                os.ftruncate(fd, size)
+            os.lseek(fd, size, os.SEEK_SET)
+        except OSError as exc:
+            raise KafkaStorageError(f"truncation of {self.path} to {size} bytes failed: "
+                                    f"{exc}") from exc
+        self._size = size
+        self._dirty = True
+        return removed
+
+    def trim(self) -> None:
+        """Drop a preallocated tail: the file length becomes ``size_in_bytes``."""
+        if self._fd == NOT_OPEN:  # untouched since it was found trimmed
+            return
+        if os.fstat(self._fd).st_size > self._size:
+            os.ftruncate(self._fd, self._size)
+
+    def flush(self) -> None:
+        """fsync the file if anything changed since the last flush. Raises ``OSError``."""
+        if self._dirty and not self._closed:
+            self._dirty = False
+            try:
+                os.fsync(self._fd)
+            except OSError:
+                self._dirty = True
+                raise
+
+    # --------------------------------------------------------------- reads
+    def read(self, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``position``, never past ``size_in_bytes``."""
+        self._check_position(position)
+        return pread_fully(self.fd, position, min(size, self._size - position))
+
+    def slice(self, position: int, size: int) -> FileSlice:
+        """A ``FileSlice`` of up to ``size`` bytes at ``position`` (clamped to the end)."""
+        self._check_position(position)
+        if size < 0:
+            raise ValueError(f"invalid slice size {size} for {self.path}")
+        return FileSlice(self.fd, position, min(size, self._size - position))
+
+    def batches(
+        self, start_position: int = 0, verify_crc: bool = False
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """Yield ``(position, header)`` of each batch from ``start_position`` to the end.
+
+        ``start_position`` must be a batch boundary. Stops cleanly at the end of the file;
+        raises ``CorruptRecordError`` (with the file and position) at a batch that is truncated,
+        badly framed, of another magic, or - with ``verify_crc`` - fails its CRC. Headers are
+        read in chunks; with ``verify_crc`` every whole batch is read once.
+        """
+        self._check_position(start_position)
+        end = self._size
+        pos = start_position
+        buf, buf_start = b"", pos
+        while pos < end:
+            try:
+                avail = end - pos
+                if avail < LOG_OVERHEAD:
+                    raise CorruptRecordError(f"{avail} trailing bytes do not hold a batch")
+                buf, buf_start = self._fill(buf, buf_start, pos, min(HEADER_SIZE, avail), end)
+                header = parse_header(buf, pos - buf_start)
+                if header.size > avail:
+                    raise CorruptRecordError(
+                        f"record batch truncated: {avail} of {header.size} bytes present")
+                if verify_crc:
+                    buf, buf_start = self._fill(buf, buf_start, pos, header.size, end)
+                    if compute_crc(buf, pos - buf_start, header.size) != header.crc:
+                        raise CorruptRecordError(
+                            f"record batch at base offset {header.base_offset} fails CRC")
+            except (CorruptRecordError, UnsupportedForMessageFormatError) as exc:
+                raise CorruptRecordError(f"{self.path} at position {pos}: {exc}") from exc
+            yield pos, header
+            pos += header.size
+
+    def search_for_offset_from_position(
+        self, target_offset: int, starting_position: int
+    ) -> tuple[int, BatchHeader] | None:
+        """``(position, header)`` of the first batch from ``starting_position`` whose last
+        offset is >= ``target_offset``, or None if there is none."""
+        if starting_position > self._size:
+            return None
+        for position, header in self.batches(starting_position):
+            if header.last_offset >= target_offset:
+                return position, header
+        return None
+
+    def search_for_timestamp(
+        self, target_timestamp: int, starting_position: int, starting_offset: int
+    ) -> tuple[int, int] | None:
+        """``(timestamp, offset)`` of the first record from ``starting_position`` with
+        timestamp >= ``target_timestamp`` and offset >= ``starting_offset``, or None.
+
+        Only batches whose max timestamp qualifies are decompressed and iterated.
+        """
+        if starting_position > self._size:
+            return None
+        for position, header in self.batches(starting_position):
+            if header.max_timestamp < target_timestamp or header.last_offset < starting_offset:
+                continue
+            batch = self.read(position, header.size)
+            for record in iter_records(batch, verify_crc=False):
+                if record.timestamp >= target_timestamp and record.offset >= starting_offset:
+                    return record.timestamp, record.offset
+        return None
+
+    def largest_timestamp_after(self, starting_position: int) -> tuple[int, int]:
+        """``(max timestamp, last offset of the first batch holding it)`` of the batches from
+        ``starting_position``; ``(-1, -1)`` if there are none with a timestamp."""
+        best = (NO_TIMESTAMP, -1)
+        for _, header in self.batches(starting_position):
+            if header.max_timestamp > best[0]:
+                best = (header.max_timestamp, header.last_offset)
+        return best
+
+    def _fill(self, buf: bytes, buf_start: int, pos: int, need: int,
+              end: int) -> tuple[bytes, int]:
+        """``(buf, buf_start)`` covering ``[pos, pos + need)``, reading ahead up to a chunk."""
+        if buf_start <= pos and pos + need <= buf_start + len(buf):
+            return buf, buf_start
+        data = pread_fully(self.fd, pos, min(max(need, READ_CHUNK), end - pos))
+        if len(data) < need:
+            raise CorruptRecordError(f"file ends after {len(data)} of {need} bytes")
+        return data, pos
+
+    def _check_position(self, position: int) -> None:
+        if position < 0 or position > self._size:
+            raise ValueError(f"position {position} is outside {self.path} "
+                             f"({self._size} bytes)")
+
+    # ----------------------------------------------------------- lifecycle
+    @property
+    def last_modified(self) -> int:
+        """The file's modification time in ms."""
+        if self._fd == NOT_OPEN:
+            return os.stat(self.path).st_mtime_ns // 1_000_000
+        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+
+    def close(self) -> None:
+        """fsync (if dirty), trim and close. Idempotent. Outstanding slices become invalid."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+            self.trim()
+        finally:
+            self._release_fd()
+
+    def release(self) -> None:
+        """Close without fsync or trim (the file is left as it is). Idempotent."""
+        self._release_fd()
+
+    def _release_fd(self) -> None:
+        with _OPEN_LOCK:
+            if self._closed:
+                return
+            self._closed = True
+            if self._fd != NOT_OPEN:
+                os.close(self._fd)
+
+    def delete(self) -> bool:
+        """Close (no fsync) and unlink; True if the file existed."""
+        self._release_fd()
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def rename_to(self, path: Path) -> None:
+        """Rename the file; the fd (and every outstanding slice) stays valid."""
+        os.replace(self.path, path)
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"FileRecords(path={str(self.path)!r}, size={self._size})"
+
+
+def _byte_view(data: Buffer) -> memoryview:
+    view = memoryview(data)
+    return view if view.ndim == 1 and view.itemsize == 1 else view.cast("B")
+
+
+def _advance(views: list[memoryview], n: int) -> list[memoryview]:
+    """The buffers left after ``n`` bytes of ``views`` were written (a short write)."""
+    i = 0
+    while i < len(views) and n >= views[i].nbytes:
+        n -= views[i].nbytes
+        i += 1
+    rest = views[i:]
+    if rest and n:
+        rest[0] = rest[0][n:]
+    return rest

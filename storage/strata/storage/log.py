@@ -1,0 +1,606 @@
+"""``Log``: one partition replica's log — an ordered run of segments with offsets and state.
+
+Owns the segment tuple of one ``<topic>-<partition>/`` directory and the offsets that describe
+it (Kafka's vocabulary, see GLOSSARY.md):
+
+* ``log_start_offset`` — first offset a reader may fetch; moves up by retention and
+  DeleteRecords, never down (except ``truncate_fully_and_start_at``).
+* ``log_end_offset`` (LEO) — the offset the next appended record gets.
+* ``high_watermark`` (HW) — set by the partition layer (replication); consumers read below it.
+  ``log_start_offset <= high_watermark <= log_end_offset`` always holds.
+* ``recovery_point`` — everything below it has been fsynced; recovery scans from here.
+
+Invariants: segments are sorted by base offset and contiguous in offsets (gaps only where
+compaction removed records); only the last segment (the active one) is appended to; the segment
+tuple is immutable and replaced on every change, so a reader holding a snapshot is never
+disturbed by a roll, a retention deletion or a cleaner swap. Files of removed segments are
+renamed to ``.deleted`` and unlinked only after ``file.delete.delay.ms`` (open file descriptors
+of a reader's ``FileSlice`` stay valid until then).
+
+Threads: appends, reads, rolls, truncation, retention and config changes run on one owner
+thread (the broker's event loop). ``flush`` runs in a worker thread: it works on a snapshot of
+the segment tuple and only takes ``_flush_lock``, which the owner thread never waits on. The
+cleaner (a worker thread) rewrites segments without locks and takes ``lock`` only for the final
+swap; every structural change on the owner thread takes ``lock`` too (uncontended otherwise).
+
+Durability: ``append_*`` returns after ``os.write`` handed every byte to the OS, so a killed
+process loses nothing acknowledged. ``flush.messages`` / ``flush.ms`` only decide when fsync
+runs (what an OS crash may lose); ``needs_flush`` tells the caller when it is due. A disk error
+raises ``KafkaStorageError`` (the write is not acknowledged) and takes the log offline; running
+out of file descriptors (EMFILE/ENFILE) at a roll or a lazy open fails that append only
+(issue 16).
+"""
+
+from __future__ import annotations
+
+import bisect
+import errno
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from strata.storage import record_batch as rb
+from strata.storage.clock import Clock
+from strata.storage.errors import (
+    KafkaStorageError,
+    LogDirOfflineError,
+    OffsetOutOfRangeError,
+)
+from strata.storage.leader_epoch_cache import LeaderEpochFileCache
+from strata.storage.log_append import assign_offsets
+from strata.storage.log_config import LogConfig
+from strata.storage.log_file_names import DELETED_FILE_SUFFIX
+from strata.storage.log_results import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    FetchDataInfo,
+    LogAppendInfo,
+    TimestampAndOffset,
+)
+from strata.storage.log_retention import (
+    below_log_start,
+    deletable_prefix,
+    retention_bytes_breached,
+    retention_ms_breached,
+)
+from strata.storage.log_segment import LogSegment, RollParams, SegmentConfig
+from strata.storage.log_validator import ValidationConfig, validate_records
+from strata.storage.producer_state import ProducerStateManager
+
+__all__ = [
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "FetchDataInfo",
+    "Log",
+    "LogAppendInfo",
+    "TimestampAndOffset",
+    "segment_config",
+]
+
+log = logging.getLogger(__name__)
+
+def segment_config(config: LogConfig) -> SegmentConfig:
+    return SegmentConfig(
+        index_interval_bytes=config.index_interval_bytes,
+        max_index_size=config.segment_index_bytes,
+        preallocate=config.preallocate,
+    )
+
+
+class Log:
+    """A partition log. Build it with ``strata.storage.log_loader.load_log``."""
+
+    def __init__(
+        self,
+        dir: Path,
+        config: LogConfig,
+        clock: Clock,
+        segments: Sequence[LogSegment],
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        leader_epoch_cache: LeaderEpochFileCache,
+        producer_state: ProducerStateManager,
+        on_storage_error: Callable[[Path, BaseException], None] | None = None,
+    ) -> None:
+        if not segments:
+            raise ValueError("a log has at least one segment")
+        self.dir = dir
+        self._config = config
+        self._validation_config = _validation_config(config)
+        self._clock = clock
+        self._segments: tuple[LogSegment, ...] = tuple(segments)
+        self._bases: tuple[int, ...] = tuple(s.base_offset for s in segments)
+        self.leader_epoch_cache = leader_epoch_cache
+        self.producer_state = producer_state
+        self._on_storage_error = on_storage_error
+        self._log_end_offset = self._segments[-1].read_next_offset()
+        self.log_start_offset = log_start_offset
+        self.recovery_point = min(recovery_point, self._log_end_offset)
+        self._high_watermark = log_start_offset
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._flush_lock = threading.Lock()
+        # Serialises structural changes: the owner thread's appends/rolls/truncation/retention
+        # and the cleaner's final swap (from a worker thread). Reads and flush never take it.
+        self.lock = threading.RLock()
+        self._last_flush_ms = clock.monotonic_ms()
+        self.offline = False
+
+    # ----------------------------------------------------------------- state
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        self._config = config
+        self._validation_config = _validation_config(config)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return self._segments
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the HW, clamped into [log_start_offset, log_end_offset]; returns the value set."""
+        self._high_watermark = max(self.log_start_offset, min(offset, self._log_end_offset))
+        return self._high_watermark
+
+    def maybe_increment_high_watermark(self, offset: int) -> bool:
+        """Move the HW up to ``offset`` (never down); True when it moved."""
+        if offset > self._high_watermark:
+            before = self._high_watermark
+            return self.update_high_watermark(offset) > before
+        return False
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._log_end_offset - self.recovery_point
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.leader_epoch_cache.latest_epoch
+
+    def needs_flush(self) -> bool:
+        """True when ``flush.messages`` or ``flush.ms`` says unflushed data is due for fsync."""
+        if self.unflushed_messages <= 0:
+            return False
+        if self.unflushed_messages >= self._config.flush_messages:
+            return True
+        return self._clock.monotonic_ms() - self._last_flush_ms >= self._config.flush_ms
+
+    def _check_online(self) -> None:
+        if self.offline:
+            raise LogDirOfflineError(f"log {self.dir} is offline after a disk error")
+
+    def _storage_failure(self, exc: BaseException) -> None:
+        self.offline = True
+        if self._on_storage_error is not None:
+            self._on_storage_error(self.dir, exc)
+
+    def _set_segments(self, segments: Sequence[LogSegment]) -> None:
+        self._segments = tuple(segments)
+        self._bases = tuple(s.base_offset for s in self._segments)
+
+    # ---------------------------------------------------------------- append
+    def append_as_leader(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int
+    ) -> LogAppendInfo:
+        """Validate a client's record set, assign offsets and epoch, append it.
+
+        Raises the validator's errors (Kafka error codes) without touching the log, and the
+        producer-state errors for idempotent batches. A duplicate of one of a producer's last
+        five batches is not appended again: the original offsets come back, ``duplicate=True``.
+        """
+        with self.lock:
+            self._check_online()
+            now = self._clock.milliseconds()
+            result = validate_records(records, self._validation_config, now)
+            batches = result.batches
+            for _, header in batches:
+                if header.producer_id >= 0:
+                    dup = self.producer_state.check(header)
+                    if dup is not None:
+                        first = dup.last_offset - dup.offset_delta
+                        return LogAppendInfo(first, dup.last_offset, dup.timestamp, dup.last_offset,
+                                             -1, self.log_start_offset, header.records_count, 0,
+                                             duplicate=True)
+            first = self._log_end_offset
+            assigned = assign_offsets(records, batches, first, leader_epoch,
+                                      now if result.log_append_time else None)
+            info = LogAppendInfo(first, assigned.last_offset, assigned.max_timestamp,
+                                 assigned.offset_of_max_timestamp,
+                                 now if result.log_append_time else -1, self.log_start_offset,
+                                 result.record_count, assigned.size)
+            if leader_epoch >= 0:
+                self._assign_epoch(leader_epoch, info.first_offset)
+            self._append(assigned.data, assigned.size, assigned.producer_batches,
+                         info.last_offset, info.max_timestamp, info.offset_of_max_timestamp)
+            return info
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
+        """Append batches fetched from the leader as they are (offsets and epochs kept).
+
+        Batches must be whole, CRC-valid and start at or after our log end offset.
+        """
+        with self.lock:
+            self._check_online()
+            headers = list(rb.iter_headers(records, verify_crc=True))
+            if not headers:
+                return LogAppendInfo(self._log_end_offset, self._log_end_offset - 1, -1, -1, -1,
+                                     self.log_start_offset, 0, 0)
+            first = headers[0][1].base_offset
+            if first < self._log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"follower append at {first} is below the log end offset {self._log_end_offset}"
+                )
+            max_ts, offset_of_max_ts, count = rb.NO_TIMESTAMP, first, 0
+            for _, h in headers:
+                if h.max_timestamp > max_ts:
+                    max_ts, offset_of_max_ts = h.max_timestamp, h.last_offset
+                count += h.records_count
+                if h.partition_leader_epoch >= 0:
+                    self._assign_epoch(h.partition_leader_epoch, h.base_offset)
+            last = headers[-1][1].last_offset
+            buf = records
+            info = LogAppendInfo(first, last, max_ts, offset_of_max_ts, -1, self.log_start_offset,
+                                 count, memoryview(records).nbytes)
+            if first > self._log_end_offset:
+                # The leader's log starts later than ours ends (e.g. after its retention).
+                self.truncate_fully_and_start_at(first)
+            producer_batches = [(h, h.base_offset, h.last_offset) for _, h in headers
+                                if h.producer_id >= 0]
+            self._append(buf, info.valid_bytes, producer_batches, last, max_ts, offset_of_max_ts)
+            return info
+
+    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
+        latest = self.leader_epoch_cache.latest_epoch
+        if latest is None or epoch > latest:
+            self.leader_epoch_cache.assign(epoch, start_offset)
+
+    def _append(
+        self,
+        buf: rb.Buffer | Sequence[rb.Buffer],
+        size: int,
+        producer_batches: Sequence[tuple[rb.BatchHeader, int, int]],
+        last_offset: int,
+        max_ts: int,
+        offset_of_max_ts: int,
+    ) -> None:
+        """Write ``buf`` and record ``(header, first offset, last offset)`` of each batch that
+        carries a producer id in the producer state."""
+        try:
+            segment = self._maybe_roll(size, max_ts, last_offset)
+            segment.append(last_offset, max_ts, offset_of_max_ts, buf)
+        except KafkaStorageError as exc:
+            if not _out_of_descriptors(exc):
+                self._storage_failure(exc)
+            raise
+        psm = self.producer_state
+        for h, first, last in producer_batches:
+            psm.update(h, first, last, h.max_timestamp)
+        psm.update_map_end_offset(last_offset + 1)
+        self._log_end_offset = last_offset + 1
+
+    def _maybe_roll(self, messages_size: int, max_ts: int, max_offset: int) -> LogSegment:
+        active = self.active_segment
+        params = RollParams(
+            max_segment_bytes=self._config.segment_bytes,
+            max_segment_ms=self._config.segment_ms - self._config.segment_jitter_ms,
+            max_timestamp_in_messages=max_ts,
+            max_offset_in_messages=max_offset,
+            messages_size=messages_size,
+            now_ms=self._clock.milliseconds(),
+        )
+        if active.should_roll(params):
+            return self.roll()
+        return active
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+        with self.lock:
+            self._check_online()
+            active = self.active_segment
+            new_base = self._log_end_offset
+            if active.size == 0 and active.base_offset == new_base:
+                return active
+            try:
+                active.on_become_inactive_segment()
+                segment = LogSegment.open(self.dir, new_base, segment_config(self._config),
+                                          now_ms=self._clock.milliseconds())
+            except (KafkaStorageError, OSError) as exc:
+                if not _out_of_descriptors(exc):  # a process limit is no disk failure
+                    self._storage_failure(exc)
+                raise KafkaStorageError(f"cannot roll {self.dir}: {exc}") from exc
+            self._set_segments((*self._segments, segment))
+            self.producer_state.take_snapshot(new_base)
+            return segment
+
+    # ------------------------------------------------------------------ read
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        upper_bound: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        """Read from ``start_offset`` up to (excluding) ``upper_bound`` (default: LEO).
+
+        Consumers pass the high watermark as ``upper_bound``, followers the LEO. Returns at
+        least one whole batch when ``min_one_message`` even if it exceeds ``max_bytes``
+        (KIP-74). Raises ``OffsetOutOfRangeError`` outside [log_start_offset, LEO].
+        """
+        self._check_online()
+        segments, bases = self._segments, self._bases
+        end = self._log_end_offset
+        bound = end if upper_bound is None else min(upper_bound, end)
+        if start_offset < self.log_start_offset or start_offset > end:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is outside [{self.log_start_offset}, {end}] of {self.dir}"
+            )
+        if start_offset >= bound:
+            return FetchDataInfo(start_offset, ())
+        idx = max(bisect.bisect_right(bases, start_offset) - 1, 0)
+        while idx < len(segments):
+            segment = segments[idx]
+            max_position = None
+            if idx + 1 >= len(segments) or bound < bases[idx + 1]:
+                found = segment.translate_offset(bound) if bound < end else None
+                max_position = found[0] if found is not None else segment.size
+            fslice = segment.read(start_offset, max_bytes, max_position, min_one_message)
+            if fslice is not None and fslice.length > 0:
+                return FetchDataInfo(start_offset, (fslice,))
+            if max_position is not None:
+                break
+            idx += 1
+        return FetchDataInfo(start_offset, ())
+
+    # ------------------------------------------------------- offsets by time
+    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: -2 earliest, -1 latest (LEO), -3 max timestamp, else the first offset
+        whose record timestamp is >= ``timestamp`` (None if there is none)."""
+        cache = self.leader_epoch_cache
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return TimestampAndOffset(-1, self.log_start_offset,
+                                      cache.epoch_for_offset(self.log_start_offset))
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(-1, self._log_end_offset, cache.latest_epoch)
+        segments = self._segments
+        if timestamp == MAX_TIMESTAMP:
+            best: LogSegment | None = None
+            for seg in segments:
+                if seg.size and (best is None or
+                                 seg.max_timestamp_so_far > best.max_timestamp_so_far):
+                    best = seg
+            if best is None:
+                return None
+            off = best.offset_of_max_timestamp_so_far
+            return TimestampAndOffset(best.max_timestamp_so_far, off, cache.epoch_for_offset(off))
+        for seg in segments:
+            if seg.size == 0 or seg.largest_timestamp < timestamp:
+                continue
+            found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if found is not None:
+                ts, off = found
+                return TimestampAndOffset(ts, off, cache.epoch_for_offset(off))
+        return None
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch (KIP-101): (largest epoch <= ``epoch``, its end offset)."""
+        return self.leader_epoch_cache.end_offset_for(epoch, self._log_end_offset)
+
+    # ------------------------------------------------------------ truncation
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at or above ``offset`` (a follower diverged); True if it did."""
+        with self.lock:
+            self._check_online()
+            if offset < 0:
+                raise ValueError(f"cannot truncate to a negative offset {offset}")
+            if offset >= self._log_end_offset:
+                return False
+            if offset < self._segments[0].base_offset:
+                self.truncate_fully_and_start_at(offset)
+                return True
+            keep = [s for s in self._segments if s.base_offset <= offset]
+            drop = [s for s in self._segments if s.base_offset > offset]
+            keep[-1].truncate_to(offset)
+            self._set_segments(keep)
+            self._schedule_deletion(drop)
+            self._log_end_offset = keep[-1].read_next_offset()
+            self._after_truncation()
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and restart empty at ``offset``."""
+        with self.lock:
+            self._check_online()
+            self._schedule_deletion(self._segments)  # renamed first: the new one may reuse a name
+            segment = LogSegment.open(self.dir, offset, segment_config(self._config),
+                                      now_ms=self._clock.milliseconds())
+            self._set_segments((segment,))
+            self._log_end_offset = offset
+            self.log_start_offset = offset
+            self.leader_epoch_cache.clear_and_flush()
+            self.producer_state.truncate_fully_and_start_at(offset)
+            self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        end = self._log_end_offset
+        self.leader_epoch_cache.truncate_from_end(end)
+        self.producer_state.truncate_and_reload(self.log_start_offset, end)
+        self.rebuild_producer_state()
+        self.recovery_point = min(self.recovery_point, end)
+        self._high_watermark = min(self._high_watermark, end)
+        self.log_start_offset = min(self.log_start_offset, end)
+
+    def rebuild_producer_state(self) -> None:
+        """Replay batch headers from producer state's map end offset to the log end (after a
+        load or a truncation reloaded it from a snapshot). Per batch, headers only."""
+        psm = self.producer_state
+        start = psm.map_end_offset
+        segments = self._segments
+        for i, seg in enumerate(segments):
+            if i + 1 < len(segments) and segments[i + 1].base_offset <= start:
+                continue
+            for _, h in seg.batches():
+                if h.base_offset >= start and h.has_producer_id:
+                    psm.update(h, h.base_offset, h.last_offset, h.max_timestamp)
+        psm.update_map_end_offset(self._log_end_offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to ``offset`` (<= HW); returns it."""
+        with self.lock:
+            self._check_online()
+            if offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before {offset}: above the high watermark "
+                    f"{self._high_watermark}"
+                )
+            self._increment_log_start_offset(offset)
+            self._delete_segments_below_log_start()
+            return self.log_start_offset
+
+    def _increment_log_start_offset(self, offset: int) -> None:
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
+            self.producer_state.on_log_start_offset_incremented(offset)
+
+    # ------------------------------------------------------------- retention
+    def delete_old_segments(self) -> int:
+        """Retention: delete whole segments by ``retention.ms`` / ``retention.bytes`` (policy
+        ``delete``) and below the log start offset (rules in ``log_retention``). Returns the
+        number of segments deleted."""
+        with self.lock:
+            deleted = self._delete_segments_below_log_start()
+            if not self._config.delete:
+                return deleted
+            if self._config.retention_ms >= 0:
+                deleted += self._delete_segments(
+                    retention_ms_breached(self._clock.milliseconds(), self._config.retention_ms))
+            if self._config.retention_bytes >= 0:
+                deleted += self._delete_segments(
+                    retention_bytes_breached(self.size, self._config.retention_bytes))
+            return deleted
+
+    def _delete_segments_below_log_start(self) -> int:
+        return self._delete_segments(below_log_start(self.log_start_offset))
+
+    def _delete_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
+        """Delete the prefix ``deletable_prefix`` picks; the active segment is rolled first if
+        it must go too."""
+        segments = self._segments
+        count = deletable_prefix(segments, self._high_watermark, self._log_end_offset, predicate)
+        if count == 0:
+            return 0
+        doomed = segments[:count]
+        if count == len(segments):
+            self.roll()
+        remaining = self._segments[count:]
+        self._set_segments(remaining)
+        self._increment_log_start_offset(remaining[0].base_offset)
+        self._schedule_deletion(doomed)
+        self.producer_state.delete_snapshots_before(remaining[0].base_offset)
+        return count
+
+    def _schedule_deletion(self, segments: Sequence[LogSegment]) -> None:
+        """Rename to ``.deleted`` now; close and unlink after ``file.delete.delay.ms``."""
+        due = self._clock.milliseconds() + self._config.file_delete_delay_ms
+        for seg in segments:
+            seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
+            self._pending_deletes.append((due, seg))
+
+    def delete_pending_segments(self, force: bool = False) -> int:
+        """Close and unlink ``.deleted`` segments whose delay has passed; returns how many."""
+        now = self._clock.milliseconds()
+        keep, gone = [], 0
+        for due, seg in self._pending_deletes:
+            if force or due <= now:
+                seg.delete()
+                gone += 1
+            else:
+                keep.append((due, seg))
+        self._pending_deletes = keep
+        return gone
+
+    # ------------------------------------------------------------ cleaning
+    def replace_segments(self, new: Sequence[LogSegment], old: Sequence[LogSegment]) -> None:
+        """Swap cleaned segments in for ``old`` (the cleaner's final step, crash-safe)."""
+        with self.lock:
+            from strata.storage.segment_swap import replace_segments as swap
+
+            old_bases = {s.base_offset for s in old}
+            swap(self.dir, list(new), list(old), schedule_deletion=self._schedule_deletion)
+            merged = [s for s in self._segments if s.base_offset not in old_bases] + list(new)
+            merged.sort(key=lambda s: s.base_offset)
+            self._set_segments(merged)
+
+    # ------------------------------------------------------------- flushing
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """fsync every segment holding offsets below ``up_to_offset`` (default: LEO) and move
+        the recovery point there. Blocking: call from a worker thread, never the event loop."""
+        target = self._log_end_offset if up_to_offset is None else up_to_offset
+        with self._flush_lock:
+            if target <= self.recovery_point:
+                return
+            segments = self._segments
+            try:
+                for i, seg in enumerate(segments):
+                    nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
+                    if seg.base_offset >= target:
+                        break
+                    if nxt is None or nxt > self.recovery_point:
+                        seg.flush()
+            except OSError as exc:
+                self._storage_failure(exc)
+                raise KafkaStorageError(f"fsync of {self.dir} failed: {exc}") from exc
+            self.recovery_point = max(self.recovery_point, target)
+            self._last_flush_ms = self._clock.monotonic_ms()
+
+    def close(self) -> None:
+        """Snapshot producer state and close every segment (indexes trimmed)."""
+        if not self.offline:
+            self.producer_state.take_snapshot(self._log_end_offset)
+        for seg in self._segments:
+            seg.close()
+        self.delete_pending_segments(force=True)
+
+
+def _validation_config(cfg: LogConfig) -> ValidationConfig:
+    return ValidationConfig(
+        max_message_bytes=cfg.max_message_bytes,
+        message_timestamp_type=cfg.message_timestamp_type,
+        message_timestamp_before_max_ms=cfg.message_timestamp_before_max_ms,
+        message_timestamp_after_max_ms=cfg.message_timestamp_after_max_ms,
+        message_timestamp_difference_max_ms=cfg.message_timestamp_difference_max_ms,
+        compacted=cfg.compact,
+    )
+
+
+def _out_of_descriptors(exc: BaseException) -> bool:
+    """EMFILE/ENFILE (here or as the cause): the append fails, the log dir stays online."""
+    current: BaseException | None = exc
+    while current is not None:
+        if isinstance(current, OSError) and current.errno in (errno.EMFILE, errno.ENFILE):
+            return True
+        current = current.__cause__
+    return False
