@@ -174,7 +174,7 @@ def run_campaign(config: CampaignConfig, store_url: str | None = None,
     aborted: str | None = None
     try:
         cluster.start_all()
-        if not cluster.wait_for(lambda: cluster.healthy("__none__", 0), "registered", 60):
+        if not cluster.wait_for(cluster.registered, "registered", 60):
             raise RuntimeError("the brokers did not register and elect a controller in 60 s")
         cluster.create_topic(TOPIC, config.partitions, min(3, config.brokers),
                              {"min.insync.replicas": "2",

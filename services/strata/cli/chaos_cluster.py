@@ -267,6 +267,12 @@ class ChaosCluster:
                           for i, p in meta.partitions.items()}
         return ClusterView(frozenset(metadata.brokers), int(metadata.controller_id), partitions)
 
+    def registered(self) -> bool:
+        """Every broker registered and a controller elected."""
+        view = self.view(None)
+        return view is not None and len(view.brokers) >= len(self.brokers) \
+            and view.controller >= 0
+
     def healthy(self, topic: str, partitions: int, *, full_isr: bool = False) -> bool:
         """Every broker registered, a controller, every partition led by a registered broker
         (and with ``full_isr``, every replica in the ISR)."""

@@ -85,7 +85,8 @@ class DeliveryLog:
     def write(self, entry: Mapping[str, Any]) -> None:
         line = json.dumps(entry, separators=(",", ":"))
         with self._lock:
-            self._file.write(line + "\n")
+            if not self._file.closed:  # a producer thread abandoned by a failed run may report late
+                self._file.write(line + "\n")
 
     def close(self) -> None:
         with self._lock:
