@@ -1,7 +1,7 @@
 """Segment damage and replica reads: the fault campaign's work on a broker's log files.
 
 Owns two things done to the ``<topic>-<partition>/`` directories of a broker's ``log.dirs``
-(formats: ``strata.storage``; ARCHITECTURE.md §4), always while that broker is stopped:
+(formats: ``strata.storage``), always while that broker is stopped:
 
 * ``damage_tail`` — what a crash may leave behind, on one partition's active (last) segment:
 
