@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# One image runs every Strata process by command (ARCHITECTURE.md §1):
+# One image runs every Strata process by command (docs/architecture.md, "Processes"):
 #   strata broker --config FILE     the broker (the operator starts it via entrypoint.sh)
 #   strata admin ...                the REST admin service
 #   kopf run -A --standalone -m strata.operator.main    the operator

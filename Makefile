@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install test lint typecheck unit run bench clean
+.PHONY: help install test lint typecheck unit run bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,29 +15,33 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[all]'
 	touch $(STAMP)
 
-install: $(STAMP)
-
-lint: $(STAMP)
+install: $(STAMP) ## create .venv and install Strata with every extra (pip install -e '.[all]')
+lint: $(STAMP) ## ruff over the whole tree
 	$(BIN)/ruff check .
 
-typecheck: $(STAMP)
+typecheck: $(STAMP) ## mypy --strict over every strata package
 	$(BIN)/mypy
 
-test: lint typecheck node-deps etcd prometheus
+test: lint typecheck node-deps etcd prometheus ## lint, types and every test (installs what it needs)
 	$(BIN)/pytest -q
 
-unit: $(STAMP)
+unit: $(STAMP) ## unit tests only (tests/unit)
 	$(BIN)/pytest -q tests/unit
 
 # A local cluster on the embedded default (data in ./.strata-data); Ctrl-C stops it.
-run: $(STAMP)
+run: $(STAMP) ## a local 3-broker cluster + admin API on the embedded store; Ctrl-C stops it
 	$(BIN)/strata dev
 
-# The storage benchmark, then issue 10's suite (Strata, Redis Streams, NATS JetStream): mk/bench.mk.
+# The storage benchmark, then the suite (Strata, Redis Streams, NATS JetStream): mk/bench.mk.
 bench: $(STAMP)
 
-clean:
+clean: ## remove .venv, build/ and .strata-data
 	rm -rf $(VENV) build .strata-data
+
+# Every target with a `## description` on its rule line, here and in mk/*.mk.
+help: ## list the targets
+	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z0-9_.-]+:[^#]*## / {printf "  %-14s %s\n", $$1, $$2}' \
+	  $(MAKEFILE_LIST)
 
 # kafkajs and its codecs for the real-client matrix (tests/integration/clients), pinned exactly in
 # tests/integration/js/package-lock.json; the native codecs (lz4, zstd-napi) build with node-gyp.
@@ -49,14 +53,13 @@ $(NODE_STAMP): $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
 	cd $(JS_DIR) && npm ci --no-audit --no-fund
 	touch $(NODE_STAMP)
 
-node-deps: $(NODE_STAMP)
-
+node-deps: $(NODE_STAMP) ## kafkajs and its codecs for the real-client matrix (npm ci)
 # Debian's etcd-server for the metadata-store contract suite (tests/integration/metadata); installed
 # only where `etcd` is not already on PATH.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 .PHONY: etcd
 
-etcd:
+etcd: ## Debian's etcd-server, where etcd is missing
 	@command -v etcd >/dev/null 2>&1 || { \
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null; }
@@ -65,7 +68,7 @@ etcd:
 # only where promtool is not already on PATH.
 .PHONY: prometheus
 
-prometheus:
+prometheus: ## Debian's prometheus (promtool), where missing
 	@command -v promtool >/dev/null 2>&1 || { \
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }

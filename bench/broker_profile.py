@@ -8,7 +8,7 @@ by total samples (anywhere on the stack, leaving out the frames on nearly every 
 the entry point and the event loop) — which is what to optimise next. py-spy is in the
 ``bench`` extra; it needs ptrace rights on the broker (root, or ``CAP_SYS_PTRACE``).
 
-Run alone against any process: ``.venv/bin/python bench/broker_profile.py --pid PID --seconds 20
+Run alone against any process: ``.venv/bin/python -m bench.broker_profile --pid PID --seconds 20
 [--out FILE]`` prints the top frames.
 """
 

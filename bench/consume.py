@@ -28,7 +28,7 @@ builds one ``Message`` per record there) and librdkafka's threads, and, when it 
 broker, the broker's own CPU time per record consumed;
 ``--cprofile FILE`` profiles the broker's CPU while consuming (``bench/cprofile_broker.py``).
 
-Run: ``.venv/bin/python bench/consume.py [--num-records 1000000] [--record-size 100]
+Run: ``.venv/bin/python -m bench.consume [--num-records 1000000] [--record-size 100]
 [--partitions 1] [--bootstrap HOST:PORT [--no-fill]] [--consumer-props k=v ...]``.
 """
 
@@ -50,11 +50,10 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cprofile_broker import profiling, summary
-from local_broker import local_broker
-from process_cpu import client_cpu, cpu_seconds
-from produce import create_topic, parse_props, run_producer
+from .cprofile_broker import profiling, summary
+from .local_broker import local_broker
+from .process_cpu import client_cpu, cpu_seconds
+from .produce import create_topic, parse_props, run_producer
 
 MIB = 1024 * 1024
 

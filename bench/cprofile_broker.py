@@ -5,14 +5,14 @@ a core shows up wherever it was preempted. This profiler counts CPU time instead
 (``time.process_time``: every thread of the process, so a flush thread's fsync counts too) and
 gives exact call counts, which say how much work is per request and how much per record.
 
-``python bench/cprofile_broker.py --out FILE -- --config broker.properties`` runs the broker
+``python -m bench.cprofile_broker --out FILE -- --config broker.properties`` runs the broker
 (``strata.cli.main.broker_main``) with profiling off; SIGUSR1 turns it on, SIGUSR2 off again, so
 the harness profiles exactly its timed step and not the broker's start (imports alone cost
 seconds). The stats are written to FILE when the broker exits (SIGTERM stops it cleanly).
 ``bench/local_broker.py`` starts it this way when given ``cprofile=FILE``; ``bench/produce.py``
 and ``bench/consume.py`` take ``--cprofile FILE`` and print ``summary(FILE)``.
 
-``python bench/cprofile_broker.py --summary FILE`` prints the top functions of a stats file.
+``python -m bench.cprofile_broker --summary FILE`` prints the top functions of a stats file.
 """
 
 from __future__ import annotations

@@ -35,7 +35,8 @@ import nats
 import uvloop
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType
-from results import Throughput
+
+from .results import Throughput
 
 STREAM = "BENCH"
 SUBJECT = "bench"

@@ -15,13 +15,13 @@ delivery report callback is the producer's (``on_delivery`` in its config), not 
 ``produce()`` call, and only appends the latency: Python work per record is the ``produce()``
 call and that append.
 
-Run: ``.venv/bin/python bench/produce.py [--num-records 1000000] [--record-size 100]
+Run: ``.venv/bin/python -m bench.produce [--num-records 1000000] [--record-size 100]
 [--acks 1] [--partitions 1] [--bootstrap HOST:PORT] [--producer-props k=v ...]``.
 It prints the client's CPU per record (the Python thread, librdkafka's threads) and, when it
 starts the broker, the broker's own CPU time per record (``bench/process_cpu.py``);
 ``--cprofile FILE`` profiles the broker's CPU while the records are sent and prints the top
 functions (``bench/cprofile_broker.py``).
-``--replication`` runs issue 5's suite in one go: one broker at acks=1, then a 3-broker cluster
+``--replication`` runs, in one go: one broker at acks=1, then a 3-broker cluster
 (one SQLite metadata store) with replication factor 3 at acks=1 and at acks=all, and prints
 each figure as a share of the first.
 """
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,10 +37,9 @@ from pathlib import Path
 from confluent_kafka import KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cprofile_broker import profiling, summary
-from local_broker import local_broker, local_cluster
-from process_cpu import client_cpu, cpu_seconds
+from .cprofile_broker import profiling, summary
+from .local_broker import local_broker, local_cluster
+from .process_cpu import client_cpu, cpu_seconds
 
 MIB = 1024 * 1024
 REPORT_INTERVAL_S = 5.0
@@ -218,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def replication_suite(args: argparse.Namespace) -> int:
-    """Issue 5's benchmark: acks=all on 3 replicas as a share of 1 broker acks=1."""
+    """The replication benchmark: acks=all on 3 replicas as a share of 1 broker acks=1."""
     figures: dict[str, float] = {}
 
     def one(label: str, bootstrap: str, acks: str, replication_factor: int) -> None:

@@ -21,8 +21,9 @@ import time
 from typing import Any
 
 import redis
-from peer_servers import find_binary
-from results import Throughput
+
+from .peer_servers import find_binary
+from .results import Throughput
 
 STREAM = "bench"
 FIELD = "f"

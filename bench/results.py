@@ -7,7 +7,7 @@ meanwhile (``server_cpu_s``, from ``/proc``: per record, the one figure a shared
 moves) and, where the benchmark's own client ran in this process, the client's CPU
 (``client_cpu``), an optional latency (p50, p99 in ms, with what it measures), and its
 durability setting in words. ``render_table`` prints the rows as one Markdown table (readable
-in a terminal and pasted as-is into the README) in which every row after the first states its
+in a terminal, pasted as-is into docs/benchmarks.md) in which every row after the first states its
 produce and consume figures as a ratio to the first row's — Strata, 1 broker, acks=1 — so each
 peer is read against Strata's comparable figure.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from process_cpu import ClientCpu
+from .process_cpu import ClientCpu
 
 MIB = 1024 * 1024
 

@@ -28,7 +28,7 @@ disturbs far less than wall time). On 2 shared cores (load average 2.41 -> 2.77)
     strata / spark.range = 34.7%, strata / python data source ceiling = 92.5%
     # CPU seconds per scan (median; JVM + Python workers + broker): spark.range 0.83, ...
 
-Run: ``.venv/bin/python bench/spark_read.py [--num-records 1000000] [--record-size 100]
+Run: ``.venv/bin/python -m bench.spark_read [--num-records 1000000] [--record-size 100]
 [--partitions 4] [--bootstrap HOST:PORT [--no-fill]] [--master local[*]] [--runs 5]
 [--min-partitions N] [--verbose]`` (``make bench-spark``).
 """
@@ -38,14 +38,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from local_broker import local_broker
-from produce import create_topic, run_producer
+from .local_broker import local_broker
+from .produce import create_topic, run_producer
 
 MIB = 1024 * 1024
 BATCH_ROWS = 10_000

@@ -11,7 +11,7 @@ Measured, on the same disk (a temp dir under --dir):
 * sequential read of the whole log through ``Log.read`` slices (pread);
 * recovery: reopening the log after an unclean shutdown scans every batch (framing + CRC).
 
-Run: ``.venv/bin/python bench/storage.py [--total-mb 256] [--dir /tmp]``.
+Run: ``.venv/bin/python -m bench.storage [--total-mb 256] [--dir /tmp]``.
 """
 
 from __future__ import annotations

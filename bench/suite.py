@@ -1,4 +1,4 @@
-"""Issue 10's benchmark suite: Strata against Redis Streams and NATS JetStream, in one run on
+"""The benchmark suite: Strata against Redis Streams and NATS JetStream, in one run on
 this machine, with the same record size (100 bytes) and record count for every system.
 
 In order, each server started on free 127.0.0.1 ports in its own temp dir and stopped (by PID)
@@ -23,7 +23,7 @@ average before and after (the machine may be shared).
 ``--profile DIR`` also samples the 1-broker broker with py-spy during its produce and consume
 and prints the top frames (``bench/broker_profile.py``).
 
-Run: ``.venv/bin/python bench/suite.py [--num-records 1000000 | --quick] [--latency-rate 20000]
+Run: ``.venv/bin/python -m bench.suite [--num-records 1000000 | --quick] [--latency-rate 20000]
 [--latency-seconds 10] [--profile DIR]``; ``make bench`` installs the servers and runs it.
 """
 
@@ -39,17 +39,14 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import consume as strata_consume
-import jetstream
-import latency
-import redis_streams
-from broker_profile import format_top, py_spy_record
-from local_broker import local_broker, local_cluster
-from peer_servers import nats_server, redis_server
-from process_cpu import client_cpu, cpu_seconds
-from produce import create_topic, run_producer
-from results import Latency, Row, Throughput, render_table
+from . import consume as strata_consume
+from . import jetstream, latency, redis_streams
+from .broker_profile import format_top, py_spy_record
+from .local_broker import local_broker, local_cluster
+from .peer_servers import nats_server, redis_server
+from .process_cpu import client_cpu, cpu_seconds
+from .produce import create_topic, run_producer
+from .results import Latency, Row, Throughput, render_table
 
 QUICK_RECORDS = 100_000
 

@@ -1,5 +1,5 @@
 """The Kafka side of the operator: every question and change goes over the Kafka protocol
-(confluent-kafka's ``AdminClient``), never through broker internals (ARCHITECTURE.md §2).
+(confluent-kafka's ``AdminClient``), never through broker internals (docs/architecture.md).
 
 Owns one short-lived ``AdminClient`` per call site (a reconcile), with bounded timeouts: a
 paused or unreachable cluster makes a call fail within ``timeout`` seconds, which the callers

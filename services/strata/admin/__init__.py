@@ -1,4 +1,4 @@
-"""``strata.admin``: the REST admin service (``strata admin``, port 8080, ARCHITECTURE.md §8).
+"""``strata.admin``: the REST admin service (``strata admin``, port 8080, docs/admin-api.md).
 
 A FastAPI application served by uvicorn that talks to brokers only over the Kafka protocol
 (confluent-kafka's AdminClient, Producer and Consumer), never through broker internals:

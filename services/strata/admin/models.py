@@ -1,6 +1,6 @@
 """Every request and response body of the admin API, as pydantic models (the OpenAPI schemas).
 
-Shapes scripts rely on are ARCHITECTURE.md §8's: ``Cluster`` ``{cluster_id, controller,
+Shapes scripts rely on (docs/admin-api.md): ``Cluster`` ``{cluster_id, controller,
 brokers}``, ``TopicDescription`` ``{name, partitions: [{partition, leader, replicas, isr,
 log_start_offset, high_watermark}], configs}``; names are Kafka's (``high_watermark``,
 ``log_end_offset``, ``replication_factor``). Input models validate what can be checked without

@@ -12,7 +12,7 @@ Known keys are ``BROKER_SETTINGS`` (the broker's own: listeners, log dirs, limit
 plus every broker-level default of a topic config in ``strata.storage.log_config.TOPIC_CONFIGS``
 (``log.segment.bytes``, ``log.retention.ms``...) and Kafka's coarser-unit synonyms of those
 (``log.retention.hours``...): the ``log.*`` values are passed to the ``LogManager`` as given.
-Unknown or not-yet-used keys are logged once each, never fatal (ARCHITECTURE.md §1); a bad value
+Unknown or not-yet-used keys are logged once each, never fatal (docs/operations.md); a bad value
 of a known key is fatal, with the key and where it came from in the message.
 
 A ``BrokerConfig`` is immutable once loaded. Dynamic broker configs (AlterConfigs on the broker

@@ -1,4 +1,4 @@
-"""How many partition replicas this broker can hold, and the check that refuses more (issue 16).
+"""How many partition replicas this broker can hold, and the check that refuses more.
 
 Kafka has no such limit: it documents a high ``nofile`` (100,000+) and lets a broker that
 outgrows it fail with "Too many open files". Strata refuses instead. A broker asked to host

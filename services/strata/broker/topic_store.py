@@ -1,8 +1,8 @@
 """The topic registry: which topics exist, with their ids, partition counts and configs.
 
 Owns the ``TopicStore`` interface (a ``typing.Protocol``) the broker's control plane talks to,
-its single-node implementation ``FileTopicStore``, and Kafka's topic-name rules. Issue 5 swaps
-in a metadata-store implementation (SQLite / etcd) behind the same interface.
+its single-node implementation ``FileTopicStore``, and Kafka's topic-name rules. In a cluster
+``strata.broker.cluster.topic_store.ClusterTopicStore`` implements the same interface.
 
 Interface rules: reads (``topics``, ``get``, ``broker_configs``) are synchronous and answer from
 memory (a metadata cache, as Kafka's brokers keep); writes are ``async`` (a remote store needs

@@ -1,2 +1,2 @@
-"""The ``strata`` command (Typer + Rich): ``strata broker`` now; ``dev``, ``admin``, ``topic``,
-``produce``, ``consume``, ``groups`` and ``bench`` as their issues land."""
+"""The ``strata`` command (Typer + Rich): one module per command group; ``strata --help`` lists
+them and docs/operations.md shows them in use."""

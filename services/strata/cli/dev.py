@@ -2,7 +2,7 @@
 
 Owns the launcher only: it writes one properties file per broker under ``--data-dir``, starts
 each broker as a child process (``python -m strata.broker --config FILE``), and supervises them.
-Contract (ARCHITECTURE.md §1; scripts and tests rely on it):
+Contract (docs/architecture.md, "Processes"; scripts and tests rely on it):
 
 * one line containing the word ``bootstrap`` followed by the Kafka bootstrap address
   (``127.0.0.1:9092,127.0.0.1:9093,...``), printed before the brokers start;

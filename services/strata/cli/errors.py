@@ -1,6 +1,6 @@
 """How every ``strata`` command fails: exit codes and one-line error messages.
 
-Scripts rely on the exit code alone (ARCHITECTURE.md §1, the CLI row):
+Scripts rely on the exit code alone:
 
 * ``EXIT_OK`` (0): the command did what it was asked;
 * ``EXIT_KAFKA`` (1): a broker answered with an error, or no broker answered in time;

@@ -4,7 +4,7 @@ Owns what ``strata topic``, ``strata produce`` and ``strata consume`` share: the
 (``--bootstrap-server/-b``, default ``$STRATA_BOOTSTRAP_SERVERS`` or ``127.0.0.1:9092``, and
 ``--timeout``), the librdkafka configuration every client gets from them, and the translation of
 librdkafka's errors into ``CliError`` lines. The CLI talks to brokers over the Kafka protocol
-only (ARCHITECTURE.md §2), never through broker internals.
+only (docs/architecture.md, "Packages"), never through broker internals.
 
 Bounded waits: ``--timeout`` caps connecting, each request, each delivery and each admin
 operation (librdkafka's admin timeouts default to ``socket.timeout.ms``, set from it), so a

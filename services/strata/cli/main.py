@@ -6,7 +6,8 @@ foreground until SIGTERM/SIGINT (``strata.broker.server.run``); ``python -m stra
 runs the same command. ``strata dev`` runs a local cluster (``strata.cli.dev``), what
 ``make run`` starts. The Kafka client commands talk to brokers over the Kafka protocol:
 ``strata topic ...`` (``strata.cli.topic``), ``strata produce`` (``strata.cli.produce``) and
-``strata consume`` (``strata.cli.consume``). Exit codes and one-line errors:
+``strata consume`` (``strata.cli.consume``). ``strata chaos run`` runs the fault campaign
+(``strata.cli.chaos``). Exit codes and one-line errors:
 ``strata.cli.errors``.
 """
 
@@ -21,6 +22,7 @@ import typer
 from strata.cli import (
     acls,
     admin,
+    chaos,
     cluster,
     consume,
     groups,
@@ -125,6 +127,7 @@ app.add_typer(cluster.app, name="cluster")
 app.add_typer(spark.app, name="spark")
 app.add_typer(users.app, name="users")
 app.add_typer(acls.app, name="acls")
+app.add_typer(chaos.app, name="chaos")
 app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)
 app.command("admin")(admin.admin)

@@ -5,7 +5,7 @@ protocol client (``strata.client.broker_client.BrokerClient``), logged in the wa
 commands' librdkafka clients are: ``security.protocol``, ``sasl.mechanism``,
 ``sasl.username``/``sasl.password`` and the ``ssl.*`` PEM files of ``--command-config``
 (``Connection.properties``), read by ``strata.client.client_properties``. Still the
-Kafka protocol only (ARCHITECTURE.md §2).
+Kafka protocol only (docs/architecture.md, "Packages").
 
 Invariant: every request is bounded by ``--timeout``; no broker answering is the same
 "cannot reach a broker at ..." ``CliError`` as the librdkafka commands give.

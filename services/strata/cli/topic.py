@@ -16,7 +16,7 @@ Each command is one or two admin requests through confluent-kafka's ``AdminClien
 
 Commands naming several topics do each, print one error line per failure and exit 1 if any
 failed. ``--format json`` prints one JSON object per topic, shaped like the admin REST API's
-(ARCHITECTURE.md §8): ``{name, partitions: [{partition, leader, replicas, isr,
+(docs/admin-api.md): ``{name, partitions: [{partition, leader, replicas, isr,
 log_start_offset, high_watermark}], configs}``.
 """
 

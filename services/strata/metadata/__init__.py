@@ -1,6 +1,6 @@
 """Strata's metadata store: one async interface (``MetadataStore``) with two backends chosen by
 the ``metadata.store`` URL — ``sqlite:///path`` (embedded, the brokers of one host share the
-file) and ``etcd://host:port,...`` (aetcd under a supervisor). ARCHITECTURE.md §6; the key
+file) and ``etcd://host:port,...`` (aetcd under a supervisor). docs/architecture.md; the key
 layout the controller builds on and the semantics both backends share are in ``DESIGN.md``
 beside this file and in ``store.py``.
 """

@@ -1,6 +1,6 @@
 """The metadata-store interface every backend implements, and the values it speaks in.
 
-Patroni's DCS is the model (ARCHITECTURE.md §6): a flat key space of ``str`` keys holding
+Patroni's DCS is the model: a flat key space of ``str`` keys holding
 ``bytes`` values, versioned by one store-wide **revision** that every successful write bumps by
 exactly one (etcd's revision; the SQLite backend keeps its own counter).
 

@@ -1,6 +1,6 @@
 """The ``metadata.store`` URL: which backend, and where (pure; no I/O).
 
-Grammar (ARCHITECTURE.md §1)::
+Grammar::
 
     sqlite:///relative/path/meta.db     -> SqliteUrl(path="relative/path/meta.db")
     sqlite:////absolute/path/meta.db    -> SqliteUrl(path="/absolute/path/meta.db")

@@ -1,6 +1,6 @@
 """ApiVersions answers: the normal response (v0-v3) and the unsupported-version fallback.
 
-Owns the ApiVersions rule of ARCHITECTURE.md §5 / KIP-511. Every client sends ApiVersions first,
+Owns the ApiVersions rule (KIP-511). Every client sends ApiVersions first,
 at the highest version it knows (librdkafka v3, kafka-python and Java 4.x v4); the broker may not
 know that version, so:
 

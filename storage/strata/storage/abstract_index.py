@@ -21,7 +21,7 @@ of the ``.log``: after an unclean shutdown every segment after the recovery poin
 indexes rebuilt, and any index that fails ``sanity_check`` is rebuilt too.
 
 Descriptors: none is kept open. The file is opened only to size and map it (``FileMapping``
-keeps no descriptor, issue 16) and whenever ``resize`` changes its length; a segment's indexes
+keeps no descriptor) and whenever ``resize`` changes its length; a segment's indexes
 therefore cost no file descriptor however many partitions the broker hosts.
 
 Threads: appends, lookups and truncation run on the log's owner thread; ``flush`` may run on a

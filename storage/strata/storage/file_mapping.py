@@ -2,7 +2,7 @@
 
 Why: Python's ``mmap.mmap`` (before 3.13's ``trackfd=False``) ``dup``s the descriptor it maps
 and holds it until ``close``, so every mapped index costs one descriptor for its whole life -
-two per segment, on top of the ``.log`` (issue 16: ~5 per partition exhausted a 20,000 limit at
+two per segment, on top of the ``.log`` (measured: ~5 per partition exhausted a 20,000 limit at
 ~3,950 partitions). The kernel needs no descriptor once a file is mapped, so this maps with
 ``mmap(2)``/``munmap(2)``/``msync(2)`` from libc through ``ctypes`` and the caller closes its
 descriptor right after ``map_file``. Where libc cannot be loaded (not Linux/glibc-like), it

@@ -18,7 +18,7 @@ Crash policy: the ``.log`` is the source of truth. After an unclean shutdown its
 partial or zeroed batch (unflushed pages, preallocation); ``LogSegment.recover`` scans it with
 ``batches(verify_crc=True)`` and truncates at the first invalid batch. ``flush`` is ``fsync``.
 
-Descriptors (issue 16): a file opened with ``lazy=True`` (an inactive segment at load) holds
+Descriptors: a file opened with ``lazy=True`` (an inactive segment at load) holds
 no descriptor until its first read or write needs one; its size comes from ``stat``. Once
 opened it stays open until ``close``/``delete``: a ``FileSlice`` handed to a connection holds
 the raw fd, and closing it under an in-flight ``sendfile`` could send another file's bytes.

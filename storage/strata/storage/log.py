@@ -27,8 +27,7 @@ Durability: ``append_*`` returns after ``os.write`` handed every byte to the OS,
 process loses nothing acknowledged. ``flush.messages`` / ``flush.ms`` only decide when fsync
 runs (what an OS crash may lose); ``needs_flush`` tells the caller when it is due. A disk error
 raises ``KafkaStorageError`` (the write is not acknowledged) and takes the log offline; running
-out of file descriptors (EMFILE/ENFILE) at a roll or a lazy open fails that append only
-(issue 16).
+out of file descriptors (EMFILE/ENFILE) at a roll or a lazy open fails that append only.
 """
 
 from __future__ import annotations

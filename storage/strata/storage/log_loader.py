@@ -10,7 +10,7 @@ Owns the load phase only; it *returns* a ready ``Log``. Steps, in order:
    to the end is scanned: size, framing and CRC of each batch; at the first bad batch the
    segment is truncated there and every later segment deleted (that is the unflushed tail a
    crash may leave). Indexes of recovered segments are rebuilt. After a clean shutdown nothing
-   is scanned in full, but the disk may still have been damaged since (issue 16): the last
+   is scanned in full, but the disk may still have been damaged since: the last
    segment's tail - every batch from its last offset index entry to the end, at most about
    ``index.interval.bytes`` plus one append - is CRC-checked and must end exactly at the end
    of the file (``LogSegment.check_tail``); if it does not, that segment is recovered like

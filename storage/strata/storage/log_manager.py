@@ -26,7 +26,7 @@ retention deletion and cleaner round; ``recovery_seconds`` is how long ``startup
 Disk errors: a log that hits ``KafkaStorageError`` reports it here; its whole log dir goes
 offline (every log in it answers KAFKA_STORAGE_ERROR), the broker keeps serving the others.
 A partition whose log cannot be loaded at startup (damage recovery cannot repair, a file that
-cannot be opened) goes offline alone (issue 16): one error line names it, its directory is
+cannot be opened) goes offline alone: one error line names it, its directory is
 left untouched, it is in ``offline_partitions`` and ``get_or_create_log`` refuses it with
 KAFKA_STORAGE_ERROR (so it is not hosted: in a cluster the other replicas serve it), until a
 ``delete_log`` removes it; every other partition loads and serves.

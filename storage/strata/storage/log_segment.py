@@ -23,11 +23,11 @@ Crash policy: ``append`` returns once the bytes reached the OS; nothing is fsync
 truncates it at the first invalid batch and rebuilds both indexes. After a clean shutdown the
 loader only runs ``check_tail`` on the last segment (its batches from the last offset index
 entry, CRC included, must end exactly at the end of the file) and ``recover``s it if that
-fails: the disk may have changed since the clean shutdown (issue 16). An index file that is
+fails: the disk may have changed since the clean shutdown. An index file that is
 missing while its ``.log`` has data, or whose last entry points past the ``.log``, is marked
 corrupt on open so its ``sanity_check`` fails and the loader rebuilds it.
 
-Descriptors (issue 16): the indexes keep none (``file_mapping``); an inactive segment loaded
+Descriptors: the indexes keep none (``file_mapping``); an inactive segment loaded
 with ``lazy`` opens its ``.log`` on first read, so a partition costs one descriptor at rest.
 
 Lifecycle: the active segment is appended to; ``on_become_inactive_segment`` (roll) writes the

@@ -1,6 +1,6 @@
 """The admin API's cluster, broker, topic and record routes against a real broker, over HTTP.
 
-Every route with good input (shapes of ARCHITECTURE.md §8) and with bad input: the status and
+Every route with good input (the shapes of docs/admin-api.md) and with bad input: the status and
 the problem+json body carrying Kafka's error name.
 """
 

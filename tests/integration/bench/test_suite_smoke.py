@@ -1,4 +1,4 @@
-"""``bench/suite.py`` end to end with a tiny record count against real servers: a 1-broker and
+"""``bench.suite`` end to end with a tiny record count against real servers: a 1-broker and
 a 3-broker Strata, redis-server (twice) and nats-server -js, all started and stopped by the suite.
 
 Asserts only that the harness works: it exits 0, prints the Kafka perf-test lines for Strata,
@@ -19,7 +19,7 @@ import pytest
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(150)]
 
-SUITE = Path(__file__).resolve().parents[3] / "bench" / "suite.py"
+ROOT = Path(__file__).resolve().parents[3]  # bench is a package: run from the root
 EXPECTED_ROWS = {
     "Strata: 1 broker, acks=1": ("produce", "consume", "latency"),
     "Strata: 3 brokers, RF 3, acks=all": ("produce", "latency"),
@@ -38,9 +38,9 @@ def _number(cell: str) -> float:
 
 def test_suite_prints_every_row_with_positive_figures() -> None:
     done = subprocess.run(
-        [sys.executable, str(SUITE), "--num-records", "3000", "--latency-rate", "1000",
+        [sys.executable, "-m", "bench.suite", "--num-records", "3000", "--latency-rate", "1000",
          "--latency-seconds", "1", "--timeout-s", "60"],
-        capture_output=True, text=True, timeout=140, check=False)
+        cwd=ROOT, capture_output=True, text=True, timeout=140, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
     assert re.search(r"3000 records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), .* 99th", out)

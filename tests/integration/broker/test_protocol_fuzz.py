@@ -13,7 +13,7 @@ The seeds are the requests a client sends, one per (api key, version) the broker
 A response that does not come within ``ANSWER_TIMEOUT_S`` is counted, not failed: a mutated
 ``max_wait_ms``, ``min_bytes`` or rebalance timeout legitimately parks a request. Left out of
 the seeds: CreateTopics and CreatePartitions (a mutated count asks one broker for up to 2**31
-partition logs: the broker's refusal of absurd counts is another part of issue 16) and
+partition logs: the broker's refusal of absurd counts is tested elsewhere) and
 DeleteTopics (it would delete the topic every other seed reads).
 
 Bounded: ``REQUESTS`` requests, ``CONCURRENCY`` at a time, well under a minute on 2 cores.

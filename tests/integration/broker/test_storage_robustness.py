@@ -1,4 +1,4 @@
-"""Issue 16 against a real broker process on loopback (confluent-kafka / librdkafka):
+"""Storage robustness against a real broker process on loopback (confluent-kafka / librdkafka):
 
 - a segment damaged on disk after a clean shutdown (a torn last batch; a partition whose log
   cannot be opened at all) no longer stops the broker: it starts, recovers the torn partition,

@@ -1,4 +1,4 @@
-"""``strata dev``: the contract scripts rely on (ARCHITECTURE.md §1) — a ``bootstrap`` line, then
+"""``strata dev``: the contract scripts rely on (docs/architecture.md) — a ``bootstrap`` line, then
 ``READY`` once the (3-broker) cluster serves; SIGINT/SIGTERM stop every child, even when the
 launcher was started with SIGINT ignored (as a background job is)."""
 

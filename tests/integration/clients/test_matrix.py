@@ -130,7 +130,7 @@ def test_produce_and_consume_by_assign(
     deliveries = client.produce(topic, records, compression=codec)
     check_deliveries(records, deliveries, PARTITIONS)
     check_round_trip(records, deliveries, consume_all(client, topic, deliveries))
-    # The client really compressed: the broker keeps batches as sent (ARCHITECTURE.md §4).
+    # The client really compressed: the broker keeps batches as sent.
     codecs = {h.compression for h in stored_batches(broker.bootstrap, topic, PARTITIONS)}
     assert codecs == {CompressionType[codec.upper()]}, (
         f"stored batches use codecs {codecs}: the client did not send {codec}"

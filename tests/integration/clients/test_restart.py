@@ -1,6 +1,6 @@
 """Nothing acknowledged is lost when the broker restarts, gracefully or not.
 
-ARCHITECTURE.md §4: a produce is acknowledged only after its bytes reached the OS, so a killed
+The storage rule: a produce is acknowledged only after its bytes reached the OS, so a killed
 broker process loses nothing acknowledged (fsync only matters for an OS crash). Checked with
 librdkafka (confluent-kafka), the client with the most careful delivery reports:
 

@@ -80,7 +80,7 @@ def test_cli_entry_points() -> None:
 async def test_absurd_partition_counts_are_refused_before_any_kafka_request(
     path: str, body: dict[str, object]
 ) -> None:
-    """Issue 16: 10,001 partitions (or an impossible count) is a 4xx problem naming the field;
+    """10,001 partitions (or an impossible count) is a 4xx problem naming the field;
     no broker is reachable here, so a request that reached Kafka would fail otherwise."""
     app = create_app(AdminSettings("127.0.0.1:1", 1.0))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),

@@ -1,7 +1,7 @@
 """Requests that parse but carry values no client sends: a Kafka error, never a traceback.
 
 Each case is a regression example the protocol fuzzers (``tests/unit/protocol/test_fuzz_*``,
-``tests/integration/broker/test_protocol_fuzz.py``) found (issue 16). A request whose bytes break
+``tests/integration/broker/test_protocol_fuzz.py``) found. A request whose bytes break
 the grammar (a non-nullable array sent as null) is ``InvalidRequest`` in the codec and closes
 the connection, as Kafka's generated readers do; a request that parses but names an impossible
 value is answered with the error code of the field that holds it.

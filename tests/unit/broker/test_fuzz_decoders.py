@@ -1,5 +1,5 @@
 """Hypothesis on the broker's own decoders: arbitrary and mutated bytes give a value or the
-decoder's documented error, never another exception (issue 16).
+decoder's documented error, never another exception.
 
 ==========================  ===================================================================
 decoder                     documented outcome for bad bytes

@@ -30,7 +30,7 @@ def test_the_control_plane_and_data_path_are_registered() -> None:
 
 
 def test_metadata_max_keeps_kafka_python_on_modern_messages() -> None:
-    # kafka-python infers the broker version from Metadata's max (ARCHITECTURE.md §5).
+    # kafka-python infers the broker version from Metadata's max.
     assert build_registry().version_ranges()[ApiKey.METADATA].max_version >= 4
 
 

@@ -1,4 +1,4 @@
-"""Partition capacity (issue 16): CreateTopics, CreatePartitions and Metadata's auto-creation
+"""Partition capacity: CreateTopics, CreatePartitions and Metadata's auto-creation
 refuse, with POLICY_VIOLATION and a message naming the limit, what this broker cannot hold;
 the limit derives from the open file limit, and ``strata.max.partitions.per.broker`` can only
 lower it."""
@@ -29,7 +29,7 @@ POLICY_VIOLATION = 44
 def test_capacity_derives_from_the_descriptor_limit() -> None:
     assert ErrorCode.policy_violation == POLICY_VIOLATION
     assert derived_capacity(20_000) == (20_000 - RESERVED_DESCRIPTORS) // DESCRIPTORS_PER_PARTITION
-    assert derived_capacity(20_000) >= 4_000  # issue 16: thousands of partitions per broker
+    assert derived_capacity(20_000) >= 4_000  # thousands of partitions per broker
     assert derived_capacity(100) == 0
     assert current_capacity("10").limit == 10
     assert current_capacity("10000000").limit == current_capacity(None).limit  # only lowers

@@ -17,9 +17,10 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from deploy_tools import ROOT, helm
 
 from strata.operator import crds
+
+from .deploy_tools import ROOT, helm
 
 K8S_VERSION = "1.33.0"  # the chart's minimum (kubeVersion in Chart.yaml)
 CHART = ROOT / "charts" / "strata"

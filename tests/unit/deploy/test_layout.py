@@ -10,7 +10,7 @@ import venv
 import zipfile
 from pathlib import Path
 
-from deploy_tools import ROOT
+from .deploy_tools import ROOT
 
 ROOTS = ("storage", "services", "operator", "spark")
 

@@ -11,10 +11,11 @@ import tomllib
 
 import jsonschema
 import yaml
-from deploy_tools import ROOT, helm, venv_tool
-from test_chart import openapi_to_json_schema
 
 from strata.operator import crds
+
+from .deploy_tools import ROOT, helm, venv_tool
+from .test_chart import openapi_to_json_schema
 
 SKAFFOLD = ROOT / "skaffold.yaml"
 SCHEMA = ROOT / "tests" / "unit" / "deploy" / "schemas" / "skaffold-v4beta14.json"

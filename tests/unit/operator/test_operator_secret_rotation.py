@@ -7,11 +7,11 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from test_operator_security import NAMES, SECURE  # same folder: on sys.path
-
 from strata.operator import admin_service, builders, secret_refs
 from strata.operator.broker import secret_digests
 from strata.operator.model import BrokerSpec
+
+from .test_operator_security import NAMES, SECURE
 
 
 def b64(text: str) -> str:

@@ -13,8 +13,6 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from test_operator_builders import K8S_VERSION, OWNER  # same folder: on sys.path
-from test_operator_crds import admitted, broker, validate
 
 from strata.broker.config import BrokerConfig
 from strata.broker.network.listeners import (
@@ -26,6 +24,9 @@ from strata.operator import admin_service, builders, crds
 from strata.operator.client_security import client_properties
 from strata.operator.model import BrokerNames, BrokerSpec, SpecError
 from strata.security.sasl import parse_jaas
+
+from .test_operator_builders import K8S_VERSION, OWNER
+from .test_operator_crds import admitted, broker, validate
 
 NAMES = BrokerNames("events", "kafka")
 SECURE: dict[str, Any] = {

@@ -9,13 +9,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from test_operator_crds import admitted, broker, validate  # same folder: on sys.path
 
 from strata.operator import crds, scram_users
 from strata.operator.broker import sync_users
 from strata.operator.kafka import KafkaOperationError
 from strata.operator.model import BrokerNames, BrokerSpec, ScramUserSpec, SecretKeyRef, SpecError
 from strata.operator.scram_users import UserSecret
+
+from .test_operator_crds import admitted, broker, validate
 
 NAMES = BrokerNames("events", "kafka")
 CAROL = {"name": "carol", "passwordSecret": {"name": "carol-pw"}}

@@ -168,7 +168,7 @@ def test_error_codes_reach_the_wire() -> None:
 def test_api_versions_error_other_than_unsupported_version_is_read_at_the_asked_version(
     version: int,
 ) -> None:
-    """Found by the live protocol fuzzer (issue 16): a v3 request with a bad software name is
+    """Found by the live protocol fuzzer: a v3 request with a bad software name is
     answered INVALID_REQUEST in a v3 body (Kafka's rule), which the client side read as v0."""
     from strata.protocol.api_versions import api_versions_response
 

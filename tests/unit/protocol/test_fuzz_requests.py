@@ -1,5 +1,5 @@
 """Hypothesis on the request side of the codec beyond ``test_hostile_input``: framing of arbitrary
-streams, the header peek, tagged-field sections, and nulls where a version allows none (issue 16).
+streams, the header peek, tagged-field sections, and nulls where a version allows none.
 
 Every decoder answers bad bytes with its documented exception and nothing else:
 
@@ -159,7 +159,7 @@ def test_arbitrary_tagged_fields_raise_only_invalid_request(
 
 # ------------------------------------------------------------------ nulls
 NON_NULLABLE_NULLS = [
-    # DescribeConfigs v1 resources (the issue's TypeError), Produce v8 topic_data,
+    # DescribeConfigs v1 resources (once a TypeError), Produce v8 topic_data,
     # Heartbeat v3 group_id (a string), Fetch v11 topics (an array).
     (ApiKey.DESCRIBE_CONFIGS, 1, struct.pack(">ib", -1, 0), "resources"),
     (ApiKey.PRODUCE, 8, struct.pack(">hhii", -1, 1, 1000, -1), "topic_data"),

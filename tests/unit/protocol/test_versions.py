@@ -14,7 +14,7 @@ from strata.protocol.registry import VersionRange
 SUPPORTED_VERSIONS = served_versions()
 
 
-# ARCHITECTURE.md §5, as the issue lists it: written here a second time on purpose, as the
+# The version table, written here a second time on purpose, as the
 # expectation the table is checked against.
 EXPECTED = {
     "API_VERSIONS": (0, 3),

@@ -1,4 +1,4 @@
-"""Segments damaged on disk *after a clean shutdown* (issue 16): the marker must not let a torn
+"""Segments damaged on disk *after a clean shutdown*: the marker must not let a torn
 or garbage tail stop the broker. The last segment's tail is validated and recovered; a log that
 cannot be loaded at all is taken offline alone; damage in an older segment neither stops the
 load nor breaks reads."""

@@ -1,4 +1,4 @@
-"""File descriptors a hosted partition keeps open (issue 16): the mapped indexes keep none and
+"""File descriptors a hosted partition keeps open: the mapped indexes keep none and
 inactive segments open their ``.log`` only when read, so a loaded partition costs one
 descriptor (its active segment's ``.log``) however many segments it has."""
 

@@ -6,7 +6,7 @@ Each route is one or two Kafka admin requests (the same ones ``strata topic`` ma
 * ``POST /v1/topics``: CreateTopics (-1 = the broker's default, KIP-464) → 201 and the
   description; TOPIC_ALREADY_EXISTS → 409;
 * ``GET /v1/topics/{name}``: Metadata (leader, replicas, isr), ListOffsets (log start offset,
-  high watermark) and DescribeConfigs — ARCHITECTURE.md §8's shape; ``configs`` holds the
+  high watermark) and DescribeConfigs — the shape docs/admin-api.md promises; ``configs`` holds the
   topic's non-default configs unless ``all_configs=true`` (like ``kafka-topics.sh --describe``);
 * ``DELETE /v1/topics/{name}``: DeleteTopics → 204;
 * ``PATCH /v1/topics/{name}/configs``: IncrementalAlterConfigs (``set``, ``delete``);

@@ -36,7 +36,7 @@ coordinator again. RIP = REBALANCE_IN_PROGRESS.) Notes on the entries:
   and SyncGroup responses (Kafka's coordinator code does this; its enum's prose still says
   REBALANCE_IN_PROGRESS).
 * OffsetCommit during PreparingRebalance is accepted from members of the current generation, so
-  a consumer committing in its revocation callback loses nothing (ARCHITECTURE.md §7). A simple
+  a consumer committing in its revocation callback loses nothing (Kafka does the same). A simple
   commit (generation -1, empty member id: ``assign()`` consumers, admin tools) is accepted only
   while the group has no members. OffsetFetch is answered in every state.
 

@@ -5,7 +5,7 @@ on the topic (with an authorizer), TOPIC_AUTHORIZATION_FAILED; an unknown
 topic is UNKNOWN_TOPIC_OR_PARTITION; a count not above the current one is INVALID_PARTITIONS;
 manual ``assignments`` must list exactly the new partitions, each with valid replicas on live
 brokers (INVALID_REPLICA_ASSIGNMENT). More partition replicas on this broker than it can hold
-(``partition_capacity``) is POLICY_VIOLATION (Strata's rule, issue 16). ``validate_only``
+(``partition_capacity``) is POLICY_VIOLATION (Strata's own rule). ``validate_only``
 checks and changes nothing. The new count is written to the ``TopicStore``, then each new
 partition is hosted as leader at epoch 0.
 """

@@ -17,7 +17,7 @@ Kafka's rules, per topic, in the order Kafka checks them (each failure answers t
   valid value, none null: INVALID_CONFIG;
 * more partition replicas on this broker than it can hold (``partition_capacity``: derived from
   its open file limit, or ``strata.max.partitions.per.broker``): POLICY_VIOLATION, also for
-  ``validate_only`` and for Metadata's auto-creation (Strata's own rule, issue 16).
+  ``validate_only`` and for Metadata's auto-creation (Strata's own rule).
 
 ``validate_only`` runs every check and creates nothing. A created topic gets a new topic id, is
 written to the ``TopicStore`` first (the registry is the truth), then every partition is hosted

@@ -3,8 +3,8 @@
 * ``transactional_id`` null — an idempotent producer (the default in the Java client and
   kafka-python 3, opt-in in librdkafka): a new producer id from ``ProducerIdManager`` (unique
   and increasing across restarts) and epoch 0. The partitions' producer state then checks
-  epochs and sequence numbers and answers retries with their original offsets (ARCHITECTURE.md
-  §7).
+  epochs and sequence numbers and answers retries with their original offsets
+  (docs/architecture.md, "Groups and producers").
 * ``transactional_id`` "" — INVALID_REQUEST (Kafka's rule).
 * any other ``transactional_id`` — transactions are not built yet, so there is no transaction
   coordinator to fence and recover the id. Answered with UNSUPPORTED_VERSION: it is what Kafka

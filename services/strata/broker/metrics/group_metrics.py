@@ -1,6 +1,6 @@
 """The group layer's metrics: consumer groups coordinated by this broker, their members and lag.
 
-Defined once here (ARCHITECTURE.md §8), named ``strata_group_*``, computed at scrape time (a
+Defined once here (one module per layer), named ``strata_group_*``, computed at scrape time (a
 ``Collector``) from the coordinator's groups — nothing on the request path:
 
 * ``strata_group_count{state}``: groups per state (Kafka's names; every state present, zero

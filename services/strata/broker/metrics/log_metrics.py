@@ -1,6 +1,6 @@
 """The log layer's metrics: what is appended and read, and each partition log's shape.
 
-Defined once here (ARCHITECTURE.md §8), named ``strata_log_*``, labelled by topic and partition
+Defined once here (one module per layer), named ``strata_log_*``, labelled by topic and partition
 (what an operator filters by):
 
 * counters, bumped once per appended or read record set (never per record):

@@ -1,6 +1,6 @@
 """The replication layer's metrics: partition health as Kafka's operators know it.
 
-Defined once here (ARCHITECTURE.md §8), named ``strata_replication_*``. Scrape-time gauges over
+Defined once here (one module per layer), named ``strata_replication_*``. Scrape-time gauges over
 the hosted partitions (a ``Collector``), with Kafka's definitions (``ReplicaManager`` metrics):
 
 * ``strata_replication_partitions``: hosted partitions; ``strata_replication_leaders``: those

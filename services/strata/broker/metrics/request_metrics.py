@@ -1,6 +1,6 @@
 """The request layer's metrics: every Kafka API call's latency, count and errors, and the wire.
 
-Defined once here (ARCHITECTURE.md §8), named ``strata_request_*`` / ``strata_network_*``, on a
+Defined once here (one module per layer), named ``strata_request_*`` / ``strata_network_*``, on a
 registry of the broker's own (one per ``KafkaServer``, so brokers in one test process never
 share series):
 

@@ -1,6 +1,6 @@
 """One client connection: frames in, requests answered strictly in order, responses out.
 
-Owns the per-connection half of ARCHITECTURE.md §3 and the seams every handler uses:
+Owns the per-connection half of the data path (docs/architecture.md), the seams every handler uses:
 ``RequestContext`` (what a handler is told besides its request), ``Response`` (a pre-encoded
 response body in chunks) and ``Handler``. The server (``server.py``) owns the listener and the
 shared ``BrokerState``; the codec (``strata.protocol``) owns every byte format.

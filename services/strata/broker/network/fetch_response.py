@@ -26,7 +26,7 @@ Grammar (Kafka's FetchResponse.json, non-flexible versions only; big-endian)::
                 preferred_read_replica:INT32               (v11+)
                 records:NULLABLE_BYTES(INT32 length)
 
-Strata's choices (no transactions, no fetch sessions, no follower fetching yet):
+Strata's choices (no transactions, no fetch sessions; consumers fetch from leaders only):
 ``aborted_transactions`` is empty (count 0) for read_committed fetches and null otherwise (what
 Kafka sends); ``preferred_read_replica`` is -1; ``records`` is never null (an empty set on
 errors, like Kafka's ``MemoryRecords.EMPTY``); ``session_id`` is whatever the handler passes

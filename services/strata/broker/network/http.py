@@ -1,7 +1,7 @@
 """The broker's HTTP side door: ``/healthz``, ``/readyz`` and ``/metrics``.
 
 Owns a deliberately tiny HTTP/1.1 server on asyncio streams (no web framework): one request per
-connection, ``GET`` or ``HEAD``, answered and closed. Routes (ARCHITECTURE.md §8):
+connection, ``GET`` or ``HEAD``, answered and closed. Routes (docs/operations.md):
 
 =========  =====================================================================================
 path       answer
