@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help install test lint typecheck unit run bench clean
+.PHONY: help install test lint typecheck unit run bench clean compatibility
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ run: $(STAMP) ## a local 3-broker cluster + admin API on the embedded store; Ctr
 
 # The storage benchmark, then the suite (Strata, Redis Streams, NATS JetStream): mk/bench.mk.
 bench: $(STAMP)
+
+# docs/compatibility.md from the handler registry, kio and the installed clients (a test checks it).
+compatibility: $(STAMP) node-deps ## regenerate docs/compatibility.md (served API versions per client)
+	$(BIN)/python -m strata.broker.compatibility_ledger --write docs/compatibility.md
 
 clean: ## remove .venv, build/ and .strata-data
 	rm -rf $(VENV) build .strata-data
