@@ -53,6 +53,8 @@ EXPECTED = {
     "DESCRIBE_ACLS": (1, 1),
     "CREATE_ACLS": (1, 1),
     "DELETE_ACLS": (1, 1),
+    "DESCRIBE_LOG_DIRS": (1, 5),
+    "DESCRIBE_PRODUCERS": (0, 0),
 }
 
 
@@ -78,12 +80,16 @@ def test_every_served_version_has_kio_classes_and_few_are_flexible() -> None:
                 flexible.append((key.name, version))
     # ApiVersions v3 and IncrementalAlterConfigs v1 are flexible (KIP-482 "flexibleVersions":
     # "3+" and "1+"), ListGroups v3-4 (for the group states of KIP-518) and DescribeCluster
-    # (only flexible versions exist), ElectLeaders v2 and Alter/ListPartitionReassignments (only
+    # (only flexible versions exist), DescribeLogDirs v2+ and DescribeProducers (Kafka's
+    # flexible versions), ElectLeaders v2 and Alter/ListPartitionReassignments (only
     # flexible versions exist), Describe/AlterUserScramCredentials (only flexible versions);
     # no other served version is.
     assert sorted(flexible) == [("ALTER_PARTITION_REASSIGNMENTS", 0),
                                 ("ALTER_USER_SCRAM_CREDENTIALS", 0), ("API_VERSIONS", 3),
                                 ("DESCRIBE_CLUSTER", 0), ("DESCRIBE_CLUSTER", 1),
+                                ("DESCRIBE_LOG_DIRS", 2), ("DESCRIBE_LOG_DIRS", 3),
+                                ("DESCRIBE_LOG_DIRS", 4), ("DESCRIBE_LOG_DIRS", 5),
+                                ("DESCRIBE_PRODUCERS", 0),
                                 ("DESCRIBE_USER_SCRAM_CREDENTIALS", 0),
                                 ("ELECT_LEADERS", 2), ("INCREMENTAL_ALTER_CONFIGS", 1),
                                 ("LIST_GROUPS", 3), ("LIST_GROUPS", 4),

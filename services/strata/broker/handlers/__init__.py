@@ -60,6 +60,8 @@ def build_registry() -> HandlerRegistry[Handler]:
         describe_cluster,
         describe_configs,
         describe_groups,
+        describe_log_dirs,
+        describe_producers,
         describe_user_scram_credentials,
         elect_leaders,
         fetch,
@@ -119,6 +121,8 @@ def build_registry() -> HandlerRegistry[Handler]:
         (ApiKey.DESCRIBE_ACLS, 1, 1, describe_acls.handle),
         (ApiKey.CREATE_ACLS, 1, 1, create_acls.handle),
         (ApiKey.DELETE_ACLS, 1, 1, delete_acls.handle),
+        (ApiKey.DESCRIBE_LOG_DIRS, 1, 5, describe_log_dirs.handle),
+        (ApiKey.DESCRIBE_PRODUCERS, 0, 0, describe_producers.handle),
     ]
     registry: HandlerRegistry[Handler] = HandlerRegistry()
     for api_key, min_version, max_version, handler in routes:

@@ -1,0 +1,93 @@
+"""DescribeLogDirs and DescribeProducers against a 3-broker cluster whose brokers have two
+``log.dirs`` each, asked by kafka-python's admin client (``describe_log_dirs``,
+``describe_producers``) as tools such as ``kafka-log-dirs.sh`` ask them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Producer
+from kafka import TopicPartition
+from kafka.admin import KafkaAdminClient
+from kafka.errors import NotLeaderForPartitionError
+
+from .cluster_processes import ClusterProcesses
+
+TOPIC = "dirs"
+PARTITIONS = 4
+RECORDS_PER_PARTITION = 5
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+    workdir = tmp_path_factory.mktemp("log-dirs")
+    cluster = ClusterProcesses(workdir, f"sqlite:///{workdir / 'meta.db'}", 3)
+    for broker in cluster.brokers:
+        broker.config["log.dirs"] = f"{broker.data_dir}/a,{broker.data_dir}/b"
+    try:
+        cluster.start()
+        cluster.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True,
+                             "acks": "all", "log_level": 0})
+        for i in range(PARTITIONS * RECORDS_PER_PARTITION):
+            producer.produce(TOPIC, value=b"x" * 100, partition=i % PARTITIONS)
+        assert producer.flush(30) == 0
+        yield cluster
+    finally:
+        for broker in cluster.brokers:
+            broker.kill()
+
+
+@pytest.fixture
+def admin(cluster: ClusterProcesses) -> Iterator[KafkaAdminClient]:
+    client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=10_000)
+    yield client
+    client.close()
+
+
+def test_every_broker_lists_both_log_dirs_and_each_replica_once(
+        cluster: ClusterProcesses, admin: KafkaAdminClient) -> None:
+    answers = {answer["broker"]: answer["log_dirs"] for answer in admin.describe_log_dirs()}
+    assert sorted(answers) == [0, 1, 2]
+    for node_id, log_dirs in answers.items():
+        data_dir = cluster.broker(node_id).data_dir
+        assert sorted(d["log_dir"] for d in log_dirs) == [
+            str((data_dir / "a").resolve()), str((data_dir / "b").resolve())]
+        hosted = [(t["name"], p["partition_index"], p["partition_size"], p["offset_lag"])
+                  for d in log_dirs for t in d["topics"] for p in t["partitions"]]
+        assert sorted((name, index) for name, index, _, _ in hosted) == [
+            (TOPIC, index) for index in range(PARTITIONS)]
+        assert all(size > RECORDS_PER_PARTITION * 100 and lag == 0
+                   for _, _, size, lag in hosted)
+        assert all(d["error_code"] == 0 and d["total_bytes"] >= d["usable_bytes"] > 0
+                   for d in log_dirs)
+
+
+def test_a_partition_filter_lists_only_that_partition(admin: KafkaAdminClient) -> None:
+    answers = admin.describe_log_dirs(topic_partitions={TOPIC: [1]})
+    for answer in answers:
+        listed = [(t["name"], p["partition_index"])
+                  for d in answer["log_dirs"] for t in d["topics"] for p in t["partitions"]]
+        assert listed == [(TOPIC, 1)]
+
+
+def test_the_leader_describes_its_idempotent_producer(admin: KafkaAdminClient) -> None:
+    states = admin.describe_producers([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
+    producer_ids = set()
+    for state in states.values():
+        (producer,) = state.active_producers
+        producer_ids.add(producer.producer_id)
+        assert producer.producer_epoch == 0
+        assert producer.last_sequence == RECORDS_PER_PARTITION - 1
+        assert producer.last_timestamp > 0
+        assert producer.coordinator_epoch == -1
+    assert len(producer_ids) == 1  # one producer wrote every partition
+
+
+def test_a_follower_refuses_describe_producers(cluster: ClusterProcesses,
+                                               admin: KafkaAdminClient) -> None:
+    view = cluster.partition(TOPIC, 0)
+    follower = next(r for r in view.replicas if r != view.leader)
+    with pytest.raises(NotLeaderForPartitionError):
+        admin.describe_producers([TopicPartition(TOPIC, 0)], broker_id=follower)
