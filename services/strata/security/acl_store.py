@@ -13,8 +13,8 @@ Two backends, as for SCRAM credentials (``strata.security.credentials``):
   (name, principal and host percent-encoded, so a ``/`` cannot escape its folder). Brokers see
   them through their metadata cache (``ClusterImage.acls``): one watch, no extra round trip;
 * a single broker (no ``metadata.store``): ``acls.json`` in the first log dir,
-  ``{"v": 1, "acls": [<the objects above>]}``, replaced atomically
-  (``strata.storage.checkpoints.atomic_write``) so a reader never sees half a file.
+  ``{"v": 1, "acls": [<the objects above>]}``, kept by ``strata.storage.json_document``
+  (replaced atomically, so a reader never sees half a file).
 
 The value, not the key, is the truth (a reader decodes values only); ``"v"`` newer than
 ``FORMAT_VERSION`` is refused. Every write returns a *version* — the metadata store's revision,
@@ -28,11 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import json
-import os
 import urllib.parse
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -48,7 +46,7 @@ from strata.security.acl import (
     ResourceType,
     select,
 )
-from strata.storage.checkpoints import atomic_write
+from strata.storage.json_document import JsonDocumentFile
 
 FORMAT_VERSION: Final = 1
 ACLS_PREFIX: Final = "/strata/acls/"
@@ -144,50 +142,31 @@ class MetadataAclStore:
 
 
 class FileAclStore:
-    """The ACLs of a single broker, in ``acls.json`` of its first log dir."""
+    """The ACLs of a single broker, in ``acls.json`` of its first log dir
+    (``strata.storage.json_document``: versioned, replaced atomically, flock-guarded)."""
 
     def __init__(self, log_dir: Path) -> None:
-        self.path = Path(log_dir) / ACLS_FILE
+        self.file = JsonDocumentFile(log_dir, ACLS_FILE)
+        self.path = self.file.path
         self._lock = asyncio.Lock()
 
     def stamp(self) -> tuple[int, int, int] | None:
-        """(inode, size, mtime ns) of the file, None if absent: changes when anyone rewrites it."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return None
-        return st.st_ino, st.st_size, st.st_mtime_ns
+        """Changes when anyone rewrites the file (None if absent)."""
+        return self.file.stamp()
 
     def read(self) -> list[AclBinding]:
-        try:
-            doc = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return []
-        version = doc.get("v", FORMAT_VERSION)
-        if not isinstance(version, int) or version > FORMAT_VERSION:
-            raise ValueError(f"{self.path} has format version {version}, newer than Strata's")
-        return sorted({decode_binding(item) for item in doc.get("acls", [])})
+        return sorted({decode_binding(item) for item in self.file.read().get("acls", [])})
 
-    @contextlib.contextmanager
-    def _file_locked(self) -> Iterator[None]:
-        """An exclusive ``flock`` on ``acls.json.lock``: the broker (CreateAcls, DeleteAcls)
-        and ``strata acls --log-dir`` read-modify-write the file one at a time, so neither
-        loses the other's change."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_name(self.path.name + ".lock"), "a+b") as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+    def _file_locked(self) -> contextlib.AbstractContextManager[None]:
+        """The broker (CreateAcls, DeleteAcls) and ``strata acls --log-dir`` read-modify-write
+        the file one at a time, so neither loses the other's change."""
+        return self.file.locked()
 
     def _write(self, bindings: Iterable[AclBinding]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         items = [encode_binding(b) for b in sorted(set(bindings))]
         for item in items:
             item.pop("v")
-        data = json.dumps({"v": FORMAT_VERSION, "acls": items}, sort_keys=True, indent=1)
-        atomic_write(self.path, data.encode())
+        self.file.write({"acls": items})
 
     async def bindings(self) -> tuple[list[AclBinding], int]:
         return await asyncio.to_thread(self.read), 0

@@ -10,11 +10,11 @@ password) per (mechanism, user):
 
   (``<user>`` percent-encoded, so a ``/`` in a name cannot escape its folder);
 * a single broker (no ``metadata.store``): ``credentials.json`` in the first log dir,
-  ``{"v": 1, "credentials": {"<mechanism>": {"<user>": {...}}}}``, replaced atomically
-  (write a temporary file, fsync, rename) so a reader never sees half a file.
+  ``{"v": 1, "credentials": {"<mechanism>": {"<user>": {...}}}}``, kept by
+  ``strata.storage.json_document`` (replaced atomically, flock-guarded read-modify-writes).
 
 Both are read on every authentication, so a user created or deleted while brokers run takes
-effect on the next login. Writers: the ``strata users`` CLI (and later AlterUserScramCredentials).
+effect on the next login. Writers: the ``strata users`` CLI and AlterUserScramCredentials.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Final, Protocol
 
 from strata.metadata.store import MetadataStore
 from strata.security.scram import MECHANISMS, ScramCredential
-from strata.storage.checkpoints import atomic_write
+from strata.storage.json_document import JsonDocumentFile
 
 FORMAT_VERSION: Final = 1
 CREDENTIALS_PREFIX: Final = "/strata/credentials/"
@@ -93,27 +93,21 @@ class MetadataCredentialStore:
 
 
 class FileCredentialStore:
-    """Credentials of a single broker, in ``credentials.json`` of its first log dir."""
+    """Credentials of a single broker, in ``credentials.json`` (mode 0600) of its first log dir
+    (``strata.storage.json_document``: versioned, replaced atomically, and flock-guarded, so
+    the broker and ``strata users --log-dir`` never lose each other's change)."""
 
     def __init__(self, log_dir: Path) -> None:
-        self.path = Path(log_dir) / CREDENTIALS_FILE
+        self.file = JsonDocumentFile(log_dir, CREDENTIALS_FILE, mode=0o600)
+        self.path = self.file.path
 
     def _read(self) -> dict[str, dict[str, dict[str, object]]]:
-        try:
-            doc = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
-        version = doc.get("v", FORMAT_VERSION)
-        if version > FORMAT_VERSION:
-            raise ValueError(f"{self.path} has format version {version}, newer than Strata's")
-        credentials: dict[str, dict[str, dict[str, object]]] = doc.get("credentials", {})
+        credentials: dict[str, dict[str, dict[str, object]]] = self.file.read().get(
+            "credentials", {})
         return credentials
 
     def _write(self, credentials: dict[str, dict[str, dict[str, object]]]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps({"v": FORMAT_VERSION, "credentials": credentials}, sort_keys=True,
-                          indent=1).encode()
-        atomic_write(self.path, data, mode=0o600)
+        self.file.write({"credentials": credentials})
 
     async def get(self, mechanism: str, username: str) -> ScramCredential | None:
         credentials = await asyncio.to_thread(self._read)
@@ -122,22 +116,24 @@ class FileCredentialStore:
 
     async def put(self, username: str, credential: ScramCredential) -> None:
         def update() -> None:
-            credentials = self._read()
-            credentials.setdefault(credential.mechanism, {})[username] = _encode(credential)
-            self._write(credentials)
+            with self.file.locked():
+                credentials = self._read()
+                credentials.setdefault(credential.mechanism, {})[username] = _encode(credential)
+                self._write(credentials)
 
         await asyncio.to_thread(update)
 
     async def delete(self, username: str, mechanism: str | None = None) -> bool:
         def update() -> bool:
-            credentials = self._read()
-            deleted = False
-            for name in [mechanism] if mechanism else list(credentials):
-                if credentials.get(name, {}).pop(username, None) is not None:
-                    deleted = True
-            if deleted:
-                self._write(credentials)
-            return deleted
+            with self.file.locked():
+                credentials = self._read()
+                deleted = False
+                for name in [mechanism] if mechanism else list(credentials):
+                    if credentials.get(name, {}).pop(username, None) is not None:
+                        deleted = True
+                if deleted:
+                    self._write(credentials)
+                return deleted
 
         return await asyncio.to_thread(update)
 
