@@ -71,6 +71,8 @@ from strata.broker.partition_capacity import (
     raise_open_file_limit,
 )
 from strata.broker.producer_id_manager import ClusterProducerIdManager, ProducerIdManager
+from strata.broker.quotas.broker_quotas import BrokerQuotas, open_quotas
+from strata.broker.quotas.client_quota_manager import QuotaWindow
 from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.security.authorization import BrokerAuthorizer, open_authorizer
 from strata.broker.topic_store import FileTopicStore, TopicRecord, TopicStore, TopicStoreError
@@ -125,6 +127,7 @@ class BrokerState:
     cluster: Cluster | None = None  # set when metadata.store is (a multi-broker cluster)
     credentials: CredentialStore | None = None  # SCRAM users (strata.broker.security)
     authorizer: BrokerAuthorizer | None = None  # ACLs, with authorizer.class.name
+    quotas: BrokerQuotas | None = None  # client quotas (strata.broker.quotas)
     # listener name -> (host, port) advertised; the first listener is advertised_host/_port
     advertised_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
     group_coordinator: GroupCoordinator = field(init=False)
@@ -286,6 +289,7 @@ class KafkaServer:
         )
         state.registry = build_registry()
         state.authorizer = await open_authorizer(config, cluster, log_dirs[0])
+        state.quotas = await open_quotas(cluster, log_dirs[0], QuotaWindow())
         def controller_state() -> tuple[bool, int]:
             if cluster is None:
                 return True, 0
@@ -446,6 +450,8 @@ class KafkaServer:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.state is not None and self.state.authorizer is not None:
             await self.state.authorizer.close()
+        if self.state is not None and self.state.quotas is not None:
+            await self.state.quotas.close()
         if self._cluster is not None:
             await self._cluster.close()
         if self._log_manager is not None:

@@ -55,6 +55,8 @@ EXPECTED = {
     "DELETE_ACLS": (1, 1),
     "DESCRIBE_LOG_DIRS": (1, 5),
     "DESCRIBE_PRODUCERS": (0, 0),
+    "DESCRIBE_CLIENT_QUOTAS": (0, 1),
+    "ALTER_CLIENT_QUOTAS": (0, 1),
 }
 
 
@@ -84,8 +86,9 @@ def test_every_served_version_has_kio_classes_and_few_are_flexible() -> None:
     # flexible versions), ElectLeaders v2 and Alter/ListPartitionReassignments (only
     # flexible versions exist), Describe/AlterUserScramCredentials (only flexible versions);
     # no other served version is.
-    assert sorted(flexible) == [("ALTER_PARTITION_REASSIGNMENTS", 0),
+    assert sorted(flexible) == [("ALTER_CLIENT_QUOTAS", 1), ("ALTER_PARTITION_REASSIGNMENTS", 0),
                                 ("ALTER_USER_SCRAM_CREDENTIALS", 0), ("API_VERSIONS", 3),
+                                ("DESCRIBE_CLIENT_QUOTAS", 1),
                                 ("DESCRIBE_CLUSTER", 0), ("DESCRIBE_CLUSTER", 1),
                                 ("DESCRIBE_LOG_DIRS", 2), ("DESCRIBE_LOG_DIRS", 3),
                                 ("DESCRIBE_LOG_DIRS", 4), ("DESCRIBE_LOG_DIRS", 5),

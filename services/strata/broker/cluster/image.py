@@ -17,6 +17,8 @@ later Strata can upgrade them in a rolling restart; a reader refuses a newer ver
                                                               leadership is handed to it)
     /strata/acls/...                    -                     one ACL binding per key
                                                               (``strata.security.acl_store``)
+    /strata/client-quotas/<entity>      -                     one quota entity per key
+                                                              (``strata.broker.quotas.quota_store``)
 
 Invariants:
 
@@ -43,6 +45,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final, ParamSpec, TypeVar
 
+from strata.broker.quotas.client_quotas import ClientQuotas
+from strata.broker.quotas.quota_store import CLIENT_QUOTAS_PREFIX, decode_all
 from strata.security.acl import AclBinding
 from strata.security.acl_store import ACLS_PREFIX, decode_binding
 
@@ -280,6 +284,7 @@ class ClusterImage:
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     shutting_down: frozenset[int] = frozenset()
     acls: frozenset[AclBinding] = frozenset()  # /strata/acls/ (strata.security.acl_store)
+    client_quotas: ClientQuotas = field(default_factory=ClientQuotas)  # /strata/client-quotas/
 
     def electable(self) -> Mapping[int, BrokerRegistration]:
         """The live brokers that may take leadership (not in controlled shutdown)."""
@@ -311,6 +316,7 @@ def build_image(entries: Mapping[str, tuple[bytes, int]], revision: int) -> Clus
     controller_epoch = 0
     controller_epoch_version = 0
     acls: set[AclBinding] = set()
+    quota_docs: list[object] = []
     for key, (value, version) in entries.items():
         try:
             if key.startswith(BROKERS):
@@ -335,6 +341,8 @@ def build_image(entries: Mapping[str, tuple[bytes, int]], revision: int) -> Clus
                 configs[key[len(BROKER_CONFIGS):]] = MappingProxyType(decode_configs(value))
             elif key.startswith(ACLS_PREFIX):
                 acls.add(decode_binding(json.loads(value)))
+            elif key.startswith(CLIENT_QUOTAS_PREFIX):
+                quota_docs.append(json.loads(value))
         except (ImageFormatError, ValueError, KeyError, TypeError):
             # A value this Strata cannot read (malformed, wrongly typed, or from a newer
             # Strata) is left out of the image, never fatal to the broker reading it.
@@ -347,7 +355,7 @@ def build_image(entries: Mapping[str, tuple[bytes, int]], revision: int) -> Clus
                         MappingProxyType(partitions),
                         MappingProxyType({tp: versions[tp] for tp in partitions}),
                         MappingProxyType(topic_versions), MappingProxyType(configs),
-                        frozenset(shutting_down), frozenset(acls))
+                        frozenset(shutting_down), frozenset(acls), decode_all(quota_docs))
 
 
 def _dump(doc: dict[str, Any]) -> bytes:

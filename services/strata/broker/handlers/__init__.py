@@ -45,6 +45,7 @@ def build_registry() -> HandlerRegistry[Handler]:
     """Every served API with its version range (the source of the advertised versions)."""
     # Imported here: the handler modules import ``ApiError`` from this package.
     from strata.broker.handlers import (
+        alter_client_quotas,
         alter_configs,
         alter_partition_reassignments,
         alter_user_scram_credentials,
@@ -57,6 +58,7 @@ def build_registry() -> HandlerRegistry[Handler]:
         delete_records,
         delete_topics,
         describe_acls,
+        describe_client_quotas,
         describe_cluster,
         describe_configs,
         describe_groups,
@@ -123,6 +125,8 @@ def build_registry() -> HandlerRegistry[Handler]:
         (ApiKey.DELETE_ACLS, 1, 1, delete_acls.handle),
         (ApiKey.DESCRIBE_LOG_DIRS, 1, 5, describe_log_dirs.handle),
         (ApiKey.DESCRIBE_PRODUCERS, 0, 0, describe_producers.handle),
+        (ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, describe_client_quotas.handle),
+        (ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, alter_client_quotas.handle),
     ]
     registry: HandlerRegistry[Handler] = HandlerRegistry()
     for api_key, min_version, max_version, handler in routes:

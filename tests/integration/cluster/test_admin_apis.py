@@ -1,16 +1,23 @@
-"""DescribeLogDirs and DescribeProducers against a 3-broker cluster whose brokers have two
-``log.dirs`` each, asked by kafka-python's admin client (``describe_log_dirs``,
-``describe_producers``) as tools such as ``kafka-log-dirs.sh`` ask them."""
+"""Admin APIs against a 3-broker cluster whose brokers have two ``log.dirs`` each:
+DescribeLogDirs and DescribeProducers asked by kafka-python's admin client
+(``describe_log_dirs``, ``describe_producers``) as tools such as ``kafka-log-dirs.sh`` ask
+them, and client quotas altered through one broker and described by every broker."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 from kafka import TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.errors import NotLeaderForPartitionError
+
+from strata.client.broker_client import BrokerClient
+from strata.protocol.api_keys import ApiKey
 
 from .cluster_processes import ClusterProcesses
 
@@ -91,3 +98,33 @@ def test_a_follower_refuses_describe_producers(cluster: ClusterProcesses,
     follower = next(r for r in view.replicas if r != view.leader)
     with pytest.raises(NotLeaderForPartitionError):
         admin.describe_producers([TopicPartition(TOPIC, 0)], broker_id=follower)
+
+
+async def _ask(port: int, api_key: ApiKey, **fields: Any) -> Any:
+    client = BrokerClient("127.0.0.1", port, client_id="quota-test", request_timeout_s=10)
+    try:
+        return await client.request(api_key, 1, fields)
+    finally:
+        await client.close()
+
+
+def test_quotas_altered_through_one_broker_are_described_by_every_broker(
+        cluster: ClusterProcesses) -> None:
+    altered = asyncio.run(_ask(cluster.brokers[0].port, ApiKey.ALTER_CLIENT_QUOTAS,
+                               validate_only=False, entries=[{
+                                   "entity": [{"entity_type": "user", "entity_name": None}],
+                                   "ops": [{"key": "consumer_byte_rate", "value": 65536.0,
+                                            "remove": False}]}]))
+    assert [e.error_code for e in altered.entries] == [0]
+    # the broker that wrote it answers at once (read-your-writes); the others follow the image
+    deadline = time.monotonic() + 15
+    for broker in cluster.brokers:
+        while True:
+            described = asyncio.run(_ask(broker.port, ApiKey.DESCRIBE_CLIENT_QUOTAS,
+                                         components=[], strict=False))
+            found = [(tuple((e.entity_type, e.entity_name) for e in entry.entity),
+                      [(v.key, v.value) for v in entry.values]) for entry in described.entries]
+            if found or broker is cluster.brokers[0] or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert found == [((("user", None),), [("consumer_byte_rate", 65536.0)])], broker.port
