@@ -299,7 +299,8 @@ class KafkaServer:
         state.metrics = metrics = BrokerMetrics(
             [r.api_key for r in state.registry], replica_manager.partitions,
             replica_manager.get_partition, state.group_coordinator.groups,
-            replica_manager=replica_manager, controller=controller_state)
+            replica_manager=replica_manager, controller=controller_state,
+            quotas=lambda: state.quotas)
         replica_manager.log_metrics = metrics.log
         replica_manager.replication_metrics = metrics.replication
         self._http.metrics = metrics

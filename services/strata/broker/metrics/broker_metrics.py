@@ -1,6 +1,7 @@
 """A broker's metrics registry: one ``CollectorRegistry`` per ``KafkaServer`` and the layers'
 metrics on it (``request_metrics``, ``log_metrics``, ``replication_metrics``,
-``group_metrics``), served at ``http.port`` ``/metrics`` in Prometheus' text format.
+``group_metrics``, ``quota_metrics``), served at ``http.port`` ``/metrics`` in Prometheus'
+text format.
 
 Owns nothing but the wiring: each layer defines its own series. A registry per broker (not
 prometheus-client's global one) keeps brokers started in one process apart.
@@ -8,8 +9,9 @@ prometheus-client's global one) keeps brokers started in one process apart.
 The log manager (flush / retention / cleaner events, recovery time), the purgatories and the
 clock are taken from the ``ReplicaManager`` whose ``partitions`` method is passed in, unless
 given explicitly (``replica_manager=``); without one (bare unit tests) those series are left
-out. ``controller`` says whether this broker is the active controller and how many leader
-changes it wrote (a broker without a cluster: its own controller, none).
+out. ``quotas`` gives the broker's client quotas (none: no quota series). ``controller`` says
+whether this broker is the active controller and how many leader changes it wrote (a broker
+without a cluster: its own controller, none).
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from strata.broker.group.classic_group import ClassicGroup
 from strata.broker.metrics.group_metrics import GroupMetrics
 from strata.broker.metrics.log_metrics import LogMetrics
+from strata.broker.metrics.quota_metrics import QuotaMetrics
 from strata.broker.metrics.replication_metrics import ReplicationMetrics
 from strata.broker.metrics.request_metrics import RequestMetrics
+from strata.broker.quotas.broker_quotas import BrokerQuotas
 from strata.broker.replication.partition import Partition
 from strata.broker.replication.replica_manager import ReplicaManager
 
@@ -35,7 +39,8 @@ class BrokerMetrics:
                  partition: Callable[[str, int], Partition | None],
                  groups: Callable[[], list[ClassicGroup]], *,
                  replica_manager: ReplicaManager | None = None,
-                 controller: Callable[[], tuple[bool, int]] | None = None) -> None:
+                 controller: Callable[[], tuple[bool, int]] | None = None,
+                 quotas: Callable[[], BrokerQuotas | None] | None = None) -> None:
         if replica_manager is None:
             owner = getattr(partitions, "__self__", None)
             replica_manager = owner if isinstance(owner, ReplicaManager) else None
@@ -53,6 +58,8 @@ class BrokerMetrics:
         # A broker without a cluster is its own controller and never elects anyone.
         self.replication.track_controller(self.registry, controller or (lambda: (True, 0)))
         self.groups = GroupMetrics(self.registry, groups, partition)
+        if quotas is not None and manager is not None:
+            self.quotas = QuotaMetrics(self.registry, quotas, manager.clock.milliseconds)
 
     def exposition(self) -> bytes:
         """The registry in Prometheus' text exposition format."""

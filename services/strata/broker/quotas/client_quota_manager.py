@@ -123,6 +123,10 @@ class ClientQuotaManager:
         sensor = self._sensors.get((resolution.user_tag, resolution.client_id_tag))
         return 0.0 if sensor is None else sensor.measure(now_ms)
 
+    def measured(self, now_ms: int) -> dict[tuple[str, str], float]:
+        """Every measured (user, client-id) tag pair and its rate now (for metrics)."""
+        return {tags: sensor.measure(now_ms) for tags, sensor in self._sensors.items()}
+
     def expire_inactive(self, now_ms: int) -> int:
         """Drop sensors without a record for an hour; how many were dropped."""
         idle = [tags for tags, sensor in self._sensors.items()
