@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import errno
 import logging
 import os
@@ -64,7 +65,14 @@ from strata.broker.network.listeners import ListenerSecurity
 from strata.broker.network.pre_authentication import ConnectionSecurity
 from strata.broker.network.request_queue_limit import RequestQueueLimit
 from strata.broker.network.security_session import SecuritySession
+from strata.broker.quotas.request_quotas import (
+    charge_fetch,
+    charge_produce,
+    is_consumer_fetch,
+    throttle_plan,
+)
 from strata.broker.security.authorization import AuthorizationFailed
+from strata.protocol.api_keys import ApiKey
 from strata.protocol.api_versions import encode_unsupported_version_response
 from strata.protocol.codec import decode_request, encode_response
 from strata.protocol.error_codes import ErrorCode
@@ -101,6 +109,7 @@ class RequestContext:
     state: BrokerState
     listener: str = "PLAINTEXT"  # the listener name the request came in on
     session: SecuritySession | None = None
+    throttle_time_ms: int = 0  # client-quota throttle the response carries (quotas)
 
     @property
     def principal(self) -> str:
@@ -173,6 +182,7 @@ class KafkaConnection(asyncio.Protocol):
         self._busy = False
         self._sendfile_fd: int | None = None
         self._task: asyncio.Task[None] | None = None
+        self._unhold: asyncio.Future[None] | None = None  # set while a quota throttle holds
 
     # ------------------------------------------------------------ asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -289,6 +299,9 @@ class KafkaConnection(asyncio.Protocol):
     def _wake(self) -> None:
         if self._wakeup is not None and not self._wakeup.done():
             self._wakeup.set_result(None)
+        if (self._stopping or self._closing) and self._unhold is not None \
+                and not self._unhold.done():
+            self._unhold.set_result(None)
 
     async def _wait_drained(self) -> None:
         """Until the transport has handed every byte to the kernel (or the peer is gone)."""
@@ -362,6 +375,10 @@ class KafkaConnection(asyncio.Protocol):
             return
         context = RequestContext(header, self._peer[0], self._peer[1], state,
                                  security.listener.name, security.session)
+        if header.api_key == ApiKey.PRODUCE and state.quotas is not None:
+            context.throttle_time_ms = charge_produce(state.quotas, context.principal,
+                                                      header.client_id, len(frame),
+                                                      state.clock.milliseconds())
         body: Any = None
         try:
             result = body = await handler(context, request.body)
@@ -387,13 +404,36 @@ class KafkaConnection(asyncio.Protocol):
             requests = metrics.requests
             requests.received_bytes.inc(len(frame) + 4)
             requests.observe(header.api_key, time.perf_counter() - started, body)
+        if (header.api_key == ApiKey.FETCH and isinstance(result, Response)
+                and state.quotas is not None and is_consumer_fetch(request.body)):
+            context.throttle_time_ms = max(context.throttle_time_ms, charge_fetch(
+                state.quotas, context.principal, header.client_id, result.size,
+                state.clock.milliseconds()))
+        throttle = throttle_plan(header.api_key, header.api_version, context.throttle_time_ms)
+        if throttle is not None and throttle.delay_response:
+            await self._hold(throttle.delay_s)  # before KIP-219: the answer itself waits
+        await self._answer(header, result)
+        if throttle is not None and not throttle.delay_response:
+            await self._hold(throttle.delay_s)  # KIP-219: the channel is muted
+
+    async def _hold(self, seconds: float) -> None:
+        """A quota throttle: handle nothing for ``seconds`` (cut short by a broker shutdown
+        or the peer going away)."""
+        self._unhold = asyncio.get_running_loop().create_future()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._unhold, seconds)
+        self._unhold = None
+
+    async def _answer(self, header: RequestHeader, result: bytes | Response | None) -> None:
+        """Write the answer to ``header``'s request (nothing for None: Produce acks=0)."""
+        metrics = self._state.metrics
         if result is None:
-            return  # e.g. Produce with acks=0
+            return
         if isinstance(result, bytes):
             if metrics is not None:
                 metrics.requests.sent_bytes.inc(len(result))
             self._write(result)
-            if security.failed:
+            if self._security.failed:
                 await self._close_after_failed_authentication()
             return
         if metrics is not None:
