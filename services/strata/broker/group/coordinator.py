@@ -43,13 +43,14 @@ from strata.broker.group.classic_group import (
     TopicPartition,
 )
 from strata.broker.group.member import UNKNOWN_MEMBER_ID, JoinGroupResult, SyncGroupResult
-from strata.broker.group.membership import GroupConfig, GroupMembership, JoinRequest
+from strata.broker.group.membership import GroupMembership, JoinRequest
 from strata.broker.group.metadata_manager import (
     OFFSETS_TOPIC,
     GroupMetadataManager,
     OffsetsTopicConfig,
     partition_for,
 )
+from strata.broker.group.rebalance import GroupConfig
 from strata.broker.group.state import GroupState
 from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.topic_store import TopicStore
@@ -279,7 +280,8 @@ class GroupCoordinator:
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str,
                          group_instance_id: str | None,
-                         assignments: Mapping[str, bytes]) -> SyncGroupResult:
+                         assignments: Mapping[str, bytes], protocol_type: str | None = None,
+                         protocol_name: str | None = None) -> SyncGroupResult:
         error = self._group_status(group_id, allow_empty=False)
         if error is ErrorCode.coordinator_load_in_progress:
             # The rebalance in flight is lost with the old coordinator: rejoin (Kafka's rule;
@@ -292,7 +294,7 @@ class GroupCoordinator:
             return SyncGroupResult(ErrorCode.unknown_member_id)
         future: asyncio.Future[SyncGroupResult] = asyncio.get_running_loop().create_future()
         self.membership.sync_group(group, generation_id, member_id, group_instance_id,
-                                   assignments, _resolver(future))
+                                   assignments, _resolver(future), protocol_type, protocol_name)
         self._after(group)
         return await future
 

@@ -1,4 +1,4 @@
-"""OffsetCommit v2-v7: store a group's consumed positions in ``__consumer_offsets``.
+"""OffsetCommit v2-v9: store a group's consumed positions in ``__consumer_offsets``.
 
 Per partition, in request order: a topic or partition that does not exist is
 UNKNOWN_TOPIC_OR_PARTITION (Kafka checks its metadata first); the rest go to
@@ -9,7 +9,11 @@ anyone while the group has no members) and appends one batch. Version rules:
 * v2-v4 carry ``retention_time_ms``: -1 keeps the broker's ``offsets.retention.minutes``,
   anything else stores an explicit expire timestamp (commit time + retention; value v1);
 * v6+ carry each partition's ``committed_leader_epoch`` (-1 = unknown);
-* v7 carries ``group_instance_id`` (static members are checked against it).
+* v7 carries ``group_instance_id`` (static members are checked against it);
+* v8 is flexible (KIP-482);
+* v9 (KIP-848) renames the generation ``generation_id_or_member_epoch``: for a classic group it
+  is still the generation, checked as before (Kafka's ``ClassicGroup.validateOffsetCommit``);
+  member epochs belong to the consumer protocol, which is not built.
 
 The commit timestamp is the broker's clock at the request; null metadata is stored as "".
 
