@@ -14,16 +14,22 @@ The client's newest version per API:
   ``rd_kafka_broker_ApiVersion_supported`` calls, written below;
 * kafka-python 3.0: its message schema's newest version, capped where its coordinator caps it
   (``max_version=`` in ``kafka/coordinator``);
-* aiokafka 0.14: the newest of the version structs its request class can build.
+* aiokafka 0.14: the newest of the version structs its request class can build;
+* kafkajs 2.2: the newest of its request definitions (``kafkajs_group_life.js`` reports them).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import shutil
+import subprocess
 import time
 import typing
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any, Final
 
 import pytest
@@ -32,6 +38,7 @@ from strata.broker.handlers import served_versions
 from strata.protocol import ApiKey
 
 from ..broker_process import BrokerProcess
+from ..clients.drivers.kafkajs_driver import JS_DIR
 from ..groups.conftest import GROUP_SETTINGS
 from ..groups.kafka_ops import create_topic, produce
 from ..groups.request_tap import RequestTap
@@ -264,3 +271,35 @@ async def test_aiokafka(tapped: tuple[RequestTap, str, str]) -> None:
     versions = negotiated(tap, client_id,
                           (*CONSUMER_APIS, ApiKey.LIST_GROUPS, ApiKey.DESCRIBE_GROUPS))
     assert versions == expected(aiokafka_newest())
+
+
+# -------------------------------------------------------------------------------- kafkajs
+KAFKAJS_SCRIPT: Final = Path(__file__).parent.parent / "groups" / "kafkajs_group_life.js"
+KAFKAJS_NAMES: Final = {
+    "GroupCoordinator": ApiKey.FIND_COORDINATOR, "JoinGroup": ApiKey.JOIN_GROUP,
+    "SyncGroup": ApiKey.SYNC_GROUP, "Heartbeat": ApiKey.HEARTBEAT,
+    "LeaveGroup": ApiKey.LEAVE_GROUP, "OffsetCommit": ApiKey.OFFSET_COMMIT,
+    "OffsetFetch": ApiKey.OFFSET_FETCH, "ListGroups": ApiKey.LIST_GROUPS,
+    "DescribeGroups": ApiKey.DESCRIBE_GROUPS, "DeleteGroups": ApiKey.DELETE_GROUPS,
+}
+
+
+def test_kafkajs(tapped: tuple[RequestTap, str, str]) -> None:
+    assert shutil.which("node"), "node is not on PATH: kafkajs tests need Node.js"
+    modules = JS_DIR / "node_modules"
+    assert (modules / "kafkajs").is_dir(), f"run `make node-deps` (npm ci in {JS_DIR})"
+    tap, topic, group = tapped
+    client_id = "versions-kafkajs"
+    done = subprocess.run(
+        ["node", str(KAFKAJS_SCRIPT)], capture_output=True, timeout=DEADLINE_S * 2,
+        env={**os.environ, "NODE_PATH": str(modules)},
+        input=json.dumps({"brokers": [tap.bootstrap], "clientId": client_id, "topic": topic,
+                          "group": group, "records": RECORDS}).encode(), check=False)
+    lines = done.stdout.decode().strip().splitlines()
+    assert lines, f"kafkajs exited {done.returncode} without an answer: {done.stderr.decode()}"
+    answer = json.loads(lines[-1])
+    assert answer["ok"], answer["error"]
+    assert answer["committed"] == RECORDS
+    newest = {KAFKAJS_NAMES[name]: version for name, version in answer["newest"].items()}
+    versions = negotiated(tap, client_id, (*CONSUMER_APIS, *ADMIN_APIS))
+    assert versions == expected(newest)
