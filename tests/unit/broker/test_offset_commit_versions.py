@@ -1,5 +1,6 @@
 """OffsetCommit v2-v9 on the wire (v8 flexible; v9's ``generation_id_or_member_epoch`` is a
-classic group's generation, checked as before)."""
+classic group's generation, checked as before; a member's commit to no group is
+GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before)."""
 
 from __future__ import annotations
 
@@ -70,6 +71,16 @@ async def test_member_commit_checks_the_generation(tmp_path: Path, version: int)
         fenced = await round_trip(state, ApiKey.OFFSET_COMMIT, version, commit(
             member.generation_id, "other-id", "host-a", ("t", 0, 6)))
         assert errors(fenced) == {("t", 0): ErrorCode.fenced_instance_id}
+
+
+@pytest.mark.parametrize("version", served(ApiKey.OFFSET_COMMIT))
+async def test_a_member_commit_to_no_group(tmp_path: Path, version: int) -> None:
+    async with fresh_state(tmp_path) as state:
+        answer = await round_trip(state, ApiKey.OFFSET_COMMIT, version,
+                                  commit(3, "gone-member", None, ("t", 0, 5)))
+        assert errors(answer) == {("t", 0): ErrorCode.group_id_not_found if version >= 9
+                                  else ErrorCode.illegal_generation}
+        assert state.group_coordinator.group("g") is None  # no group was created
 
 
 @pytest.mark.parametrize("api_key", [ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH])

@@ -326,16 +326,19 @@ class GroupCoordinator:
 
     # ----------------------------------------------------------------- offsets
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
-                       generation_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+                       generation_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                       *, unknown_group: ErrorCode = ErrorCode.illegal_generation
                        ) -> dict[TopicPartition, ErrorCode]:
-        """OffsetCommit of partitions already known to exist; one error per partition."""
+        """OffsetCommit of partitions already known to exist; one error per partition. A
+        member's commit (generation >= 0) to a group that does not exist is ``unknown_group``
+        (OffsetCommit v9+: GROUP_ID_NOT_FOUND; before: ILLEGAL_GENERATION, Kafka's rule)."""
         error = self._group_status(group_id, allow_empty=True)
         if error is not None:
             return dict.fromkeys(offsets, error)
         group = self._groups.get(group_id)
         if group is None:
             if generation_id >= 0:  # a member of a generation that is gone
-                return dict.fromkeys(offsets, ErrorCode.illegal_generation)
+                return dict.fromkeys(offsets, unknown_group)
             logger.info("creating simple consumer group %s by an offset commit", group_id)
             group = self._new_group(group_id)
         error = self.membership.validate_offset_commit(group, member_id, group_instance_id,

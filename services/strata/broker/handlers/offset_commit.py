@@ -13,7 +13,9 @@ anyone while the group has no members) and appends one batch. Version rules:
 * v8 is flexible (KIP-482);
 * v9 (KIP-848) renames the generation ``generation_id_or_member_epoch``: for a classic group it
   is still the generation, checked as before (Kafka's ``ClassicGroup.validateOffsetCommit``);
-  member epochs belong to the consumer protocol, which is not built.
+  member epochs belong to the consumer protocol, which is not built. A member's commit
+  (generation >= 0) to a group that does not exist is GROUP_ID_NOT_FOUND from v9, which both
+  protocols' clients understand, and ILLEGAL_GENERATION before (Kafka's rule).
 
 The commit timestamp is the broker's clock at the request; null metadata is stored as "".
 
@@ -34,6 +36,8 @@ from strata.protocol.messages import build_response
 from strata.security.acl import AclOperation, ResourceType
 
 DEFAULT_RETENTION_TIME = -1
+GROUP_ID_NOT_FOUND_VERSION = 9
+"""The first version answering GROUP_ID_NOT_FOUND for a member's commit to no group."""
 _MS = datetime.timedelta(milliseconds=1)
 
 
@@ -70,7 +74,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         errors.update(state.group_coordinator.commit_offsets(
             request.group_id, request.member_id,
             request.group_instance_id if version >= 7 else None,
-            request.generation_id_or_member_epoch, offsets))
+            request.generation_id_or_member_epoch, offsets,
+            unknown_group=(ErrorCode.group_id_not_found if version >= GROUP_ID_NOT_FOUND_VERSION
+                           else ErrorCode.illegal_generation)))
     return build_response(ApiKey.OFFSET_COMMIT, version, {
         "throttle_time_ms": 0,
         "topics": [{"name": topic.name,
