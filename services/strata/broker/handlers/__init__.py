@@ -9,12 +9,12 @@ restates a range. Invariants (unit tests in tests/unit/broker/test_handler_regis
   refuses it otherwise);
 - every version is non-flexible except where Kafka has no other: ApiVersions v3 (flexible body,
   but its response still uses response header v0, KIP-511), IncrementalAlterConfigs v1 (Kafka's
-  first flexible version of that API), the classic group and offset APIs (FindCoordinator,
-  JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups,
-  ListGroups, DeleteGroups: their newest versions, tagged fields ignored), ElectLeaders v2,
+  first flexible version of that API), ElectLeaders v2,
   DescribeCluster, Alter/ListPartitionReassignments and Describe/AlterUserScramCredentials
-  (flexible-only). Other APIs are raised to flexible versions once tagged fields are handled end
-  to end.
+  (flexible-only), and the classic group and offset APIs (FindCoordinator, JoinGroup, SyncGroup,
+  Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups),
+  served up to their newest versions. Other APIs are raised to flexible versions once tagged
+  fields are handled end to end.
 
 Not registered yet, on purpose: the transaction APIs (not built; an InitProducerId with a
 transactional id gets a clear error instead). The ACL APIs are served at v1 only (kio, like
