@@ -16,7 +16,7 @@ created by a FindCoordinator).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -57,14 +57,16 @@ def with_unknown_tagged_field(frame: bytes) -> bytes:
 
 
 async def round_trip(state: BrokerState, api_key: int, version: int,
-                     fields: Mapping[str, object]) -> Any:
+                     fields: Mapping[str, object],
+                     splice: Callable[[bytes], bytes] = with_unknown_tagged_field) -> Any:
     """The kio-decoded response of the broker to the ``version`` request built from
-    ``fields`` (version-neutral), after the checks in the module docstring."""
+    ``fields`` (version-neutral), after the checks in the module docstring; ``splice`` adds
+    the unknown tagged field to a flexible request's frame."""
     body = build_request(api_key, version, fields)
     header = RequestHeader(api_key, version, CORRELATION_ID, CLIENT_ID)
     frame = encode_request(header, body)[4:]
     if is_flexible(api_key, version):
-        frame = with_unknown_tagged_field(frame)
+        frame = splice(frame)
     decoded = decode_request(frame, REGISTRY.version_ranges())
     assert decoded.body == body  # the unknown tag is skipped, nothing else changes
     handler = REGISTRY.lookup(api_key, version)

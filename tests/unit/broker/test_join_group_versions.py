@@ -8,6 +8,7 @@ the assignment (KIP-814).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,15 @@ import pytest
 from strata.protocol import ApiKey
 from strata.protocol.error_codes import ErrorCode
 
-from .group_wire import SUBSCRIPTION, fresh_state, join_fields, joined_member, round_trip, served
+from .group_wire import (
+    SUBSCRIPTION,
+    UNKNOWN_TAGGED_FIELD,
+    fresh_state,
+    join_fields,
+    joined_member,
+    round_trip,
+    served,
+)
 
 
 def test_every_version_kio_has_is_served() -> None:
@@ -138,3 +147,25 @@ async def test_leave_group_at_every_version(tmp_path: Path, version: int) -> Non
             "group_id": "g", "generation_id": member.generation_id,
             "member_id": member.member_id, "group_instance_id": None})
         assert beat.error_code == ErrorCode.unknown_member_id
+
+
+def tag_in_the_last_protocol(version: int) -> Callable[[bytes], bytes]:
+    """A splice for a JoinGroup v6+ frame, which ends ``protocol tags, [reason (null), v8+]
+    top-level tags``: the unknown tagged field goes in the last protocol's (a nested struct's)
+    tag buffer."""
+    tail = 3 if version >= 8 else 2
+
+    def splice(frame: bytes) -> bytes:
+        assert frame[-tail:] == b"\x00" * tail
+        return frame[:-tail] + UNKNOWN_TAGGED_FIELD + frame[-tail + 1:]
+
+    return splice
+
+
+@pytest.mark.parametrize("version", [6, 7, 8, 9])
+async def test_an_unknown_tag_in_a_nested_struct_is_skipped(tmp_path: Path,
+                                                            version: int) -> None:
+    async with fresh_state(tmp_path) as state:
+        answer = await round_trip(state, ApiKey.JOIN_GROUP, version, join_fields(version),
+                                  splice=tag_in_the_last_protocol(version))
+        assert answer.error_code == ErrorCode.member_id_required and answer.member_id
