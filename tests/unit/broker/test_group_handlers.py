@@ -35,11 +35,11 @@ from strata.storage.clock import ManualClock
 from .helpers import add_topics, consumer_subscription, context, group_broker_state, request
 
 SUBSCRIPTION = consumer_subscription("t")
-GROUP_APIS = {ApiKey.JOIN_GROUP: (0, 5), ApiKey.SYNC_GROUP: (0, 3), ApiKey.HEARTBEAT: (0, 3),
-              ApiKey.LEAVE_GROUP: (0, 3), ApiKey.OFFSET_COMMIT: (2, 7),
-              ApiKey.OFFSET_FETCH: (1, 5), ApiKey.DESCRIBE_GROUPS: (0, 4),
-              ApiKey.LIST_GROUPS: (0, 4), ApiKey.DELETE_GROUPS: (0, 1),
-              ApiKey.OFFSET_DELETE: (0, 0), ApiKey.FIND_COORDINATOR: (0, 2)}
+GROUP_APIS = {ApiKey.JOIN_GROUP: (0, 9), ApiKey.SYNC_GROUP: (0, 5), ApiKey.HEARTBEAT: (0, 4),
+              ApiKey.LEAVE_GROUP: (0, 5), ApiKey.OFFSET_COMMIT: (2, 9),
+              ApiKey.OFFSET_FETCH: (1, 9), ApiKey.DESCRIBE_GROUPS: (0, 6),
+              ApiKey.LIST_GROUPS: (0, 5), ApiKey.DELETE_GROUPS: (0, 2),
+              ApiKey.OFFSET_DELETE: (0, 0), ApiKey.FIND_COORDINATOR: (0, 6)}
 HANDLERS: dict[int, Any] = {
     ApiKey.JOIN_GROUP: join_group, ApiKey.SYNC_GROUP: sync_group, ApiKey.HEARTBEAT: heartbeat,
     ApiKey.LEAVE_GROUP: leave_group, ApiKey.OFFSET_COMMIT: offset_commit,

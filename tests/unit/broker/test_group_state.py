@@ -14,12 +14,8 @@ import pytest
 
 from strata.broker.group.classic_group import ClassicGroup
 from strata.broker.group.member import JoinGroupResult, SyncGroupResult
-from strata.broker.group.membership import (
-    GroupConfig,
-    GroupMembership,
-    JoinRequest,
-    StoreCallback,
-)
+from strata.broker.group.membership import GroupMembership, JoinRequest
+from strata.broker.group.rebalance import GroupConfig, StoreCallback
 from strata.broker.group.state import (
     ANSWERS,
     VALID_PREVIOUS_STATES,

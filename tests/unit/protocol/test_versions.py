@@ -25,21 +25,21 @@ EXPECTED = {
     "CREATE_TOPICS": (2, 4),
     "DELETE_TOPICS": (1, 3),
     "INIT_PRODUCER_ID": (0, 1),
-    "FIND_COORDINATOR": (0, 2),
-    "JOIN_GROUP": (0, 5),
-    "SYNC_GROUP": (0, 3),
-    "HEARTBEAT": (0, 3),
-    "LEAVE_GROUP": (0, 3),
-    "OFFSET_COMMIT": (2, 7),
-    "OFFSET_FETCH": (1, 5),
-    "DESCRIBE_GROUPS": (0, 4),
-    "LIST_GROUPS": (0, 4),
+    "FIND_COORDINATOR": (0, 6),
+    "JOIN_GROUP": (0, 9),
+    "SYNC_GROUP": (0, 5),
+    "HEARTBEAT": (0, 4),
+    "LEAVE_GROUP": (0, 5),
+    "OFFSET_COMMIT": (2, 9),
+    "OFFSET_FETCH": (1, 9),
+    "DESCRIBE_GROUPS": (0, 6),
+    "LIST_GROUPS": (0, 5),
     "DESCRIBE_CONFIGS": (1, 3),
     "ALTER_CONFIGS": (0, 1),
     "INCREMENTAL_ALTER_CONFIGS": (0, 1),
     "CREATE_PARTITIONS": (0, 1),
     "DELETE_RECORDS": (0, 1),
-    "DELETE_GROUPS": (0, 1),
+    "DELETE_GROUPS": (0, 2),
     "OFFSET_DELETE": (0, 0),
     "OFFSET_FOR_LEADER_EPOCH": (2, 3),
     "DESCRIBE_CLUSTER": (0, 1),
@@ -81,12 +81,13 @@ def test_every_served_version_has_kio_classes_and_few_are_flexible() -> None:
             if request.__flexible__:
                 flexible.append((key.name, version))
     # ApiVersions v3 and IncrementalAlterConfigs v1 are flexible (KIP-482 "flexibleVersions":
-    # "3+" and "1+"), ListGroups v3-4 (for the group states of KIP-518) and DescribeCluster
-    # (only flexible versions exist), DescribeLogDirs v2+ and DescribeProducers (Kafka's
-    # flexible versions), ElectLeaders v2 and Alter/ListPartitionReassignments (only
-    # flexible versions exist), Describe/AlterUserScramCredentials (only flexible versions);
-    # no other served version is.
-    assert sorted(flexible) == [("ALTER_CLIENT_QUOTAS", 1), ("ALTER_PARTITION_REASSIGNMENTS", 0),
+    # "3+" and "1+"), the classic group and offset APIs (CLASSIC_GROUP_FLEXIBLE) and
+    # DescribeCluster (only flexible versions exist), DescribeLogDirs v2+, DescribeProducers and
+    # Describe/AlterClientQuotas v1 (Kafka's flexible versions), ElectLeaders v2 and
+    # Alter/ListPartitionReassignments (only flexible versions exist),
+    # Describe/AlterUserScramCredentials (only flexible versions); no other served version is.
+    assert sorted(flexible) == sorted([("ALTER_CLIENT_QUOTAS", 1),
+                                       ("ALTER_PARTITION_REASSIGNMENTS", 0),
                                 ("ALTER_USER_SCRAM_CREDENTIALS", 0), ("API_VERSIONS", 3),
                                 ("DESCRIBE_CLIENT_QUOTAS", 1),
                                 ("DESCRIBE_CLUSTER", 0), ("DESCRIBE_CLUSTER", 1),
@@ -95,8 +96,23 @@ def test_every_served_version_has_kio_classes_and_few_are_flexible() -> None:
                                 ("DESCRIBE_PRODUCERS", 0),
                                 ("DESCRIBE_USER_SCRAM_CREDENTIALS", 0),
                                 ("ELECT_LEADERS", 2), ("INCREMENTAL_ALTER_CONFIGS", 1),
-                                ("LIST_GROUPS", 3), ("LIST_GROUPS", 4),
-                                ("LIST_PARTITION_REASSIGNMENTS", 0)]
+                                *CLASSIC_GROUP_FLEXIBLE,
+                                ("LIST_PARTITION_REASSIGNMENTS", 0)])
+
+
+# The classic group and offset APIs from Kafka's first flexible version of each up.
+CLASSIC_GROUP_FLEXIBLE = [
+    *(("FIND_COORDINATOR", v) for v in range(3, 7)),
+    *(("JOIN_GROUP", v) for v in range(6, 10)),
+    *(("SYNC_GROUP", v) for v in range(4, 6)),
+    ("HEARTBEAT", 4),
+    *(("LEAVE_GROUP", v) for v in range(4, 6)),
+    *(("OFFSET_COMMIT", v) for v in range(8, 10)),
+    *(("OFFSET_FETCH", v) for v in range(6, 10)),
+    *(("DESCRIBE_GROUPS", v) for v in range(5, 7)),
+    *(("LIST_GROUPS", v) for v in range(3, 6)),
+    ("DELETE_GROUPS", 2),
+]
 
 
 def test_api_keys_are_kafkas_names_for_every_key_kio_knows() -> None:

@@ -43,13 +43,14 @@ from strata.broker.group.classic_group import (
     TopicPartition,
 )
 from strata.broker.group.member import UNKNOWN_MEMBER_ID, JoinGroupResult, SyncGroupResult
-from strata.broker.group.membership import GroupConfig, GroupMembership, JoinRequest
+from strata.broker.group.membership import GroupMembership, JoinRequest
 from strata.broker.group.metadata_manager import (
     OFFSETS_TOPIC,
     GroupMetadataManager,
     OffsetsTopicConfig,
     partition_for,
 )
+from strata.broker.group.rebalance import GroupConfig
 from strata.broker.group.state import GroupState
 from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.topic_store import TopicStore
@@ -279,7 +280,8 @@ class GroupCoordinator:
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str,
                          group_instance_id: str | None,
-                         assignments: Mapping[str, bytes]) -> SyncGroupResult:
+                         assignments: Mapping[str, bytes], protocol_type: str | None = None,
+                         protocol_name: str | None = None) -> SyncGroupResult:
         error = self._group_status(group_id, allow_empty=False)
         if error is ErrorCode.coordinator_load_in_progress:
             # The rebalance in flight is lost with the old coordinator: rejoin (Kafka's rule;
@@ -292,7 +294,7 @@ class GroupCoordinator:
             return SyncGroupResult(ErrorCode.unknown_member_id)
         future: asyncio.Future[SyncGroupResult] = asyncio.get_running_loop().create_future()
         self.membership.sync_group(group, generation_id, member_id, group_instance_id,
-                                   assignments, _resolver(future))
+                                   assignments, _resolver(future), protocol_type, protocol_name)
         self._after(group)
         return await future
 
@@ -324,16 +326,19 @@ class GroupCoordinator:
 
     # ----------------------------------------------------------------- offsets
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
-                       generation_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+                       generation_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                       *, unknown_group: ErrorCode = ErrorCode.illegal_generation
                        ) -> dict[TopicPartition, ErrorCode]:
-        """OffsetCommit of partitions already known to exist; one error per partition."""
+        """OffsetCommit of partitions already known to exist; one error per partition. A
+        member's commit (generation >= 0) to a group that does not exist is ``unknown_group``
+        (OffsetCommit v9+: GROUP_ID_NOT_FOUND; before: ILLEGAL_GENERATION, Kafka's rule)."""
         error = self._group_status(group_id, allow_empty=True)
         if error is not None:
             return dict.fromkeys(offsets, error)
         group = self._groups.get(group_id)
         if group is None:
             if generation_id >= 0:  # a member of a generation that is gone
-                return dict.fromkeys(offsets, ErrorCode.illegal_generation)
+                return dict.fromkeys(offsets, unknown_group)
             logger.info("creating simple consumer group %s by an offset commit", group_id)
             group = self._new_group(group_id)
         error = self.membership.validate_offset_commit(group, member_id, group_instance_id,

@@ -43,6 +43,9 @@ class JoinGroupResult:
     protocol_name: str | None = None
     leader_id: str = ""
     members: tuple[JoinedMember, ...] = ()
+    skip_assignment: bool = False
+    """JoinGroup v9+ (KIP-814): the leader gets the members but must not run the assignor
+    (a static leader rejoined a Stable group; the group keeps its assignment)."""
 
 
 @dataclass(frozen=True, slots=True)

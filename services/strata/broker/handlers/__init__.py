@@ -9,10 +9,12 @@ restates a range. Invariants (unit tests in tests/unit/broker/test_handler_regis
   refuses it otherwise);
 - every version is non-flexible except where Kafka has no other: ApiVersions v3 (flexible body,
   but its response still uses response header v0, KIP-511), IncrementalAlterConfigs v1 (Kafka's
-  first flexible version of that API), ListGroups v3-4 (group states, KIP-518), ElectLeaders v2,
+  first flexible version of that API), ElectLeaders v2,
   DescribeCluster, Alter/ListPartitionReassignments and Describe/AlterUserScramCredentials
-  (flexible-only). Other APIs are raised to flexible versions once tagged fields are handled end
-  to end.
+  (flexible-only), and the classic group and offset APIs (FindCoordinator, JoinGroup, SyncGroup,
+  Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups),
+  served up to their newest versions. Other APIs are raised to flexible versions once tagged
+  fields are handled end to end.
 
 Not registered yet, on purpose: the transaction APIs (not built; an InitProducerId with a
 transactional id gets a clear error instead). The ACL APIs are served at v1 only (kio, like
@@ -100,16 +102,16 @@ def build_registry() -> HandlerRegistry[Handler]:
         (ApiKey.ALTER_CONFIGS, 0, 1, alter_configs.handle),
         (ApiKey.CREATE_PARTITIONS, 0, 1, create_partitions.handle),
         (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, incremental_alter_configs.handle),
-        (ApiKey.FIND_COORDINATOR, 0, 2, find_coordinator.handle),
-        (ApiKey.JOIN_GROUP, 0, 5, join_group.handle),
-        (ApiKey.SYNC_GROUP, 0, 3, sync_group.handle),
-        (ApiKey.HEARTBEAT, 0, 3, heartbeat.handle),
-        (ApiKey.LEAVE_GROUP, 0, 3, leave_group.handle),
-        (ApiKey.OFFSET_COMMIT, 2, 7, offset_commit.handle),
-        (ApiKey.OFFSET_FETCH, 1, 5, offset_fetch.handle),
-        (ApiKey.DESCRIBE_GROUPS, 0, 4, describe_groups.handle),
-        (ApiKey.LIST_GROUPS, 0, 4, list_groups.handle),
-        (ApiKey.DELETE_GROUPS, 0, 1, delete_groups.handle),
+        (ApiKey.FIND_COORDINATOR, 0, 6, find_coordinator.handle),
+        (ApiKey.JOIN_GROUP, 0, 9, join_group.handle),
+        (ApiKey.SYNC_GROUP, 0, 5, sync_group.handle),
+        (ApiKey.HEARTBEAT, 0, 4, heartbeat.handle),
+        (ApiKey.LEAVE_GROUP, 0, 5, leave_group.handle),
+        (ApiKey.OFFSET_COMMIT, 2, 9, offset_commit.handle),
+        (ApiKey.OFFSET_FETCH, 1, 9, offset_fetch.handle),
+        (ApiKey.DESCRIBE_GROUPS, 0, 6, describe_groups.handle),
+        (ApiKey.LIST_GROUPS, 0, 5, list_groups.handle),
+        (ApiKey.DELETE_GROUPS, 0, 2, delete_groups.handle),
         (ApiKey.OFFSET_DELETE, 0, 0, offset_delete.handle),
         (ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 3, offset_for_leader_epoch.handle),
         (ApiKey.DESCRIBE_CLUSTER, 0, 1, describe_cluster.handle),

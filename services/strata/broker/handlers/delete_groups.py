@@ -1,4 +1,6 @@
-"""DeleteGroups v0-v1: delete groups that have no members, with their committed offsets.
+"""DeleteGroups v0-v2: delete groups that have no members, with their committed offsets.
+
+v2 is flexible (KIP-482); the versions differ in nothing else.
 
 Per group, in request order (a name given twice is answered once): NONE after tombstones for
 its offsets and metadata are written; NON_EMPTY_GROUP while it has members; GROUP_ID_NOT_FOUND

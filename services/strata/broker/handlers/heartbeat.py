@@ -1,7 +1,8 @@
-"""Heartbeat v0-v3: a member says it is alive; the answer says whether to rejoin.
+"""Heartbeat v0-v4: a member says it is alive; the answer says whether to rejoin.
 
 REBALANCE_IN_PROGRESS tells the member to rejoin; ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID that
-it fell out of the group (``GroupCoordinator.heartbeat``). v3 adds ``group_instance_id``.
+it fell out of the group (``GroupCoordinator.heartbeat``). v3 adds ``group_instance_id``; v4
+is flexible (KIP-482).
 
 Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED for the request.
 """

@@ -1,4 +1,4 @@
-"""JoinGroup v0-v5: a consumer joins (or rejoins) a classic group.
+"""JoinGroup v0-v9: a consumer joins (or rejoins) a classic group.
 
 Decodes the request into a version-neutral ``JoinRequest`` and waits for the coordinator's
 answer (``GroupCoordinator.join_group``): at once for an error, a MEMBER_ID_REQUIRED (v4+, a
@@ -7,7 +7,12 @@ rebalance completes. Version rules:
 
 * v0 has no rebalance timeout: the session timeout is used (Kafka's rule);
 * v4+ asks a new dynamic member to rejoin with the member id it is given (``require_known``);
-* v5 carries ``group_instance_id`` (static membership, KIP-345) and lists it per member.
+* v5 carries ``group_instance_id`` (static membership, KIP-345) and lists it per member;
+* v6 is flexible (KIP-482); v7 answers ``protocol_type``, and ``protocol_name`` null rather
+  than "" when no protocol is selected (an error answer);
+* v8 carries the member's ``reason`` (KIP-800), written to the rebalance log;
+* v9 answers ``skip_assignment`` (KIP-814): a static leader rejoining a Stable group unchanged
+  is told it leads, with the members, and not to assign (``JoinRequest``).
 
 The member's client host is Kafka's ``InetAddress.toString`` form, ``/127.0.0.1``, as
 DescribeGroups and the group tools show it.
@@ -41,14 +46,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         session_timeout_ms=session_timeout_ms,
         protocol_type=request.protocol_type,
         protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
+        supports_skip_assignment=version >= 9,
+        reason=request.reason if version >= 8 else None,
     )
     result = await ctx.state.group_coordinator.join_group(request.group_id, join)
     return build_response(ApiKey.JOIN_GROUP, version, {
         "throttle_time_ms": 0,
         "error_code": result.error,
         "generation_id": result.generation_id,
-        "protocol_name": result.protocol_name or "",
+        "protocol_type": result.protocol_type,
+        "protocol_name": result.protocol_name if version >= 7 else result.protocol_name or "",
         "leader": result.leader_id,
+        "skip_assignment": result.skip_assignment,
         "member_id": result.member_id,
         "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                      "metadata": m.metadata} for m in result.members],

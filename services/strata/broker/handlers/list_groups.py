@@ -1,10 +1,12 @@
-"""ListGroups v0-v4: every group this broker coordinates, with its protocol type and state.
+"""ListGroups v0-v5: every group this broker coordinates, with its protocol type and state.
 
 v3 is flexible; v4 (KIP-518) answers each group's state and takes ``states_filter``: only
 groups in one of those states (Kafka's names, case-insensitive, as the Java admin client sends
-them); an empty filter lists all. COORDINATOR_LOAD_IN_PROGRESS (with the groups loaded so far)
-while a ``__consumer_offsets`` partition is still being replayed; COORDINATOR_NOT_AVAILABLE
-before the coordinator started.
+them); v5 (KIP-848) answers each group's type — every group here is a classic group,
+``"classic"`` — and takes ``types_filter`` (case-insensitive; a filter without "classic" lists
+nothing). An empty filter lists all. COORDINATOR_LOAD_IN_PROGRESS (with the groups loaded so
+far) while a ``__consumer_offsets`` partition is still being replayed;
+COORDINATOR_NOT_AVAILABLE before the coordinator started.
 
 Authorization: Describe on the Cluster lists every group; otherwise only the groups the
 principal may Describe (Kafka's rule).
@@ -12,23 +14,30 @@ principal may Describe (Kafka's rule).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from strata.broker.network.connection import RequestContext
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.messages import build_response
 from strata.security.acl import AclOperation, ResourceType
 
+CLASSIC_GROUP_TYPE: Final = "classic"
+"""Kafka's ``Group.GroupType.CLASSIC`` as ListGroups v5 names it."""
+
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     error, groups = ctx.state.group_coordinator.list_groups()
     wanted = {s.lower() for s in getattr(request, "states_filter", ()) or ()}
+    types = {t.lower() for t in getattr(request, "types_filter", ()) or ()}
+    if types and CLASSIC_GROUP_TYPE not in types:
+        groups = []
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER):
         groups = [g for g in groups
                   if ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g[0])]
     return build_response(ApiKey.LIST_GROUPS, ctx.header.api_version, {
         "throttle_time_ms": 0,
         "error_code": error,
-        "groups": [{"group_id": g, "protocol_type": t, "group_state": state}
+        "groups": [{"group_id": g, "protocol_type": t, "group_state": state,
+                    "group_type": CLASSIC_GROUP_TYPE}
                    for g, t, state in groups if not wanted or state.lower() in wanted],
     })

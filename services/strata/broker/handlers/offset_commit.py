@@ -1,4 +1,4 @@
-"""OffsetCommit v2-v7: store a group's consumed positions in ``__consumer_offsets``.
+"""OffsetCommit v2-v9: store a group's consumed positions in ``__consumer_offsets``.
 
 Per partition, in request order: a topic or partition that does not exist is
 UNKNOWN_TOPIC_OR_PARTITION (Kafka checks its metadata first); the rest go to
@@ -9,7 +9,13 @@ anyone while the group has no members) and appends one batch. Version rules:
 * v2-v4 carry ``retention_time_ms``: -1 keeps the broker's ``offsets.retention.minutes``,
   anything else stores an explicit expire timestamp (commit time + retention; value v1);
 * v6+ carry each partition's ``committed_leader_epoch`` (-1 = unknown);
-* v7 carries ``group_instance_id`` (static members are checked against it).
+* v7 carries ``group_instance_id`` (static members are checked against it);
+* v8 is flexible (KIP-482);
+* v9 (KIP-848) renames the generation ``generation_id_or_member_epoch``: for a classic group it
+  is still the generation, checked as before (Kafka's ``ClassicGroup.validateOffsetCommit``);
+  member epochs belong to the consumer protocol, which is not built. A member's commit
+  (generation >= 0) to a group that does not exist is GROUP_ID_NOT_FOUND from v9, which both
+  protocols' clients understand, and ILLEGAL_GENERATION before (Kafka's rule).
 
 The commit timestamp is the broker's clock at the request; null metadata is stored as "".
 
@@ -30,6 +36,8 @@ from strata.protocol.messages import build_response
 from strata.security.acl import AclOperation, ResourceType
 
 DEFAULT_RETENTION_TIME = -1
+GROUP_ID_NOT_FOUND_VERSION = 9
+"""The first version answering GROUP_ID_NOT_FOUND for a member's commit to no group."""
 _MS = datetime.timedelta(milliseconds=1)
 
 
@@ -66,7 +74,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         errors.update(state.group_coordinator.commit_offsets(
             request.group_id, request.member_id,
             request.group_instance_id if version >= 7 else None,
-            request.generation_id_or_member_epoch, offsets))
+            request.generation_id_or_member_epoch, offsets,
+            unknown_group=(ErrorCode.group_id_not_found if version >= GROUP_ID_NOT_FOUND_VERSION
+                           else ErrorCode.illegal_generation)))
     return build_response(ApiKey.OFFSET_COMMIT, version, {
         "throttle_time_ms": 0,
         "topics": [{"name": topic.name,

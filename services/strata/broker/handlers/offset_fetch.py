@@ -1,19 +1,27 @@
-"""OffsetFetch v1-v5: a group's committed offsets.
+"""OffsetFetch v1-v9: committed offsets of one group (v1-v7) or of several (v8+).
 
 Per partition: the committed offset, its leader epoch (v5+; -1 unknown) and metadata, or offset
 -1 with metadata "" when nothing is committed (also for unknown topics: Kafka does not check).
-v2+ may ask for every partition the group committed (``topics`` null). Errors of the group as a
-whole (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...) are the top-level ``error_code``
-from v2 (with no topics), and each requested partition's error in v1, which has no top-level
-field (Kafka's ``getErrorResponse``).
+v2+ may ask for every partition the group committed (``topics`` null). Errors of a group as a
+whole (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...) are that group's ``error_code`` with
+no topics from v2, and each requested partition's error in v1, which has no group-level field
+(Kafka's ``getErrorResponse``). Version rules:
 
-Authorization: Describe on the group (else GROUP_AUTHORIZATION_FAILED); topics asked for
-without Describe on them are TOPIC_AUTHORIZATION_FAILED, and left out of an all-topics answer.
+* v6 is flexible (KIP-482); v7 carries ``require_stable`` (KIP-447), which changes nothing
+  here: without transactions no offset is ever pending;
+* v8 (KIP-709) asks for a batch of ``groups``, each answered on its own (its own errors), in
+  request order;
+* v9 (KIP-848) names the fetching member (``member_id``, ``member_epoch``): for a classic group
+  Kafka ignores both (``ClassicGroup.validateOffsetFetch``), and so does this broker.
+
+Authorization: Describe on each group (else GROUP_AUTHORIZATION_FAILED for that group); topics
+asked for without Describe on them are TOPIC_AUTHORIZATION_FAILED, and left out of an
+all-topics answer.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from strata.broker.group.classic_group import OffsetAndMetadata, TopicPartition
 from strata.broker.network.connection import RequestContext
@@ -22,39 +30,55 @@ from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
 from strata.security.acl import AclOperation, ResourceType
 
-INVALID_OFFSET = -1
-NO_METADATA = ""
+INVALID_OFFSET: Final = -1
+NO_METADATA: Final = ""
+BATCHED_VERSION: Final = 8
+"""The first version with several groups per request (KIP-709)."""
+
+Answer = list[tuple[TopicPartition, OffsetAndMetadata | None, ErrorCode]]
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.header.api_version
-    coordinator = ctx.state.group_coordinator
+    if version < BATCHED_VERSION:
+        error, partitions = fetch_group(ctx, version, request.group_id, request.topics)
+        return build_response(ApiKey.OFFSET_FETCH, version, {
+            "throttle_time_ms": 0, "error_code": error, "topics": _topics(partitions)})
+    groups = []
+    for group in request.groups:
+        error, partitions = fetch_group(ctx, version, group.group_id, group.topics)
+        groups.append({"group_id": group.group_id, "error_code": error,
+                       "topics": _topics(partitions)})
+    return build_response(ApiKey.OFFSET_FETCH, version, throttle_time_ms=0, groups=groups)
+
+
+def fetch_group(ctx: RequestContext, version: int, group_id: str,
+                topics: Any) -> tuple[ErrorCode, Answer]:
+    """One group's answer: (group-level error, one entry per partition answered)."""
     requested: list[TopicPartition] | None = None
-    if request.topics is not None:
-        requested = [(t.name, int(p)) for t in request.topics for p in t.partition_indexes]
+    if topics is not None:
+        requested = [(t.name, int(p)) for t in topics for p in t.partition_indexes]
     offsets: dict[TopicPartition, OffsetAndMetadata | None] = {}
-    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, request.group_id):
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         error = ErrorCode.group_authorization_failed
     else:
-        error, offsets = coordinator.fetch_offsets(request.group_id, requested)
+        error, offsets = ctx.state.group_coordinator.fetch_offsets(group_id, requested)
     if error != ErrorCode.none:
         if version >= 2:
-            return _response(version, error, [])
-        return _response(version, error, [(tp, None, error) for tp in requested or []])
+            return error, []
+        return error, [(tp, None, error) for tp in requested or []]
 
     def described(topic: str) -> bool:
         return ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
 
     if requested is None:  # every committed offset: those of undescribable topics are left out
         requested = [tp for tp in sorted(offsets) if described(tp[0])]
-    return _response(version, ErrorCode.none, [
+    return ErrorCode.none, [
         (tp, offsets.get(tp), ErrorCode.none) if described(tp[0])
-        else (tp, None, ErrorCode.topic_authorization_failed) for tp in requested])
+        else (tp, None, ErrorCode.topic_authorization_failed) for tp in requested]
 
 
-def _response(version: int, error: ErrorCode,
-              partitions: list[tuple[TopicPartition, OffsetAndMetadata | None, ErrorCode]]
-              ) -> Any:
+def _topics(partitions: Answer) -> list[dict[str, object]]:
     topics: dict[str, list[dict[str, object]]] = {}
     for (topic, index), committed, partition_error in partitions:
         topics.setdefault(topic, []).append({
@@ -64,8 +88,4 @@ def _response(version: int, error: ErrorCode,
             "metadata": committed.metadata if committed else NO_METADATA,
             "error_code": partition_error,
         })
-    return build_response(ApiKey.OFFSET_FETCH, version, {
-        "throttle_time_ms": 0,
-        "error_code": error,
-        "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
-    })
+    return [{"name": name, "partitions": parts} for name, parts in topics.items()]

@@ -1,8 +1,11 @@
-"""SyncGroup v0-v3: members get their assignment; the leader brings everyone's.
+"""SyncGroup v0-v5: members get their assignment; the leader brings everyone's.
 
 The leader's request carries the assignment of every member; followers' requests wait until it
-is stored (``GroupCoordinator.sync_group``). v3 adds ``group_instance_id``. A member id listed
-twice in the assignments keeps its last entry.
+is stored (``GroupCoordinator.sync_group``). A member id listed twice in the assignments keeps
+its last entry. Version rules: v3 adds ``group_instance_id``; v4 is flexible (KIP-482); v5
+(KIP-559) carries the ``protocol_type`` and ``protocol_name`` the member joined with — when
+given, they must match the group's (else INCONSISTENT_GROUP_PROTOCOL) — and answers the
+group's.
 
 Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED for the request.
 """
@@ -23,6 +26,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
     result = await ctx.state.group_coordinator.sync_group(
         request.group_id, request.generation_id, request.member_id,
-        request.group_instance_id if version >= 3 else None, assignments)
+        request.group_instance_id if version >= 3 else None, assignments,
+        request.protocol_type if version >= 5 else None,
+        request.protocol_name if version >= 5 else None)
     return build_response(ApiKey.SYNC_GROUP, version, throttle_time_ms=0,
-                          error_code=result.error, assignment=result.assignment)
+                          error_code=result.error, protocol_type=result.protocol_type,
+                          protocol_name=result.protocol_name, assignment=result.assignment)
