@@ -35,14 +35,8 @@ from strata.cli.kafka_client import (
     DEFAULT_TIMEOUT_S,
     BootstrapOption,
     Connection,
-    ConnectionErrors,
     TimeoutOption,
-    check_partitions,
-    client_created,
-    cluster_metadata,
-    exception_error,
     kafka_error,
-    topic_metadata,
 )
 from strata.cli.output import progress
 
@@ -198,21 +192,15 @@ def produce(
     separator = key_separator.encode() if key_separator is not None else None
     with reported_errors(ctx):
         conn = Connection(bootstrap, timeout)
-        errors = ConnectionErrors()
-        with client_created():
-            producer = Producer({
-                **conn.config(),
-                "error_cb": errors,
-                "acks": "all" if acks is Acks.MINUS_ONE else acks.value,
-                "compression.type": compression.value,
-                "partitioner": "murmur2_random",
-                "linger.ms": 5,
-                "message.timeout.ms": conn.timeout_ms,
-                "request.timeout.ms": conn.timeout_ms,
-            })
-        described = topic_metadata(cluster_metadata(producer, conn, errors), topic)
-        if partition is not None:
-            check_partitions(described, [partition])
+        producer, errors = conn.client(Producer, {
+            "acks": "all" if acks is Acks.MINUS_ONE else acks.value,
+            "compression.type": compression.value,
+            "partitioner": "murmur2_random",
+            "linger.ms": 5,
+            "message.timeout.ms": conn.timeout_ms,
+            "request.timeout.ms": conn.timeout_ms,
+        })
+        conn.topic(producer, errors, topic, [partition] if partition is not None else ())
         deliveries = Deliveries(topic)
         limiter = RateLimiter(rate) if rate is not None else None
         interrupted = False
@@ -267,6 +255,6 @@ def _send(
         except BufferError:
             producer.poll(QUEUE_FULL_POLL_S)
         except KafkaException as exc:  # refused before queueing: e.g. _MSG_SIZE_TOO_LARGE
-            deliveries.fail(exception_error(exc, f"topic {topic!r}"))
+            deliveries.fail(kafka_error(exc, f"topic {topic!r}"))
             return
 

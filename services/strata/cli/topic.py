@@ -26,33 +26,19 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 import typer
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import (
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    ConfigSource,
-    NewPartitions,
-    NewTopic,
-    OffsetSpec,
-    TopicMetadata,
-)
+from confluent_kafka.admin import ConfigSource, NewTopic, TopicMetadata
 
-from strata.cli.errors import EXIT_KAFKA, CliError, one_line, reported_errors, usage_error
+from strata.cli.errors import EXIT_KAFKA, kafka_line, one_line, reported_errors, usage_error
 from strata.cli.kafka_client import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_TIMEOUT_S,
     BootstrapOption,
     Connection,
-    ConnectionErrors,
     TimeoutOption,
-    admin_result,
-    cluster_metadata,
-    new_admin,
-    topic_metadata,
 )
 from strata.cli.output import OutputFormat, print_json_line, print_table
+from strata.client.kafka_admin import KafkaAdmin
+from strata.client.kafka_errors import KafkaClientError
 
 app = typer.Typer(
     name="topic",
@@ -85,18 +71,23 @@ def parse_pairs(values: Sequence[str], option: str) -> dict[str, str]:
     return pairs
 
 
-def _admin(bootstrap: str, timeout: float) -> tuple[AdminClient, Connection, ConnectionErrors]:
-    conn = Connection(bootstrap, timeout)
-    errors = ConnectionErrors()
-    return new_admin(conn, errors), conn, errors
-
-
-def _report(ctx: typer.Context, failures: Sequence[CliError]) -> None:
+def _report(ctx: typer.Context, failures: Sequence[KafkaClientError]) -> None:
     """One line per failed topic, then exit 1 if there was any."""
     for failure in failures:
-        typer.echo(f"{ctx.command_path}: {one_line(failure.message)}", err=True)
+        typer.echo(f"{ctx.command_path}: {one_line(kafka_line(failure).message)}", err=True)
     if failures:
         raise typer.Exit(EXIT_KAFKA)
+
+
+def _done(results: Mapping[str, KafkaClientError | None], verb: str, forgiven: str | None,
+          failures: list[KafkaClientError]) -> None:
+    """Print ``<verb> topic NAME`` per success; collect the failures except ``forgiven``
+    (an error name ``--if-not-exists`` / ``--if-exists`` makes a success without the line)."""
+    for name, error in results.items():
+        if error is None:
+            typer.echo(f"{verb} topic {name}")
+        elif error.name != forgiven:
+            failures.append(error)
 
 
 # ------------------------------------------------------------------------------------ create
@@ -130,22 +121,15 @@ def create(
     if replication_factor == 0 or replication_factor < -1:
         raise typer.BadParameter("must be -1 (the broker's default) or at least 1",
                                  param_hint="--replication-factor")
+    failures: list[KafkaClientError] = []
     with reported_errors(ctx):
-        admin, conn, errors = _admin(bootstrap, timeout)
-        cluster_metadata(admin, conn, errors)
-        futures = admin.create_topics(
+        admin = Connection(bootstrap, timeout).admin()
+        admin.metadata()
+        results = admin.create_topics(
             [NewTopic(t, num_partitions=partitions, replication_factor=replication_factor,
                       config=configs) for t in dict.fromkeys(topics)]
         )
-        failures: list[CliError] = []
-        for name, future in futures.items():
-            try:
-                admin_result(conn, future, f"topic {name!r}")
-            except CliError as exc:
-                if not (if_not_exists and exc.message.startswith("TOPIC_ALREADY_EXISTS")):
-                    failures.append(exc)
-                continue
-            typer.echo(f"created topic {name}")
+        _done(results, "created", "TOPIC_ALREADY_EXISTS" if if_not_exists else None, failures)
     _report(ctx, failures)
 
 
@@ -162,8 +146,7 @@ def list_topics(
 ) -> None:
     """List topics with their partition count and replication factor (Metadata)."""
     with reported_errors(ctx):
-        admin, conn, errors = _admin(bootstrap, timeout)
-        metadata = cluster_metadata(admin, conn, errors)
+        metadata = Connection(bootstrap, timeout).admin().metadata()
     rows = []
     for name in sorted(metadata.topics):
         if exclude_internal and name.startswith(INTERNAL_TOPIC_PREFIX):
@@ -194,14 +177,14 @@ def describe(
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Partitions (leader, replicas, isr, offsets) and configs of topics."""
-    failures: list[CliError] = []
+    failures: list[KafkaClientError] = []
     with reported_errors(ctx):
-        admin, conn, errors = _admin(bootstrap, timeout)
-        metadata = cluster_metadata(admin, conn, errors)
+        admin = Connection(bootstrap, timeout).admin()
+        metadata = admin.metadata()
         for index, name in enumerate(dict.fromkeys(topics)):
             try:
-                described = _describe_one(admin, conn, topic_metadata(metadata, name))
-            except CliError as exc:
+                described = _describe_one(admin, admin.topic(name, metadata))
+            except KafkaClientError as exc:
                 failures.append(exc)
                 continue
             if not all_configs:
@@ -220,21 +203,14 @@ def describe(
     _report(ctx, failures)
 
 
-def _describe_one(admin: AdminClient, conn: Connection, topic: TopicMetadata) -> dict[str, Any]:
+def _describe_one(admin: KafkaAdmin, topic: TopicMetadata) -> dict[str, Any]:
     """The describe document of one topic, configs as ``{name: {value, source}}``."""
     name = str(topic.topic)
-    subject = f"topic {name!r}"
-    resource = ConfigResource("topic", name)
-    config_future = admin.describe_configs([resource])[resource]
     ids = sorted(topic.partitions)
-    # OffsetSpec's factories are untyped in confluent-kafka's stubs.
-    earliest_spec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
-    latest_spec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-    earliest = admin.list_offsets({TopicPartition(name, p): earliest_spec for p in ids})
-    latest = admin.list_offsets({TopicPartition(name, p): latest_spec for p in ids})
-    starts = {tp.partition: admin_result(conn, f, subject).offset for tp, f in earliest.items()}
-    ends = {tp.partition: admin_result(conn, f, subject).offset for tp, f in latest.items()}
-    entries: Mapping[str, ConfigEntry] = admin_result(conn, config_future, subject)
+    keys = [(name, p) for p in ids]
+    starts = admin.list_offsets(keys, "earliest")
+    ends = admin.list_offsets(keys, "latest")
+    entries = admin.topic_configs(name)
     return {
         "name": name,
         "partitions": [
@@ -243,8 +219,8 @@ def _describe_one(admin: AdminClient, conn: Connection, topic: TopicMetadata) ->
                 "leader": topic.partitions[p].leader,
                 "replicas": list(topic.partitions[p].replicas),
                 "isr": list(topic.partitions[p].isrs),
-                "log_start_offset": starts.get(p),
-                "high_watermark": ends.get(p),
+                "log_start_offset": starts.get((name, p)),
+                "high_watermark": ends.get((name, p)),
             }
             for p in ids
         ],
@@ -316,26 +292,15 @@ def alter(
     with reported_errors(ctx):
         if not (to_set or to_delete or partitions is not None):
             raise usage_error("nothing to change: give --set, --delete or --partitions")
-        admin, conn, errors = _admin(bootstrap, timeout)
-        topic_metadata(cluster_metadata(admin, conn, errors), topic)
-        subject = f"topic {topic!r}"
+        admin = Connection(bootstrap, timeout).admin()
+        admin.topic(topic)
         changes = []
         if to_set or to_delete:
-            entries = [
-                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
-                for k, v in to_set.items()
-            ] + [
-                ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
-                for k in to_delete
-            ]
-            resource = ConfigResource("topic", topic, incremental_configs=entries)
-            future = admin.incremental_alter_configs([resource])
-            admin_result(conn, future[resource], subject)
+            admin.alter_topic_configs(topic, to_set, to_delete)
             changes += [f"set {k}={v}" for k, v in to_set.items()]
             changes += [f"deleted {k}" for k in to_delete]
         if partitions is not None:
-            futures = admin.create_partitions([NewPartitions(topic, partitions)])
-            admin_result(conn, futures[topic], subject)
+            admin.create_partitions(topic, partitions)
             changes.append(f"partitions {partitions}")
         typer.echo(f"altered topic {topic}: {', '.join(changes)}")
 
@@ -352,25 +317,16 @@ def delete(
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Delete topics (DeleteTopics)."""
-    failures: list[CliError] = []
+    failures: list[KafkaClientError] = []
     with reported_errors(ctx):
-        admin, conn, errors = _admin(bootstrap, timeout)
-        metadata = cluster_metadata(admin, conn, errors)
+        admin = Connection(bootstrap, timeout).admin()
+        metadata = admin.metadata()
         names = list(dict.fromkeys(topics))
-        present = [n for n in names if n in metadata.topics]
-        for name in names:
-            if name not in metadata.topics and not if_exists:
-                failures.append(CliError(
-                    f"UNKNOWN_TOPIC_OR_PARTITION: topic {name!r} does not exist"))
-        futures = admin.delete_topics(present) if present else {}
-        for name, future in futures.items():
-            try:
-                admin_result(conn, future, f"topic {name!r}")
-            except CliError as exc:
-                missing = exc.message.startswith("UNKNOWN_TOPIC_OR_PARTITION")
-                if not (if_exists and missing):
-                    failures.append(exc)
-                continue
-            typer.echo(f"deleted topic {name}")
+        if not if_exists:
+            failures += [KafkaClientError.unknown_topic(n) for n in names
+                         if n not in metadata.topics]
+        results = admin.delete_topics([n for n in names if n in metadata.topics])
+        _done(results, "deleted", "UNKNOWN_TOPIC_OR_PARTITION" if if_exists else None,
+              failures)
     _report(ctx, failures)
 

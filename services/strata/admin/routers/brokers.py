@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from confluent_kafka.admin import ConfigEntry, ConfigResource, ConfigSource
+from confluent_kafka.admin import ConfigEntry, ConfigSource
 from fastapi import APIRouter, Path
 
 from strata.admin.kafka_gateway import KafkaGateway
@@ -43,10 +43,7 @@ def describe_broker(gateway: KafkaGateway, broker_id: int) -> BrokerDescription:
     broker = brokers.get(broker_id)
     if broker is None:
         raise ProblemError.kafka("BROKER_NOT_FOUND", f"no live broker has id {broker_id}")
-    resource = ConfigResource("broker", str(broker_id))
-    futures = gateway.admin.describe_configs([resource],
-                                             request_timeout=gateway.settings.timeout_s)
-    entries = gateway.result(futures[resource], f"broker {broker_id}")
+    entries = gateway.kafka.broker_configs(broker_id)
     return BrokerDescription(**broker.model_dump(), configs=config_values(entries))
 
 
