@@ -31,7 +31,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from strata.client.kafka_admin import KafkaAdmin
+from strata.client.kafka_admin import KafkaAdmin, config_source_name
 from strata.client.kafka_errors import KafkaClientError
 from strata.operator.reassign import (
     ReassignmentNotServed,
@@ -157,7 +157,7 @@ class KafkaCluster:
         with _asking(f"DescribeConfigs {topic!r}"):
             entries = self._admin.topic_configs(topic)
         dynamic = {k: str(e.value) for k, e in entries.items()
-                   if ConfigSource(e.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG}
+                   if config_source_name(e.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG.name}
         return ObservedTopic(partitions=len(found.partitions), dynamic_config=dynamic)
 
     def create_topic(self, topic: str, partitions: int, replicas: int | None,

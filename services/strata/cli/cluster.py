@@ -31,8 +31,8 @@ from strata.cli.kafka_client import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_TIMEOUT_S,
     BootstrapOption,
-    Connection,
     TimeoutOption,
+    connect,
 )
 from strata.cli.output import (
     OutputFormat,
@@ -63,8 +63,7 @@ def status(
 ) -> None:
     """Brokers, controller, and per partition leader, replicas, ISR and high watermark."""
     with reported_errors(ctx):
-        admin = Connection(bootstrap, timeout).admin()
-        metadata = admin.metadata()
+        admin, metadata = connect(bootstrap, timeout)
         cluster = admin.describe_cluster()
         names = (list(dict.fromkeys(topic)) if topic else sorted(
             n for n in metadata.topics
@@ -125,8 +124,7 @@ def elect(
     with reported_errors(ctx):
         if partition and topic is None:
             raise CliError("--partition needs --topic", exit_code=2)
-        admin = Connection(bootstrap, timeout).admin()
-        metadata = admin.metadata()
+        admin, metadata = connect(bootstrap, timeout)
         wanted: list[TopicPartition] | None = None
         if topic is not None:
             described = admin.topic(topic, metadata)

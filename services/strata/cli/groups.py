@@ -35,8 +35,8 @@ from strata.cli.kafka_client import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_TIMEOUT_S,
     BootstrapOption,
-    Connection,
     TimeoutOption,
+    connect,
 )
 from strata.cli.output import OutputFormat, print_json_line, print_table
 from strata.client.group_offsets import (
@@ -67,9 +67,7 @@ FormatOption = Annotated[
 
 
 def _admin(bootstrap: str, timeout: float) -> KafkaAdmin:
-    admin = Connection(bootstrap, timeout).admin()
-    admin.metadata()  # fails fast, naming the address, if none answers
-    return admin
+    return connect(bootstrap, timeout)[0]
 
 
 def _state(state: Any) -> str:

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Final, TypeVar
 
 import typer
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import TopicMetadata
+from confluent_kafka.admin import ClusterMetadata, TopicMetadata
 
 from strata.cli.errors import EXIT_USAGE, CliError, kafka_line
 from strata.client.kafka_admin import (
@@ -124,6 +124,13 @@ class Connection:
                          topic)
         check_partitions(found, partitions)
         return found
+
+
+def connect(bootstrap: str, timeout_s: float) -> tuple[KafkaAdmin, ClusterMetadata]:
+    """The admin client of a command and the cluster's metadata, its first request: a command
+    fails first, naming the address, when no broker answers."""
+    admin = Connection(bootstrap, timeout_s).admin()
+    return admin, admin.metadata()
 
 
 def kafka_error(error: KafkaError | KafkaException, subject: str | None = None) -> CliError:

@@ -22,22 +22,23 @@ log_start_offset, high_watermark}], configs}``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
-from confluent_kafka.admin import ConfigSource, NewTopic, TopicMetadata
+from confluent_kafka.admin import ClusterMetadata, ConfigSource, NewTopic, TopicMetadata
 
 from strata.cli.errors import EXIT_KAFKA, kafka_line, one_line, reported_errors, usage_error
 from strata.cli.kafka_client import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_TIMEOUT_S,
     BootstrapOption,
-    Connection,
     TimeoutOption,
+    connect,
 )
 from strata.cli.output import OutputFormat, print_json_line, print_table
-from strata.client.kafka_admin import KafkaAdmin
+from strata.client.kafka_admin import KafkaAdmin, config_source_name
 from strata.client.kafka_errors import KafkaClientError
 
 app = typer.Typer(
@@ -71,8 +72,14 @@ def parse_pairs(values: Sequence[str], option: str) -> dict[str, str]:
     return pairs
 
 
-def _report(ctx: typer.Context, failures: Sequence[KafkaClientError]) -> None:
-    """One line per failed topic, then exit 1 if there was any."""
+@contextmanager
+def _each_topic(ctx: typer.Context, bootstrap: str, timeout: float
+                ) -> Iterator[tuple[KafkaAdmin, ClusterMetadata, list[KafkaClientError]]]:
+    """Around a command on several topics: the admin client, the metadata and a list to put
+    each topic's failure in; after the body, one line per failed topic, and exit 1 if any."""
+    failures: list[KafkaClientError] = []
+    with reported_errors(ctx):
+        yield (*connect(bootstrap, timeout), failures)
     for failure in failures:
         typer.echo(f"{ctx.command_path}: {one_line(kafka_line(failure).message)}", err=True)
     if failures:
@@ -121,16 +128,12 @@ def create(
     if replication_factor == 0 or replication_factor < -1:
         raise typer.BadParameter("must be -1 (the broker's default) or at least 1",
                                  param_hint="--replication-factor")
-    failures: list[KafkaClientError] = []
-    with reported_errors(ctx):
-        admin = Connection(bootstrap, timeout).admin()
-        admin.metadata()
+    with _each_topic(ctx, bootstrap, timeout) as (admin, _, failures):
         results = admin.create_topics(
             [NewTopic(t, num_partitions=partitions, replication_factor=replication_factor,
                       config=configs) for t in dict.fromkeys(topics)]
         )
         _done(results, "created", "TOPIC_ALREADY_EXISTS" if if_not_exists else None, failures)
-    _report(ctx, failures)
 
 
 # -------------------------------------------------------------------------------------- list
@@ -146,7 +149,7 @@ def list_topics(
 ) -> None:
     """List topics with their partition count and replication factor (Metadata)."""
     with reported_errors(ctx):
-        metadata = Connection(bootstrap, timeout).admin().metadata()
+        _, metadata = connect(bootstrap, timeout)
     rows = []
     for name in sorted(metadata.topics):
         if exclude_internal and name.startswith(INTERNAL_TOPIC_PREFIX):
@@ -177,10 +180,7 @@ def describe(
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Partitions (leader, replicas, isr, offsets) and configs of topics."""
-    failures: list[KafkaClientError] = []
-    with reported_errors(ctx):
-        admin = Connection(bootstrap, timeout).admin()
-        metadata = admin.metadata()
+    with _each_topic(ctx, bootstrap, timeout) as (admin, metadata, failures):
         for index, name in enumerate(dict.fromkeys(topics)):
             try:
                 described = _describe_one(admin, admin.topic(name, metadata))
@@ -200,7 +200,6 @@ def describe(
                 if index:
                     typer.echo("")
                 _print_description(described)
-    _report(ctx, failures)
 
 
 def _describe_one(admin: KafkaAdmin, topic: TopicMetadata) -> dict[str, Any]:
@@ -225,19 +224,10 @@ def _describe_one(admin: KafkaAdmin, topic: TopicMetadata) -> dict[str, Any]:
             for p in ids
         ],
         "configs": {
-            key: {"value": entry.value, "source": _source_name(entry.source)}
+            key: {"value": entry.value, "source": config_source_name(entry.source)}
             for key, entry in sorted(entries.items())
         },
     }
-
-
-def _source_name(source: Any) -> str:
-    if isinstance(source, ConfigSource):
-        return source.name
-    try:
-        return ConfigSource(source).name
-    except ValueError:
-        return "UNKNOWN_CONFIG"
 
 
 def _print_description(described: Mapping[str, Any]) -> None:
@@ -292,8 +282,8 @@ def alter(
     with reported_errors(ctx):
         if not (to_set or to_delete or partitions is not None):
             raise usage_error("nothing to change: give --set, --delete or --partitions")
-        admin = Connection(bootstrap, timeout).admin()
-        admin.topic(topic)
+        admin, metadata = connect(bootstrap, timeout)
+        admin.topic(topic, metadata)
         changes = []
         if to_set or to_delete:
             admin.alter_topic_configs(topic, to_set, to_delete)
@@ -317,10 +307,7 @@ def delete(
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Delete topics (DeleteTopics)."""
-    failures: list[KafkaClientError] = []
-    with reported_errors(ctx):
-        admin = Connection(bootstrap, timeout).admin()
-        metadata = admin.metadata()
+    with _each_topic(ctx, bootstrap, timeout) as (admin, metadata, failures):
         names = list(dict.fromkeys(topics))
         if not if_exists:
             failures += [KafkaClientError.unknown_topic(n) for n in names
@@ -328,5 +315,4 @@ def delete(
         results = admin.delete_topics([n for n in names if n in metadata.topics])
         _done(results, "deleted", "UNKNOWN_TOPIC_OR_PARTITION" if if_exists else None,
               failures)
-    _report(ctx, failures)
 

@@ -46,6 +46,7 @@ from confluent_kafka.admin import (
     ClusterMetadata,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     ConsumerGroupDescription,
     NewPartitions,
     NewTopic,
@@ -160,6 +161,17 @@ def offset_spec(at: OffsetAt) -> Any:
     if at == "latest":
         return OffsetSpec.latest()  # type: ignore[no-untyped-call]
     return OffsetSpec.for_timestamp(at)
+
+
+def config_source_name(source: object) -> str:
+    """Kafka's name of a config's source (``DYNAMIC_TOPIC_CONFIG``, ``DEFAULT_CONFIG``...),
+    ``UNKNOWN_CONFIG`` for a value confluent-kafka does not know."""
+    if isinstance(source, ConfigSource):
+        return source.name
+    try:
+        return ConfigSource(source).name
+    except ValueError:
+        return "UNKNOWN_CONFIG"
 
 
 class KafkaAdmin:

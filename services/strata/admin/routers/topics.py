@@ -43,7 +43,7 @@ from strata.admin.models import (
     TopicSummary,
 )
 from strata.admin.routers import PROBLEMS, AccessDep, GatewayDep
-from strata.admin.routers.brokers import source_name
+from strata.client.kafka_admin import config_source_name
 from strata.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"], responses=PROBLEMS)
@@ -57,7 +57,7 @@ def topic_configs(gateway: KafkaGateway, name: str, all_configs: bool) -> dict[s
     """DescribeConfigs of ``name``: every config, or only those that are not defaults."""
     entries = gateway.kafka.topic_configs(name)
     return {key: entry.value for key, entry in sorted(entries.items())
-            if all_configs or source_name(entry.source) != ConfigSource.DEFAULT_CONFIG.name}
+            if all_configs or config_source_name(entry.source) != ConfigSource.DEFAULT_CONFIG.name}
 
 
 def describe_topic(gateway: KafkaGateway, name: str, all_configs: bool = False
