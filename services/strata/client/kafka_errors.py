@@ -1,6 +1,8 @@
 """Kafka's names for the errors confluent-kafka reports, for every confluent-kafka user alike.
 
-Owns the one rule the CLI and the admin service both print errors by: a broker error code
+Owns ``KafkaClientError``, the one exception a failed confluent-kafka call becomes (raised by
+``kafka_admin``, translated by each tool in one place), and the one rule the CLI, the admin
+service and the operator name errors by: a broker error code
 (positive) is named as Kafka names it (``UNKNOWN_TOPIC_OR_PARTITION``, ``INVALID_TOPIC_EXCEPTION``;
 ``strata.protocol.error_codes``, where librdkafka abbreviates some names), a librdkafka local
 error (zero or negative, e.g. ``_MSG_TIMED_OUT``, ``_TRANSPORT``) keeps librdkafka's own name.
