@@ -22,17 +22,16 @@ Exit codes: 0 done, 1 the store refused (or ``remove`` matched nothing), 2 usage
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, TypeVar
 
 import typer
 
 from strata.cli.errors import CliError, reported_errors, usage_error
 from strata.cli.output import OutputFormat, print_json_line, print_table
+from strata.cli.shared_options import with_options
 from strata.cli.store_access import LogDirOption, StoreOption, run_on_store
 from strata.security.acl import (
     CLUSTER_NAME,
@@ -99,20 +98,7 @@ def _selection_options(
     """The command-line options of ``Selection`` (only its signature is used)."""
 
 
-def _acl_command(fn: Callable[..., None]) -> Callable[..., None]:
-    """``fn(ctx, selection, **own)`` as a Typer command that takes the ``Selection`` options
-    too (Typer reads a command's options from its signature)."""
-    shared = list(inspect.signature(_selection_options, eval_str=True).parameters.values())
-    ctx, _, *own = inspect.signature(fn, eval_str=True).parameters.values()
-
-    @functools.wraps(fn)
-    def command(ctx: typer.Context, **options: Any) -> None:
-        selection = Selection(**{p.name: options.pop(p.name) for p in shared})
-        fn(ctx, selection, **options)
-
-    command.__signature__ = inspect.Signature([ctx, *shared, *own])  # type: ignore[attr-defined]
-    command.__annotations__ = {}
-    return command
+_acl_command = with_options(_selection_options, Selection)
 
 
 def _run(selection: Selection, work: Callable[[AclStore], Awaitable[T]]) -> T:

@@ -28,11 +28,9 @@ from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicParti
 
 from strata.cli.errors import CliError, reported_errors
 from strata.cli.kafka_client import (
-    DEFAULT_BOOTSTRAP,
-    DEFAULT_TIMEOUT_S,
-    BootstrapOption,
-    TimeoutOption,
+    Connection,
     connect,
+    kafka_command,
 )
 from strata.cli.output import (
     OutputFormat,
@@ -50,20 +48,20 @@ INTERNAL_TOPIC_PREFIX = "__"
 
 
 @app.command()
+@kafka_command
 def status(
     ctx: typer.Context,
+    conn: Connection,
     topic: Annotated[list[str] | None, typer.Option(
         "--topic", "-t", help="Only this topic's partitions. Repeatable.")] = None,
     include_internal: Annotated[bool, typer.Option(
         "--include-internal", help="Show internal topics (__consumer_offsets) too.")] = False,
     output: Annotated[OutputFormat, typer.Option(
         "--format", help="text (tables) or json (one object).")] = OutputFormat.TEXT,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Brokers, controller, and per partition leader, replicas, ISR and high watermark."""
     with reported_errors(ctx):
-        admin, metadata = connect(bootstrap, timeout)
+        admin, metadata = connect(conn)
         cluster = admin.describe_cluster()
         names = (list(dict.fromkeys(topic)) if topic else sorted(
             n for n in metadata.topics
@@ -107,8 +105,10 @@ class Election(enum.StrEnum):
 
 
 @app.command()
+@kafka_command
 def elect(
     ctx: typer.Context,
+    conn: Connection,
     election: Annotated[Election, typer.Option(
         "--type", help="preferred: back to the first replica; unclean: offline partitions "
                        "from outside the ISR.")] = Election.PREFERRED,
@@ -117,14 +117,12 @@ def elect(
     partition: Annotated[list[int] | None, typer.Option(
         "--partition", "-p", min=0, help="Only this partition of --topic. Repeatable.")] = None,
     output: RowsFormatOption = OutputFormat.TEXT,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Elect leaders (ElectLeaders): preferred replicas back, or offline partitions unclean."""
     with reported_errors(ctx):
         if partition and topic is None:
             raise CliError("--partition needs --topic", exit_code=2)
-        admin, metadata = connect(bootstrap, timeout)
+        admin, metadata = connect(conn)
         wanted: list[TopicPartition] | None = None
         if topic is not None:
             described = admin.topic(topic, metadata)

@@ -48,11 +48,8 @@ from confluent_kafka import (
 
 from strata.cli.errors import EXIT_INTERRUPTED, reported_errors
 from strata.cli.kafka_client import (
-    DEFAULT_BOOTSTRAP,
-    DEFAULT_TIMEOUT_S,
-    BootstrapOption,
     Connection,
-    TimeoutOption,
+    kafka_command,
 )
 from strata.cli.output import progress
 from strata.client.kafka_admin import ConnectionErrors
@@ -214,8 +211,10 @@ class ValueFormat(enum.StrEnum):
 
 
 # ------------------------------------------------------------------------------- command
+@kafka_command
 def consume(
     ctx: typer.Context,
+    conn: Connection,
     topic: Annotated[str, typer.Argument(help="Topic to read.", show_default=False)],
     start: Annotated[
         str, typer.Option("--from", "-o", metavar="POSITION",
@@ -242,8 +241,6 @@ def consume(
                                  help="kcat-like format, e.g. '%k\\t%s\\n' (wins over "
                                       "--format).")
     ] = None,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Read records from a topic and print them to stdout."""
     try:
@@ -259,7 +256,6 @@ def consume(
     else:
         formatter = format_json if output is ValueFormat.JSON else format_value
     with reported_errors(ctx):
-        conn = Connection(bootstrap, timeout)
         consumer, errors = conn.client(Consumer, {
             "group.id": GROUP_ID,
             "enable.auto.commit": False,

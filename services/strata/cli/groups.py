@@ -32,11 +32,9 @@ from confluent_kafka.admin import ConsumerGroupDescription
 
 from strata.cli.errors import CliError, kafka_line, reported_errors, usage_error
 from strata.cli.kafka_client import (
-    DEFAULT_BOOTSTRAP,
-    DEFAULT_TIMEOUT_S,
-    BootstrapOption,
-    TimeoutOption,
+    Connection,
     connect,
+    kafka_command,
 )
 from strata.cli.output import OutputFormat, print_json_line, print_table
 from strata.client.group_offsets import (
@@ -66,8 +64,8 @@ FormatOption = Annotated[
 ]
 
 
-def _admin(bootstrap: str, timeout: float) -> KafkaAdmin:
-    return connect(bootstrap, timeout)[0]
+def _admin(conn: Connection) -> KafkaAdmin:
+    return connect(conn)[0]
 
 
 def _state(state: Any) -> str:
@@ -76,15 +74,15 @@ def _state(state: Any) -> str:
 
 # -------------------------------------------------------------------------------------- list
 @app.command("list")
+@kafka_command
 def list_groups(
     ctx: typer.Context,
+    conn: Connection,
     output: FormatOption = OutputFormat.TEXT,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """List consumer groups with their state (ListGroups)."""
     with reported_errors(ctx):
-        result = _admin(bootstrap, timeout).list_consumer_groups()
+        result = _admin(conn).list_consumer_groups()
     rows = sorted((g.group_id, _state(g.state),
                    "simple" if g.is_simple_consumer_group else "consumer") for g in result.valid)
     if output is OutputFormat.JSON:
@@ -96,16 +94,16 @@ def list_groups(
 
 # ---------------------------------------------------------------------------------- describe
 @app.command()
+@kafka_command
 def describe(
     ctx: typer.Context,
+    conn: Connection,
     groups: Annotated[list[str], typer.Argument(help="Group ids.", show_default=False)],
     output: FormatOption = OutputFormat.TEXT,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Members, assignment, committed offsets, log end offsets and lag of groups."""
     with reported_errors(ctx):
-        admin = _admin(bootstrap, timeout)
+        admin = _admin(conn)
         for group in dict.fromkeys(groups):
             description = admin.describe_consumer_group(group)
             assigned = {
@@ -156,15 +154,15 @@ def _dash(value: int | None) -> str:
 
 # ------------------------------------------------------------------------------------ delete
 @app.command()
+@kafka_command
 def delete(
     ctx: typer.Context,
+    conn: Connection,
     groups: Annotated[list[str], typer.Argument(help="Group ids.", show_default=False)],
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Delete groups and their committed offsets (DeleteGroups); groups with members refuse."""
     with reported_errors(ctx):
-        results = _admin(bootstrap, timeout).delete_consumer_groups(list(dict.fromkeys(groups)))
+        results = _admin(conn).delete_consumer_groups(list(dict.fromkeys(groups)))
         failures: list[CliError] = []
         for group, error in results.items():
             if error is not None:
@@ -219,8 +217,10 @@ def _reset_spec(to_earliest: bool, to_latest: bool, to_offset: int | None,
 
 
 @app.command("reset-offsets")
+@kafka_command
 def reset_offsets(
     ctx: typer.Context,
+    conn: Connection,
     group: Annotated[str, typer.Argument(help="Group id.", show_default=False)],
     topic: Annotated[list[str] | None, typer.Option(
         "--topic", "-t", metavar="TOPIC[:P,P]",
@@ -239,8 +239,6 @@ def reset_offsets(
     execute: Annotated[bool, typer.Option(
         "--execute", help="Apply the plan (without it, only print it).")] = False,
     output: FormatOption = OutputFormat.TEXT,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Reset a group's committed offsets (refused while the group has active members)."""
     wanted = [_parse_topic(t) for t in topic or []]
@@ -248,7 +246,7 @@ def reset_offsets(
         spec = _reset_spec(to_earliest, to_latest, to_offset, to_datetime, shift_by)
         if bool(topic) == all_topics:
             raise usage_error("give --topic (repeatable) or --all-topics")
-        admin = _admin(bootstrap, timeout)
+        admin = _admin(conn)
         description = admin.describe_consumer_group(group, must_exist=False)
         if description.state in ACTIVE_STATES:
             raise CliError(

@@ -30,6 +30,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ClusterMetadata, TopicMetadata
 
 from strata.cli.errors import EXIT_USAGE, CliError, kafka_line
+from strata.cli.shared_options import with_options
 from strata.client.kafka_admin import (
     ConnectionErrors,
     KafkaAdmin,
@@ -126,10 +127,20 @@ class Connection:
         return found
 
 
-def connect(bootstrap: str, timeout_s: float) -> tuple[KafkaAdmin, ClusterMetadata]:
+def _connection_options(bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+                        timeout_s: TimeoutOption = DEFAULT_TIMEOUT_S) -> None:
+    """The options of every command that talks to brokers (only the signature is used)."""
+
+
+# A command that talks to brokers: it takes --bootstrap-server and --timeout, and gets their
+# ``Connection`` (with --command-config's login) as its second parameter.
+kafka_command = with_options(_connection_options, Connection)
+
+
+def connect(conn: Connection) -> tuple[KafkaAdmin, ClusterMetadata]:
     """The admin client of a command and the cluster's metadata, its first request: a command
     fails first, naming the address, when no broker answers."""
-    admin = Connection(bootstrap, timeout_s).admin()
+    admin = conn.admin()
     return admin, admin.metadata()
 
 

@@ -31,11 +31,8 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from strata.cli.errors import EXIT_INTERRUPTED, CliError, reported_errors
 from strata.cli.kafka_client import (
-    DEFAULT_BOOTSTRAP,
-    DEFAULT_TIMEOUT_S,
-    BootstrapOption,
     Connection,
-    TimeoutOption,
+    kafka_command,
     kafka_error,
 )
 from strata.cli.output import progress
@@ -151,8 +148,10 @@ class Deliveries:
             self.first_error = error
 
 
+@kafka_command
 def produce(
     ctx: typer.Context,
+    conn: Connection,
     topic: Annotated[str, typer.Argument(help="Topic to write to.", show_default=False)],
     file: Annotated[
         Path | None, typer.Option("--file", exists=True, dir_okay=False, readable=True,
@@ -180,8 +179,6 @@ def produce(
         float | None, typer.Option("--rate", metavar="RECORDS/S",
                                    help="Send at most this many records per second.")
     ] = None,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Write records read line by line from stdin (or --file) to a topic."""
     headers = parse_headers(header or [])
@@ -191,7 +188,6 @@ def produce(
         raise typer.BadParameter("cannot be empty", param_hint="--key-separator")
     separator = key_separator.encode() if key_separator is not None else None
     with reported_errors(ctx):
-        conn = Connection(bootstrap, timeout)
         producer, errors = conn.client(Producer, {
             "acks": "all" if acks is Acks.MINUS_ONE else acks.value,
             "compression.type": compression.value,

@@ -31,11 +31,9 @@ from confluent_kafka.admin import ClusterMetadata, ConfigSource, NewTopic, Topic
 
 from strata.cli.errors import EXIT_KAFKA, kafka_line, one_line, reported_errors, usage_error
 from strata.cli.kafka_client import (
-    DEFAULT_BOOTSTRAP,
-    DEFAULT_TIMEOUT_S,
-    BootstrapOption,
-    TimeoutOption,
+    Connection,
     connect,
+    kafka_command,
 )
 from strata.cli.output import OutputFormat, print_json_line, print_table
 from strata.client.kafka_admin import KafkaAdmin, config_source_name
@@ -73,13 +71,13 @@ def parse_pairs(values: Sequence[str], option: str) -> dict[str, str]:
 
 
 @contextmanager
-def _each_topic(ctx: typer.Context, bootstrap: str, timeout: float
+def _each_topic(ctx: typer.Context, conn: Connection
                 ) -> Iterator[tuple[KafkaAdmin, ClusterMetadata, list[KafkaClientError]]]:
     """Around a command on several topics: the admin client, the metadata and a list to put
     each topic's failure in; after the body, one line per failed topic, and exit 1 if any."""
     failures: list[KafkaClientError] = []
     with reported_errors(ctx):
-        yield (*connect(bootstrap, timeout), failures)
+        yield (*connect(conn), failures)
     for failure in failures:
         typer.echo(f"{ctx.command_path}: {one_line(kafka_line(failure).message)}", err=True)
     if failures:
@@ -99,8 +97,10 @@ def _done(results: Mapping[str, KafkaClientError | None], verb: str, forgiven: s
 
 # ------------------------------------------------------------------------------------ create
 @app.command()
+@kafka_command
 def create(
     ctx: typer.Context,
+    conn: Connection,
     topics: TopicsArgument,
     partitions: Annotated[
         int, typer.Option("--partitions", "-p", help="Partition count; -1 = num.partitions.")
@@ -117,8 +117,6 @@ def create(
     if_not_exists: Annotated[
         bool, typer.Option("--if-not-exists", help="An existing topic is not an error.")
     ] = False,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Create topics (CreateTopics)."""
     configs = parse_pairs(config or [], "--config")
@@ -128,7 +126,7 @@ def create(
     if replication_factor == 0 or replication_factor < -1:
         raise typer.BadParameter("must be -1 (the broker's default) or at least 1",
                                  param_hint="--replication-factor")
-    with _each_topic(ctx, bootstrap, timeout) as (admin, _, failures):
+    with _each_topic(ctx, conn) as (admin, _, failures):
         results = admin.create_topics(
             [NewTopic(t, num_partitions=partitions, replication_factor=replication_factor,
                       config=configs) for t in dict.fromkeys(topics)]
@@ -138,18 +136,18 @@ def create(
 
 # -------------------------------------------------------------------------------------- list
 @app.command("list")
+@kafka_command
 def list_topics(
     ctx: typer.Context,
+    conn: Connection,
     exclude_internal: Annotated[
         bool, typer.Option("--exclude-internal", help="Leave out internal topics (__*).")
     ] = False,
     output: FormatOption = OutputFormat.TEXT,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """List topics with their partition count and replication factor (Metadata)."""
     with reported_errors(ctx):
-        _, metadata = connect(bootstrap, timeout)
+        _, metadata = connect(conn)
     rows = []
     for name in sorted(metadata.topics):
         if exclude_internal and name.startswith(INTERNAL_TOPIC_PREFIX):
@@ -169,18 +167,18 @@ def _replication_factor(topic: TopicMetadata) -> int:
 
 # ---------------------------------------------------------------------------------- describe
 @app.command()
+@kafka_command
 def describe(
     ctx: typer.Context,
+    conn: Connection,
     topics: TopicsArgument,
     all_configs: Annotated[
         bool, typer.Option("--all-configs", help="Show every config, defaults too.")
     ] = False,
     output: FormatOption = OutputFormat.TEXT,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Partitions (leader, replicas, isr, offsets) and configs of topics."""
-    with _each_topic(ctx, bootstrap, timeout) as (admin, metadata, failures):
+    with _each_topic(ctx, conn) as (admin, metadata, failures):
         for index, name in enumerate(dict.fromkeys(topics)):
             try:
                 described = _describe_one(admin, admin.topic(name, metadata))
@@ -252,8 +250,10 @@ def _print_description(described: Mapping[str, Any]) -> None:
 
 # ------------------------------------------------------------------------------------- alter
 @app.command()
+@kafka_command
 def alter(
     ctx: typer.Context,
+    conn: Connection,
     topic: Annotated[str, typer.Argument(help="Topic name.", show_default=False)],
     set_: Annotated[
         list[str] | None, typer.Option("--set", "-s", metavar="KEY=VALUE",
@@ -268,8 +268,6 @@ def alter(
         int | None, typer.Option("--partitions", "-p", min=1,
                                  help="New total partition count (only ever grows).")
     ] = None,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Change configs (IncrementalAlterConfigs) or add partitions (CreatePartitions)."""
     to_set = parse_pairs(set_ or [], "--set")
@@ -282,7 +280,7 @@ def alter(
     with reported_errors(ctx):
         if not (to_set or to_delete or partitions is not None):
             raise usage_error("nothing to change: give --set, --delete or --partitions")
-        admin, metadata = connect(bootstrap, timeout)
+        admin, metadata = connect(conn)
         admin.topic(topic, metadata)
         changes = []
         if to_set or to_delete:
@@ -297,17 +295,17 @@ def alter(
 
 # ------------------------------------------------------------------------------------ delete
 @app.command()
+@kafka_command
 def delete(
     ctx: typer.Context,
+    conn: Connection,
     topics: TopicsArgument,
     if_exists: Annotated[
         bool, typer.Option("--if-exists", help="A missing topic is not an error.")
     ] = False,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Delete topics (DeleteTopics)."""
-    with _each_topic(ctx, bootstrap, timeout) as (admin, metadata, failures):
+    with _each_topic(ctx, conn) as (admin, metadata, failures):
         names = list(dict.fromkeys(topics))
         if not if_exists:
             failures += [KafkaClientError.unknown_topic(n) for n in names
