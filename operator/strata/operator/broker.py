@@ -28,6 +28,7 @@ rotated Secret is used at once; the operator needs ``get`` on Secrets).
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -247,6 +248,15 @@ def sync_users(kube: Kube, names: BrokerNames, spec: BrokerSpec,
         entries[key] = scram_users.user_status(key, ready, reason, message, version,
                                                generation, previous)
 
+    def applied(key: scram_users.UserKey, change: Callable[[], None], reason: str) -> bool:
+        """``change()``; on a Kafka failure, the user's status says so (``reason``)."""
+        try:
+            change()
+        except KafkaOperationError as exc:
+            report(key, False, reason, str(exc), scram_users.applied_version(key, previous))
+            return False
+        return True
+
     for user in spec.users:
         secret = secrets[user.key]
         if secret.password is None:
@@ -270,23 +280,17 @@ def sync_users(kube: Kube, names: BrokerNames, spec: BrokerSpec,
                scram_users.applied_version(key, previous))
     for upsert in plan.upserts:
         key = upsert.user.key
-        try:
-            cluster.upsert_scram_credential(upsert.user.name, upsert.user.mechanism,
-                                            upsert.password, scram_users.ITERATIONS)
-        except KafkaOperationError as exc:
-            report(key, False, conditions.KAFKA_ERROR, str(exc),
-                   scram_users.applied_version(key, previous))
+        if not applied(key, functools.partial(
+                cluster.upsert_scram_credential, upsert.user.name, upsert.user.mechanism,
+                upsert.password, scram_users.ITERATIONS), conditions.KAFKA_ERROR):
             continue
         logger.info("SCRAM user %s (%s) of Broker %s/%s set from its Secret", key[0], key[1],
                     names.namespace, names.name)
         report(key, True, scram_users.CREDENTIAL_APPLIED, _applied_message(spec, key),
                upsert.secret_version)
     for key in plan.deletions:
-        try:
-            cluster.delete_scram_credential(*key)
-        except KafkaOperationError as exc:
-            report(key, False, scram_users.DELETION_PENDING, str(exc),
-                   scram_users.applied_version(key, previous))
+        if not applied(key, functools.partial(cluster.delete_scram_credential, *key),
+                       scram_users.DELETION_PENDING):
             continue
         logger.info("SCRAM user %s (%s) of Broker %s/%s deleted", key[0], key[1],
                     names.namespace, names.name)

@@ -1,9 +1,12 @@
 """The Kafka side of the operator: every question and change goes over the Kafka protocol
 (confluent-kafka's ``AdminClient``), never through broker internals (docs/architecture.md).
 
-Owns one short-lived ``AdminClient`` per call site (a reconcile), with bounded timeouts: a
-paused or unreachable cluster makes a call fail within ``timeout`` seconds, which the callers
-turn into "wait" (rolling restarts) or a retry (Topics). Nothing here decides anything.
+Owns one short-lived admin client per call site (a reconcile): ``strata.client.kafka_admin``'s
+``KafkaAdmin``, shared with the CLI and the admin service, with bounded timeouts: a paused or
+unreachable cluster makes a call fail within about ``timeout`` seconds, which the callers turn
+into "wait" (rolling restarts) or a retry (Topics). Nothing here decides anything. A failed call
+(``KafkaClientError``) becomes ``KafkaOperationError`` in one place (``_asking``), its message
+``<Kafka request> <subject>: <librdkafka's text>``.
 
 ``KafkaCluster`` is the production implementation of the ``Cluster`` protocol; tests of the
 reconcile logic pass their own. AlterPartitionReassignments is not in confluent-kafka's
@@ -14,17 +17,13 @@ scale-down waits, with the reason in the Broker's Ready condition.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Protocol
 
-from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
+    ClusterMetadata,
     ConfigSource,
-    NewPartitions,
     NewTopic,
     ScramCredentialInfo,
     ScramMechanism,
@@ -32,6 +31,8 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from strata.client.kafka_admin import KafkaAdmin, config_source_name
+from strata.client.kafka_errors import KafkaClientError
 from strata.operator.reassign import (
     ReassignmentNotServed,
     ReassignmentUnavailable,
@@ -78,16 +79,15 @@ class Cluster(Protocol):
     def delete_scram_credential(self, user: str, mechanism: str) -> None: ...
 
 
-def _wait(future: Any, timeout: float, what: str) -> Any:
+@contextmanager
+def _asking(what: str) -> Iterator[None]:
+    """Around the calls of one operation (``what``: the Kafka request and its subject): a
+    ``KafkaClientError`` becomes ``KafkaOperationError`` with Kafka's error name as ``code``."""
     try:
-        return future.result(timeout=timeout)
-    except KafkaException as exc:
-        error = exc.args[0] if exc.args else None
-        if isinstance(error, KafkaError):
-            raise KafkaOperationError(f"{what}: {error.str()}", error.name()) from None
-        raise KafkaOperationError(f"{what}: {exc}") from None
-    except TimeoutError as exc:  # concurrent.futures.TimeoutError is TimeoutError (3.11)
-        raise KafkaOperationError(f"{what}: no answer in {timeout:.0f}s") from exc
+        yield
+    except KafkaClientError as exc:
+        raise KafkaOperationError(f"{what}: {exc.message if exc.timed_out else exc.text}",
+                                  exc.name) from None
 
 
 class KafkaCluster:
@@ -99,20 +99,11 @@ class KafkaCluster:
         self.bootstrap = bootstrap
         self.timeout = timeout
         self.client_config = dict(client_config or {})
-        self._admin = AdminClient({
-            **(client_config or {}),
-            "bootstrap.servers": bootstrap,
-            "socket.timeout.ms": int(timeout * 1000),
-            "request.timeout.ms": int(timeout * 1000),
-            "reconnect.backoff.max.ms": 1000,
-            "client.id": "strata-operator",
-        })
+        self._admin = KafkaAdmin(bootstrap, "strata-operator", timeout, self.client_config)
 
-    def _metadata(self) -> Any:
-        try:
-            return self._admin.list_topics(timeout=self.timeout)
-        except KafkaException as exc:
-            raise KafkaOperationError(f"Metadata from {self.bootstrap}: {exc}") from None
+    def _metadata(self) -> ClusterMetadata:
+        with _asking(f"Metadata from {self.bootstrap}"):
+            return self._admin.metadata()
 
     # ------------------------------------------------------------------ cluster health
     def health(self) -> ClusterHealth:
@@ -154,19 +145,19 @@ class KafkaCluster:
     # ------------------------------------------------------------------ topics
     def describe_topic(self, topic: str) -> ObservedTopic | None:
         metadata = self._metadata()
-        found = metadata.topics.get(topic)
-        if found is None or (found.error is not None
-                             and found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+        if topic not in metadata.topics:
             return None
-        if found.error is not None:
-            raise KafkaOperationError(f"topic {topic!r}: {found.error.str()}",
-                                      found.error.name())
-        resource = ConfigResource("topic", topic)
-        entries: Mapping[str, ConfigEntry] = _wait(
-            self._admin.describe_configs([resource])[resource], self.timeout,
-            f"DescribeConfigs {topic!r}")
+        with _asking(f"topic {topic!r}"):
+            try:
+                found = self._admin.topic(topic, metadata)
+            except KafkaClientError as exc:
+                if exc.name == "UNKNOWN_TOPIC_OR_PARTITION":
+                    return None
+                raise
+        with _asking(f"DescribeConfigs {topic!r}"):
+            entries = self._admin.topic_configs(topic)
         dynamic = {k: str(e.value) for k, e in entries.items()
-                   if ConfigSource(e.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG}
+                   if config_source_name(e.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG.name}
         return ObservedTopic(partitions=len(found.partitions), dynamic_config=dynamic)
 
     def create_topic(self, topic: str, partitions: int, replicas: int | None,
@@ -174,30 +165,24 @@ class KafkaCluster:
         new = NewTopic(topic, num_partitions=partitions,
                        replication_factor=-1 if replicas is None else replicas,
                        config=dict(config))
-        _wait(self._admin.create_topics([new])[topic], self.timeout, f"CreateTopics {topic!r}")
+        with _asking(f"CreateTopics {topic!r}"):
+            self._admin.create_topic(new)
 
     def create_partitions(self, topic: str, total: int) -> None:
-        future = self._admin.create_partitions([NewPartitions(topic, total)])[topic]
-        _wait(future, self.timeout, f"CreatePartitions {topic!r}")
+        with _asking(f"CreatePartitions {topic!r}"):
+            self._admin.create_partitions(topic, total)
 
     def alter_config(self, topic: str, set_config: Mapping[str, str],
                      delete: tuple[str, ...]) -> None:
-        entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
-                   for k, v in set_config.items()]
-        entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
-                    for k in delete]
-        resource = ConfigResource("topic", topic, incremental_configs=entries)
-        futures = self._admin.incremental_alter_configs([resource])
-        for future in futures.values():
-            _wait(future, self.timeout, f"IncrementalAlterConfigs {topic!r}")
+        with _asking(f"IncrementalAlterConfigs {topic!r}"):
+            self._admin.alter_topic_configs(topic, set_config, delete)
 
     def delete_topic(self, topic: str) -> None:
-        try:
-            _wait(self._admin.delete_topics([topic])[topic], self.timeout,
-                  f"DeleteTopics {topic!r}")
-        except KafkaOperationError as exc:
-            if exc.code != "UNKNOWN_TOPIC_OR_PART":
-                raise
+        """DeleteTopics; a topic already gone counts as deleted."""
+        with _asking(f"DeleteTopics {topic!r}"):
+            error = self._admin.delete_topics([topic])[topic]
+            if error is not None and error.name != "UNKNOWN_TOPIC_OR_PARTITION":
+                raise error
 
     # ------------------------------------------------------------------ SCRAM users
     def scram_mechanisms(self, users: Sequence[str]) -> dict[str, frozenset[str]]:
@@ -205,19 +190,20 @@ class KafkaCluster:
         for a user without any)."""
         if not users:
             return {}
-        futures = self._admin.describe_user_scram_credentials(
+        futures = self._admin.client.describe_user_scram_credentials(
             list(users), request_timeout=self.timeout)
         assert isinstance(futures, dict)  # a list in: a future per user
         out: dict[str, frozenset[str]] = {}
         for user, future in futures.items():
-            try:
-                description = _wait(future, self.timeout,
-                                    f"DescribeUserScramCredentials {user!r}")
-            except KafkaOperationError as exc:
-                if exc.code != "RESOURCE_NOT_FOUND":
-                    raise
-                out[user] = frozenset()
-                continue
+            with _asking(f"DescribeUserScramCredentials {user!r}"):
+                try:
+                    description = self._admin.result(future, f"user {user!r}",
+                                                     "DescribeUserScramCredentials")
+                except KafkaClientError as exc:
+                    if exc.name != "RESOURCE_NOT_FOUND":
+                        raise
+                    out[user] = frozenset()
+                    continue
             out[user] = frozenset(ScramMechanism(c.mechanism).name.replace("_", "-")
                                   for c in description.scram_credential_infos)
         return out
@@ -226,18 +212,22 @@ class KafkaCluster:
                                 iterations: int) -> None:
         """AlterUserScramCredentials upsertion (librdkafka salts and hashes the password)."""
         info = ScramCredentialInfo(ScramMechanism[mechanism.replace("-", "_")], iterations)
-        change = UserScramCredentialUpsertion(user, info, password.encode("utf-8"))
-        for future in self._admin.alter_user_scram_credentials(
-                [change], request_timeout=self.timeout).values():
-            _wait(future, self.timeout, f"AlterUserScramCredentials {user!r}")
+        self._alter_scram(UserScramCredentialUpsertion(user, info, password.encode("utf-8")))
 
     def delete_scram_credential(self, user: str, mechanism: str) -> None:
         """AlterUserScramCredentials deletion; a credential already gone counts as deleted."""
-        change = UserScramCredentialDeletion(user, ScramMechanism[mechanism.replace("-", "_")])
-        try:
-            for future in self._admin.alter_user_scram_credentials(
+        self._alter_scram(
+            UserScramCredentialDeletion(user, ScramMechanism[mechanism.replace("-", "_")]),
+            missing_ok=True)
+
+    def _alter_scram(self, change: UserScramCredentialUpsertion | UserScramCredentialDeletion,
+                     missing_ok: bool = False) -> None:
+        user = change.user
+        with _asking(f"AlterUserScramCredentials {user!r}"):
+            for future in self._admin.client.alter_user_scram_credentials(
                     [change], request_timeout=self.timeout).values():
-                _wait(future, self.timeout, f"AlterUserScramCredentials {user!r}")
-        except KafkaOperationError as exc:
-            if exc.code != "RESOURCE_NOT_FOUND":
-                raise
+                try:
+                    self._admin.result(future, f"user {user!r}", "AlterUserScramCredentials")
+                except KafkaClientError as exc:
+                    if not (missing_ok and exc.name == "RESOURCE_NOT_FOUND"):
+                        raise

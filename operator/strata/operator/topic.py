@@ -21,7 +21,7 @@ import kopf
 
 from strata.operator import conditions, topic_sync
 from strata.operator.broker import ClusterFactory, connect, default_cluster
-from strata.operator.kafka import KafkaOperationError
+from strata.operator.kafka import Cluster, KafkaOperationError
 from strata.operator.kube import Kube, Obj
 from strata.operator.model import BrokerNames, BrokerSpec, SpecError, TopicSpec
 from strata.operator.settings import SETTINGS
@@ -44,6 +44,16 @@ def _broker(kube: Kube, namespace: str, name: str) -> Obj | None:
     if broker is None or (broker.get("metadata") or {}).get("deletionTimestamp"):
         return None
     return broker
+
+
+def _cluster(kube: Kube, names: BrokerNames, broker: Obj, cluster_factory: ClusterFactory
+             ) -> Cluster:
+    """The Kafka cluster of ``broker`` (a Broker whose spec does not parse: its defaults)."""
+    try:
+        broker_spec = BrokerSpec.parse(broker.get("spec") or {})
+    except SpecError:
+        broker_spec = BrokerSpec()
+    return connect(kube, names, broker_spec, cluster_factory)
 
 
 def reconcile(body: Mapping[str, Any], kube: Kube,
@@ -76,11 +86,7 @@ def reconcile(body: Mapping[str, Any], kube: Kube,
         return write(False, conditions.BROKER_NOT_FOUND,
                      f"Broker {namespace}/{spec.broker} does not exist",
                      topicName=spec.topic_name)
-    try:
-        broker_spec = BrokerSpec.parse(broker.get("spec") or {})
-    except SpecError:
-        broker_spec = BrokerSpec()
-    cluster = connect(kube, BrokerNames(spec.broker, namespace), broker_spec, cluster_factory)
+    cluster = _cluster(kube, BrokerNames(spec.broker, namespace), broker, cluster_factory)
     try:
         observed = cluster.describe_topic(spec.topic_name)
         changes = topic_sync.decide(spec.partitions, spec.config, observed)
@@ -127,11 +133,7 @@ def delete(body: Mapping[str, Any], kube: Kube, runtime_seconds: float,
     broker = _broker(kube, namespace, spec.broker)
     if broker is None:
         return f"released: Broker {spec.broker} is gone"
-    try:
-        broker_spec = BrokerSpec.parse(broker.get("spec") or {})
-    except SpecError:
-        broker_spec = BrokerSpec()
-    cluster = connect(kube, BrokerNames(spec.broker, namespace), broker_spec, cluster_factory)
+    cluster = _cluster(kube, BrokerNames(spec.broker, namespace), broker, cluster_factory)
     try:
         cluster.delete_topic(spec.topic_name)
     except KafkaOperationError as exc:

@@ -38,6 +38,7 @@ from confluent_kafka.admin import ResourceType as KafkaResourceType
 from strata.admin.authentication import AuthorizationMode, AuthSettings
 from strata.admin.kafka_gateway import KafkaGateway
 from strata.admin.problems import ProblemError
+from strata.client.kafka_errors import KafkaClientError
 from strata.security.acl import (
     CLUSTER_NAME,
     AccessControlEntry,
@@ -87,10 +88,12 @@ def describe_acls(gateway: KafkaGateway) -> list[AclBinding]:
     match_all = KafkaAclBindingFilter(  # None: any name, principal, host (its stubs say str)
         KafkaResourceType.ANY, None, KafkaPatternType.ANY, None,  # type: ignore[arg-type]
         None, KafkaAclOperation.ANY, KafkaAclPermissionType.ANY)  # type: ignore[arg-type]
-    future = gateway.admin.describe_acls(match_all, request_timeout=gateway.settings.timeout_s)
+    kafka = gateway.kafka
+    future = kafka.client.describe_acls(match_all, request_timeout=kafka.timeout_s)
     try:
-        answer = gateway.result(future, "the ACLs (DescribeAcls)")
-    except ProblemError as exc:
+        answer = kafka.result(future, "the ACLs (DescribeAcls)", "DescribeAcls")
+    except KafkaClientError as failure:
+        exc = gateway.problem(failure)
         if exc.title == "SECURITY_DISABLED":
             raise ProblemError(503, "SECURITY_DISABLED", "the brokers have no authorizer, so "
                                "there are no ACLs to decide admin requests with: configure "
@@ -98,7 +101,7 @@ def describe_acls(gateway: KafkaGateway) -> list[AclBinding]:
                                "with --authorization none") from None
         if exc.status >= 500:
             exc.status = 503
-        raise
+        raise exc from None
     return from_kafka(answer or [])
 
 

@@ -2,38 +2,43 @@
 
 Owns the clients and the rule for calling them: librdkafka's calls block, so routers never call
 them on the event loop; they hand a plain function to ``KafkaGateway.run``, which runs it on a
-worker thread (``asyncio.to_thread``). One long-lived ``AdminClient`` and one ``Producer`` are
-shared by every request (both are thread-safe); a ``Consumer`` for browsing records is made per
-request and closed after it (``consumer()``).
+worker thread (``asyncio.to_thread``). One long-lived admin client
+(``strata.client.kafka_admin.KafkaAdmin``, shared with the CLI and the operator) and one
+``Producer`` are shared by every request (both are thread-safe); a ``Consumer`` for browsing
+records is made per request and closed after it (``consumer()``). All of them report their
+connection errors to one ``ConnectionErrors``.
 
 Bounded waits: every admin request carries ``timeout_s`` and every future is awaited for at
-most ``timeout_s`` plus a grace, so an unreachable cluster answers 503/504 instead of hanging.
-Errors: ``KafkaException`` becomes ``ProblemError`` titled with Kafka's error name
-(``strata.client.kafka_errors``; librdkafka's own name for its local, negative codes).
+most ``timeout_s`` plus a grace (``KafkaAdmin``), so an unreachable cluster answers 503/504
+instead of hanging.
+
+Errors: a failed Kafka call raises ``KafkaClientError``; ``problem`` is the one place it becomes
+a ``ProblemError`` (``run`` applies it): titled with Kafka's error name
+(``strata.client.kafka_errors``; librdkafka's own name for its local, negative codes), the
+detail ``<subject>: <message>``; a Metadata request that failed with a 5xx error is 503
+CLUSTER_UNREACHABLE, naming the address and librdkafka's latest connection error.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
+from confluent_kafka import Consumer, Producer
 
 from strata.admin.problems import ProblemError
+from strata.client.kafka_admin import ConnectionErrors, KafkaAdmin
 from strata.client.kafka_config import client_config
-from strata.client.kafka_errors import error_text, kafka_error_name, kafka_error_of
+from strata.client.kafka_errors import KafkaClientError
 
 if TYPE_CHECKING:
     from strata.admin.authentication import AuthSettings
 
 CLIENT_ID: Final = "strata-admin"
 DEFAULT_TIMEOUT_S: Final = 10.0
-_FUTURE_GRACE_S: Final = 2.0
 
 T = TypeVar("T")
 
@@ -86,46 +91,34 @@ def kafka_client_config(env: Mapping[str, str], properties: str = "") -> dict[st
     return out
 
 
-def problem_from(exc: KafkaException, subject: str) -> ProblemError:
-    """The ``ProblemError`` of a failed client call about ``subject`` (e.g. "topic 'x'")."""
-    error = kafka_error_of(exc)
-    if error is None:
-        return ProblemError(502, "KAFKA_ERROR", f"{subject}: {exc}")
-    return problem_from_error(error, subject)
-
-
-def problem_from_error(error: KafkaError, subject: str) -> ProblemError:
-    message, _ = error_text(error)
-    return ProblemError.kafka(kafka_error_name(error), f"{subject}: {message}")
-
-
-def unknown_topic(name: str) -> ProblemError:
-    return ProblemError.kafka("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
-
-
 class KafkaGateway:
     """Shared clients of one admin service; ``run`` is the only way routers call them."""
 
     def __init__(self, settings: AdminSettings) -> None:
         self.settings = settings
         self._lock = threading.Lock()
-        self._admin: AdminClient | None = None
+        self._kafka: KafkaAdmin | None = None
         self._producer: Producer | None = None
-        self.last_client_error: str | None = None  # librdkafka's latest (e.g. SASL refused)
+        # librdkafka's latest connection error of any client (e.g. a refused SASL login)
+        self.errors = ConnectionErrors()
 
-    def _on_error(self, error: KafkaError) -> None:
-        """librdkafka's ``error_cb``: keep the latest error (a failed SASL login, a refused
-        certificate), which its request errors ("transport failure") do not name."""
-        self.last_client_error = str(error.str())
+    def problem(self, exc: KafkaClientError) -> ProblemError:
+        """The ``ProblemError`` of a failed Kafka call."""
+        if exc.timed_out:
+            return ProblemError.kafka(exc.name, exc.message)
+        detail = f"{exc.subject}: {exc.message}" if exc.subject else exc.message
+        problem = (ProblemError.kafka(exc.name, detail) if exc.name
+                   else ProblemError(502, "KAFKA_ERROR", detail))
+        if exc.api == "Metadata" and problem.status >= 500:
+            return ProblemError(503, "CLUSTER_UNREACHABLE", self.unreachable_detail(exc))
+        return problem
 
-    def unreachable_detail(self, exc: KafkaException) -> str:
+    @staticmethod
+    def unreachable_detail(exc: KafkaClientError) -> str:
         """Why the cluster cannot be reached, with librdkafka's latest error when it says
         more (an authentication failure)."""
-        detail = problem_from(exc, f"the cluster at {self.settings.bootstrap_servers}").detail
-        admin = self._admin
-        if admin is not None:
-            admin.poll(0)  # serves error_cb, which librdkafka calls only from poll()
-        last = self.last_client_error
+        detail = f"{exc.subject}: {exc.message}"
+        last = exc.reason
         return f"{detail} (latest client error: {last})" if last and last not in detail \
             else detail
 
@@ -135,15 +128,18 @@ class KafkaGateway:
         settings = self.settings
         return {**client_config(settings.bootstrap_servers, CLIENT_ID, settings.timeout_s,
                                 settings.kafka_config),
-                "error_cb": self._on_error}
+                "error_cb": self.errors}
 
     # ------------------------------------------------------------------------------ clients
     @property
-    def admin(self) -> AdminClient:
+    def kafka(self) -> KafkaAdmin:
+        """The shared admin client."""
         with self._lock:
-            if self._admin is None:
-                self._admin = AdminClient(self.config())
-            return self._admin
+            if self._kafka is None:
+                settings = self.settings
+                self._kafka = KafkaAdmin(settings.bootstrap_servers, CLIENT_ID,
+                                         settings.timeout_s, settings.kafka_config, self.errors)
+            return self._kafka
 
     @property
     def producer(self) -> Producer:
@@ -173,47 +169,15 @@ class KafkaGateway:
     def close(self) -> None:
         """Deliver what the producer still holds (bounded), then drop the clients."""
         with self._lock:
-            producer, self._producer, self._admin = self._producer, None, None
+            producer, self._producer, self._kafka = self._producer, None, None
         if producer is not None:
             producer.flush(self.settings.timeout_s)
 
     # ------------------------------------------------------------------------------ calling
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` on a worker thread: the event loop never waits on librdkafka."""
-        return await asyncio.to_thread(fn, *args)
-
-    def result(self, future: concurrent.futures.Future[Any], subject: str) -> Any:
-        """The result of one admin future about ``subject``, or the ``ProblemError`` it failed
-        with."""
+        """``fn(*args)`` on a worker thread: the event loop never waits on librdkafka. A
+        ``KafkaClientError`` it raises is answered as its ``problem``."""
         try:
-            return future.result(timeout=self.settings.timeout_s + _FUTURE_GRACE_S)
-        except KafkaException as exc:
-            raise problem_from(exc, subject) from None
-        except concurrent.futures.TimeoutError:
-            raise ProblemError.kafka(
-                "_TIMED_OUT", f"no answer about {subject} within {self.settings.timeout_s:g}s"
-            ) from None
-
-    def metadata(self) -> ClusterMetadata:
-        """Metadata of every topic (so a broker with auto.create.topics.enable creates none)."""
-        try:
-            metadata: ClusterMetadata = self.admin.list_topics(timeout=self.settings.timeout_s)
-        except KafkaException as exc:
-            problem = problem_from(exc, f"the cluster at {self.settings.bootstrap_servers}")
-            if problem.status >= 500:
-                problem.status = 503
-                problem.title = "CLUSTER_UNREACHABLE"
-                problem.detail = self.unreachable_detail(exc)
-            raise problem from None
-        return metadata
-
-    def topic(self, name: str, metadata: ClusterMetadata | None = None) -> TopicMetadata:
-        """``name``'s metadata; 404 UNKNOWN_TOPIC_OR_PARTITION when it does not exist."""
-        found: TopicMetadata | None = (metadata or self.metadata()).topics.get(name)
-        if found is None:
-            raise unknown_topic(name)
-        if found.error is not None:
-            if found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                raise unknown_topic(name)
-            raise problem_from_error(found.error, f"topic {name!r}")
-        return found
+            return await asyncio.to_thread(fn, *args)
+        except KafkaClientError as exc:
+            raise self.problem(exc) from None

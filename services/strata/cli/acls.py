@@ -23,6 +23,7 @@ Exit codes: 0 done, 1 the store refused (or ``remove`` matched nothing), 2 usage
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, TypeVar
 
@@ -30,8 +31,8 @@ import typer
 
 from strata.cli.errors import CliError, reported_errors, usage_error
 from strata.cli.output import OutputFormat, print_json_line, print_table
+from strata.cli.shared_options import with_options
 from strata.cli.store_access import LogDirOption, StoreOption, run_on_store
-from strata.metadata.store import MetadataStore
 from strata.security.acl import (
     CLUSTER_NAME,
     AccessControlEntry,
@@ -66,23 +67,51 @@ PatternOption = Annotated[str | None, typer.Option(
     "--pattern-type", help="literal or prefixed (to select also: any, match).")]
 
 
-def _run(metadata_store: str | None, log_dir: Path | None,
-         work: Callable[[AclStore], Awaitable[T]]) -> T:
-    def in_log_dir(directory: Path) -> AclStore:
-        return FileAclStore(directory)
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The options every ``acls`` command takes: which ACLs, and which store holds them."""
 
-    def in_store(store: MetadataStore) -> AclStore:
-        return MetadataAclStore(store)
+    principal: str | None = None
+    operation: list[str] | None = None
+    topic: str | None = None
+    group: str | None = None
+    transactional_id: str | None = None
+    cluster: bool = False
+    pattern_type: str | None = None
+    host: str | None = None
+    metadata_store: str | None = None
+    log_dir: Path | None = None
 
-    return run_on_store(metadata_store, log_dir, in_log_dir, in_store, work)
+
+def _selection_options(
+    principal: PrincipalOption = None,
+    operation: OperationOption = None,
+    topic: TopicOption = None,
+    group: GroupOption = None,
+    transactional_id: TxnOption = None,
+    cluster: ClusterOption = False,
+    pattern_type: PatternOption = None,
+    host: HostOption = None,
+    metadata_store: StoreOption = None,
+    log_dir: LogDirOption = None,
+) -> None:
+    """The command-line options of ``Selection`` (only its signature is used)."""
 
 
-def _resource(topic: str | None, group: str | None, txn: str | None,
-              cluster: bool) -> tuple[ResourceType, str | None]:
-    given = [(ResourceType.TOPIC, topic), (ResourceType.GROUP, group),
-             (ResourceType.TRANSACTIONAL_ID, txn)]
+_acl_command = with_options(_selection_options, Selection)
+
+
+def _run(selection: Selection, work: Callable[[AclStore], Awaitable[T]]) -> T:
+    in_log_dir: Callable[[Path], AclStore] = FileAclStore
+    return run_on_store(selection.metadata_store, selection.log_dir, in_log_dir,
+                        MetadataAclStore, work)
+
+
+def _resource(selection: Selection) -> tuple[ResourceType, str | None]:
+    given = [(ResourceType.TOPIC, selection.topic), (ResourceType.GROUP, selection.group),
+             (ResourceType.TRANSACTIONAL_ID, selection.transactional_id)]
     chosen = [(t, n) for t, n in given if n is not None]
-    if cluster:
+    if selection.cluster:
         chosen.append((ResourceType.CLUSTER, CLUSTER_NAME))
     if len(chosen) > 1:
         raise usage_error("give at most one of --topic, --group, --transactional-id, --cluster")
@@ -97,34 +126,28 @@ def _parse(parse: Callable[[str], T], text: str, option: str) -> T:
 
 
 @app.command()
+@_acl_command
 def add(
     ctx: typer.Context,
-    principal: PrincipalOption = None,
-    operation: OperationOption = None,
-    topic: TopicOption = None,
-    group: GroupOption = None,
-    transactional_id: TxnOption = None,
-    cluster: ClusterOption = False,
-    pattern_type: PatternOption = None,
-    host: HostOption = None,
+    selection: Selection,
     deny: Annotated[bool, typer.Option("--deny", help="A DENY ACL (default ALLOW).")] = False,
-    metadata_store: StoreOption = None,
-    log_dir: LogDirOption = None,
 ) -> None:
     """Add ACLs: PRINCIPAL may (or, with --deny, may not) do OPERATIONs on a resource."""
     with reported_errors(ctx):
-        resource_type, name = _resource(topic, group, transactional_id, cluster)
+        resource_type, name = _resource(selection)
         if name is None:
             raise usage_error("name a resource: --topic, --group, --transactional-id or "
                               "--cluster")
+        principal, operation = selection.principal, selection.operation
         if principal is None or not operation:
             raise usage_error("--principal and at least one --operation are required")
-        pattern = _parse(PatternType.parse, pattern_type or "literal", "--pattern-type")
+        pattern = _parse(PatternType.parse, selection.pattern_type or "literal",
+                         "--pattern-type")
         permission = AclPermissionType.DENY if deny else AclPermissionType.ALLOW
         bindings = []
         for op in operation:
             binding = AclBinding(ResourcePattern(resource_type, name, pattern),
-                                 AccessControlEntry(principal, host or "*",
+                                 AccessControlEntry(principal, selection.host or "*",
                                                     _parse(AclOperation.parse, op, "--operation"),
                                                     permission))
             try:
@@ -132,22 +155,21 @@ def add(
             except ValueError as exc:
                 raise usage_error(str(exc)) from None
             bindings.append(binding)
-        _run(metadata_store, log_dir, lambda store: store.create(bindings))
+        _run(selection, lambda store: store.create(bindings))
         for binding in bindings:
             typer.echo(f"added {_describe(binding)}")
 
 
-def _filter(principal: str | None, operation: list[str] | None, topic: str | None,
-            group: str | None, txn: str | None, cluster: bool, pattern_type: str | None,
-            host: str | None) -> tuple[list[AclBindingFilter], bool]:
+def _filter(selection: Selection) -> tuple[list[AclBindingFilter], bool]:
     """The filters (one per operation) and whether any option narrowed them."""
-    resource_type, name = _resource(topic, group, txn, cluster)
-    pattern = _parse(PatternType.parse, pattern_type or "any", "--pattern-type")
+    resource_type, name = _resource(selection)
+    principal, host, operation = selection.principal, selection.host, selection.operation
+    pattern = _parse(PatternType.parse, selection.pattern_type or "any", "--pattern-type")
     ops = [_parse(AclOperation.parse, op, "--operation") for op in operation or ["any"]]
     filters = [AclBindingFilter(ResourcePatternFilter(resource_type, name, pattern),
                                 AccessControlEntryFilter(principal, host, op)) for op in ops]
     narrowed = (resource_type is not ResourceType.ANY or principal is not None
-                or host is not None or bool(operation) or pattern_type is not None)
+                or host is not None or bool(operation) or selection.pattern_type is not None)
     return filters, narrowed
 
 
@@ -158,26 +180,17 @@ def _describe(binding: AclBinding) -> str:
 
 
 @app.command("list")
+@_acl_command
 def list_acls(
     ctx: typer.Context,
-    principal: PrincipalOption = None,
-    operation: OperationOption = None,
-    topic: TopicOption = None,
-    group: GroupOption = None,
-    transactional_id: TxnOption = None,
-    cluster: ClusterOption = False,
-    pattern_type: PatternOption = None,
-    host: HostOption = None,
-    metadata_store: StoreOption = None,
-    log_dir: LogDirOption = None,
+    selection: Selection,
     output: Annotated[OutputFormat, typer.Option(
         "--format", help="text or json.")] = OutputFormat.TEXT,
 ) -> None:
     """List the ACLs the options select (all without options)."""
     with reported_errors(ctx):
-        filters, _ = _filter(principal, operation, topic, group, transactional_id, cluster,
-                             pattern_type, host)
-        stored, _ = _run(metadata_store, log_dir, lambda store: store.bindings())
+        filters, _ = _filter(selection)
+        stored, _ = _run(selection, lambda store: store.bindings())
         selected = sorted({b for b in stored if any(f.matches(b) for f in filters)})
         if output is OutputFormat.JSON:
             for b in selected:
@@ -197,27 +210,15 @@ def list_acls(
 
 
 @app.command()
-def remove(
-    ctx: typer.Context,
-    principal: PrincipalOption = None,
-    operation: OperationOption = None,
-    topic: TopicOption = None,
-    group: GroupOption = None,
-    transactional_id: TxnOption = None,
-    cluster: ClusterOption = False,
-    pattern_type: PatternOption = None,
-    host: HostOption = None,
-    metadata_store: StoreOption = None,
-    log_dir: LogDirOption = None,
-) -> None:
+@_acl_command
+def remove(ctx: typer.Context, selection: Selection) -> None:
     """Remove the ACLs the options select."""
     with reported_errors(ctx):
-        filters, narrowed = _filter(principal, operation, topic, group, transactional_id,
-                                    cluster, pattern_type, host)
+        filters, narrowed = _filter(selection)
         if not narrowed:
             raise usage_error("select what to remove: --principal, --operation, --host, "
                               "--pattern-type or a resource")
-        matched, _ = _run(metadata_store, log_dir, lambda store: store.delete(filters))
+        matched, _ = _run(selection, lambda store: store.delete(filters))
         removed = sorted({b for found in matched for b in found})
         if not removed:
             raise CliError("no ACL matched")

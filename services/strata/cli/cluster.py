@@ -25,21 +25,12 @@ from typing import Annotated, Any
 
 import typer
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import OffsetSpec
 
 from strata.cli.errors import CliError, reported_errors
 from strata.cli.kafka_client import (
-    DEFAULT_BOOTSTRAP,
-    DEFAULT_TIMEOUT_S,
-    BootstrapOption,
     Connection,
-    ConnectionErrors,
-    TimeoutOption,
-    admin_result,
-    check_partitions,
-    cluster_metadata,
-    new_admin,
-    topic_metadata,
+    connect,
+    kafka_command,
 )
 from strata.cli.output import (
     OutputFormat,
@@ -48,6 +39,7 @@ from strata.cli.output import (
     print_rows,
     print_table,
 )
+from strata.client.kafka_admin import check_partitions
 from strata.client.kafka_errors import kafka_error_name
 
 app = typer.Typer(name="cluster", help="The state of a cluster.", no_args_is_help=True)
@@ -56,36 +48,27 @@ INTERNAL_TOPIC_PREFIX = "__"
 
 
 @app.command()
+@kafka_command
 def status(
     ctx: typer.Context,
+    conn: Connection,
     topic: Annotated[list[str] | None, typer.Option(
         "--topic", "-t", help="Only this topic's partitions. Repeatable.")] = None,
     include_internal: Annotated[bool, typer.Option(
         "--include-internal", help="Show internal topics (__consumer_offsets) too.")] = False,
     output: Annotated[OutputFormat, typer.Option(
         "--format", help="text (tables) or json (one object).")] = OutputFormat.TEXT,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Brokers, controller, and per partition leader, replicas, ISR and high watermark."""
     with reported_errors(ctx):
-        conn = Connection(bootstrap, timeout)
-        errors = ConnectionErrors()
-        admin = new_admin(conn, errors)
-        metadata = cluster_metadata(admin, conn, errors)
-        cluster = admin_result(conn, admin.describe_cluster(request_timeout=conn.timeout_s),
-                               "the cluster")
+        admin, metadata = connect(conn)
+        cluster = admin.describe_cluster()
         names = (list(dict.fromkeys(topic)) if topic else sorted(
             n for n in metadata.topics
             if include_internal or not n.startswith(INTERNAL_TOPIC_PREFIX)))
-        topics = [topic_metadata(metadata, n) for n in names]
-        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-        requested = {TopicPartition(str(t.topic), p): latest
-                     for t in topics for p in t.partitions}
-        futures = admin.list_offsets(requested, request_timeout=conn.timeout_s) if requested \
-            else {}
-        watermarks = {(tp.topic, tp.partition): admin_result(conn, f, tp.topic).offset
-                      for tp, f in futures.items()}
+        topics = [admin.topic(n, metadata) for n in names]
+        watermarks = admin.list_offsets(
+            [(str(t.topic), p) for t in topics for p in t.partitions], "latest")
     partitions: list[dict[str, Any]] = [
         {"topic": t.topic, "partition": p, "leader": t.partitions[p].leader,
          "replicas": list(t.partitions[p].replicas), "isr": list(t.partitions[p].isrs),
@@ -122,8 +105,10 @@ class Election(enum.StrEnum):
 
 
 @app.command()
+@kafka_command
 def elect(
     ctx: typer.Context,
+    conn: Connection,
     election: Annotated[Election, typer.Option(
         "--type", help="preferred: back to the first replica; unclean: offline partitions "
                        "from outside the ISR.")] = Election.PREFERRED,
@@ -132,27 +117,23 @@ def elect(
     partition: Annotated[list[int] | None, typer.Option(
         "--partition", "-p", min=0, help="Only this partition of --topic. Repeatable.")] = None,
     output: RowsFormatOption = OutputFormat.TEXT,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Elect leaders (ElectLeaders): preferred replicas back, or offline partitions unclean."""
     with reported_errors(ctx):
         if partition and topic is None:
             raise CliError("--partition needs --topic", exit_code=2)
-        conn = Connection(bootstrap, timeout)
-        errors = ConnectionErrors()
-        admin = new_admin(conn, errors)
-        metadata = cluster_metadata(admin, conn, errors)
+        admin, metadata = connect(conn)
         wanted: list[TopicPartition] | None = None
         if topic is not None:
-            described = topic_metadata(metadata, topic)
+            described = admin.topic(topic, metadata)
             numbers = sorted(set(partition)) if partition else sorted(described.partitions)
             check_partitions(described, numbers)
             wanted = [TopicPartition(topic, p) for p in numbers]
         kind = ElectionType.PREFERRED if election is Election.PREFERRED else ElectionType.UNCLEAN
         # No timeout keywords: confluent-kafka 2.16.1's elect_leaders fails on any
         # (SystemError from its argument parsing); socket.timeout.ms (--timeout) bounds it.
-        results = admin_result(conn, admin.elect_leaders(kind, wanted), "the election")
+        results = admin.result(admin.client.elect_leaders(kind, wanted), "the election",
+                               "ElectLeaders")
     rows = [_election_row(tp, outcome) for tp, outcome in
             sorted(results.items(), key=lambda item: (item[0].topic, item[0].partition))]
     print_rows(output, rows)

@@ -48,21 +48,12 @@ from confluent_kafka import (
 
 from strata.cli.errors import EXIT_INTERRUPTED, reported_errors
 from strata.cli.kafka_client import (
-    DEFAULT_BOOTSTRAP,
-    DEFAULT_TIMEOUT_S,
-    BootstrapOption,
     Connection,
-    ConnectionErrors,
-    TimeoutOption,
-    check_partitions,
-    client_created,
-    cluster_metadata,
-    exception_error,
-    kafka_error,
-    topic_metadata,
-    unreachable,
+    kafka_command,
 )
 from strata.cli.output import progress
+from strata.client.kafka_admin import ConnectionErrors
+from strata.client.kafka_errors import KafkaClientError
 
 POLL_S: Final = 0.2
 FETCH_WAIT_MAX_MS: Final = 100  # snappier --exit-at-end than librdkafka's 500 ms
@@ -220,8 +211,10 @@ class ValueFormat(enum.StrEnum):
 
 
 # ------------------------------------------------------------------------------- command
+@kafka_command
 def consume(
     ctx: typer.Context,
+    conn: Connection,
     topic: Annotated[str, typer.Argument(help="Topic to read.", show_default=False)],
     start: Annotated[
         str, typer.Option("--from", "-o", metavar="POSITION",
@@ -248,8 +241,6 @@ def consume(
                                  help="kcat-like format, e.g. '%k\\t%s\\n' (wins over "
                                       "--format).")
     ] = None,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Read records from a topic and print them to stdout."""
     try:
@@ -265,24 +256,18 @@ def consume(
     else:
         formatter = format_json if output is ValueFormat.JSON else format_value
     with reported_errors(ctx):
-        conn = Connection(bootstrap, timeout)
-        errors = ConnectionErrors()
-        with client_created():
-            consumer = Consumer({
-                **conn.config(),
-                "error_cb": errors,
-                "group.id": GROUP_ID,
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "enable.partition.eof": exit_at_end,
-                "auto.offset.reset": "error",
-                "isolation.level": "read_uncommitted",
-                "fetch.wait.max.ms": FETCH_WAIT_MAX_MS,
-            })
+        consumer, errors = conn.client(Consumer, {
+            "group.id": GROUP_ID,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": exit_at_end,
+            "auto.offset.reset": "error",
+            "isolation.level": "read_uncommitted",
+            "fetch.wait.max.ms": FETCH_WAIT_MAX_MS,
+        })
         try:
-            described = topic_metadata(cluster_metadata(consumer, conn, errors), topic)
+            described = conn.topic(consumer, errors, topic, sorted(set(partition or ())))
             wanted = sorted(set(partition)) if partition else sorted(described.partitions)
-            check_partitions(described, wanted)
             consumer.assign(_start_positions(consumer, conn, topic, wanted, position))
             read = _read(consumer, conn, errors, topic, wanted, formatter, count, exit_at_end)
         finally:
@@ -316,10 +301,10 @@ def _start_positions(
             timeout=conn.timeout_s,
         )
     except KafkaException as exc:
-        raise exception_error(exc, subject) from None
+        raise KafkaClientError.of(exc, subject, "ListOffsets") from None
     for tp in found:
         if tp.error is not None:
-            raise kafka_error(tp.error, subject)
+            raise KafkaClientError.of(tp.error, subject, "ListOffsets")
     # No record at or after the timestamp: start at the end (what Kafka's consumer does).
     return [TopicPartition(topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END)
             for tp in found]
@@ -357,7 +342,8 @@ def _read(
                     out.flush()
                     if exit_at_end and errors.all_brokers_down and \
                             time.monotonic() - last_event > conn.timeout_s:
-                        raise unreachable(conn, errors, KafkaError(KafkaError._ALL_BROKERS_DOWN))
+                        raise errors.unreachable(KafkaError(KafkaError._ALL_BROKERS_DOWN),
+                                                 conn.bootstrap, conn.timeout_s)
                     continue
                 last_event = time.monotonic()
                 errors.reset()
@@ -366,7 +352,7 @@ def _read(
                     if error.code() == KafkaError._PARTITION_EOF:
                         at_end.add(message.partition() or 0)
                         continue
-                    raise kafka_error(error, f"topic {topic!r}")
+                    raise KafkaClientError.of(error, f"topic {topic!r}", "Fetch")
                 record = Record.of(message)
                 at_end.discard(record.partition)
                 out.write(formatter(record))

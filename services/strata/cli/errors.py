@@ -11,7 +11,12 @@ Every error is one line on stderr, prefixed by the command that failed and namin
 never a traceback: ``strata topic create: TOPIC_ALREADY_EXISTS: topic 'x' already exists``.
 ``OneLineErrorsGroup`` (the root group's class) formats usage errors that way instead of Typer's
 usage-plus-panel block; commands raise ``CliError`` inside ``reported_errors``, which prints it
-and exits with its code. ``strata`` with no arguments (or ``--help``) still prints the help.
+and exits with its code. A failed Kafka call raises ``strata.client.kafka_errors.KafkaClientError``
+instead; ``kafka_line`` is the one place it becomes a line: ``NAME: message`` with Kafka's error
+name (librdkafka's for its local, negative codes), the subject named when librdkafka's generic
+text names nothing, ``cannot reach a broker at HOST:PORT within Ns: <librdkafka's last
+reason>`` when no broker answered, and ``no answer about <subject> within Ns`` when the wait
+ran out. ``strata`` with no arguments (or ``--help``) still prints the help.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from typing import Any, Final
 import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
+
+from strata.client.kafka_errors import KafkaClientError
 
 EXIT_OK: Final = 0
 EXIT_KAFKA: Final = 1
@@ -50,12 +57,37 @@ def one_line(text: str) -> str:
     return " ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
+def _sentence(text: str) -> str:
+    """A message as the tail of our line: no trailing period, lower-case first word."""
+    text = text.strip().rstrip(".")
+    first = text.split(" ", 1)[0]
+    if first[:1].isupper() and not first.isupper() and first[1:].islower():
+        text = text[0].lower() + text[1:]
+    return text
+
+
+def kafka_line(exc: KafkaClientError) -> CliError:
+    """The ``CliError`` of a failed Kafka call (exit 1)."""
+    if exc.unreachable:
+        detail = exc.reason if exc.reason is not None else exc.text
+        return CliError(f"cannot reach a broker at {exc.bootstrap} within {exc.timeout_s:g}s: "
+                        f"{detail}")
+    if exc.timed_out or not exc.name:
+        return CliError(exc.message)
+    message = _sentence(exc.message)
+    if exc.generic and exc.subject:
+        message = f"{exc.subject}: {message}"
+    return CliError(f"{exc.name}: {message}")
+
+
 @contextmanager
 def reported_errors(ctx: typer.Context) -> Iterator[None]:
-    """Turn ``CliError`` (and Ctrl-C) raised in a command body into a line and an exit code."""
+    """Turn ``CliError``, ``KafkaClientError`` (and Ctrl-C) raised in a command body into a
+    line and an exit code."""
     try:
         yield
-    except CliError as exc:
+    except (CliError, KafkaClientError) as raised:
+        exc = kafka_line(raised) if isinstance(raised, KafkaClientError) else raised
         typer.echo(f"{ctx.command_path}: {one_line(exc.message)}", err=True)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:

@@ -27,22 +27,14 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, OffsetSpec
+from confluent_kafka import ConsumerGroupState
+from confluent_kafka.admin import ConsumerGroupDescription
 
-from strata.cli.errors import CliError, reported_errors, usage_error
+from strata.cli.errors import CliError, kafka_line, reported_errors, usage_error
 from strata.cli.kafka_client import (
-    DEFAULT_BOOTSTRAP,
-    DEFAULT_TIMEOUT_S,
-    BootstrapOption,
     Connection,
-    ConnectionErrors,
-    TimeoutOption,
-    admin_result,
-    check_partitions,
-    cluster_metadata,
-    new_admin,
-    topic_metadata,
+    connect,
+    kafka_command,
 )
 from strata.cli.output import OutputFormat, print_json_line, print_table
 from strata.client.group_offsets import (
@@ -51,11 +43,11 @@ from strata.client.group_offsets import (
     PartitionOffsets,
     ResetSpec,
     ResetTo,
-    committed_offsets,
     lag_rows,
     parse_datetime,
     reset_plan,
 )
+from strata.client.kafka_admin import KafkaAdmin, check_partitions
 
 app = typer.Typer(
     name="groups",
@@ -72,12 +64,8 @@ FormatOption = Annotated[
 ]
 
 
-def _admin(bootstrap: str, timeout: float) -> tuple[AdminClient, Connection]:
-    conn = Connection(bootstrap, timeout)
-    errors = ConnectionErrors()
-    admin = new_admin(conn, errors)
-    cluster_metadata(admin, conn, errors)  # fails fast, naming the address, if none answers
-    return admin, conn
+def _admin(conn: Connection) -> KafkaAdmin:
+    return connect(conn)[0]
 
 
 def _state(state: Any) -> str:
@@ -86,17 +74,15 @@ def _state(state: Any) -> str:
 
 # -------------------------------------------------------------------------------------- list
 @app.command("list")
+@kafka_command
 def list_groups(
     ctx: typer.Context,
+    conn: Connection,
     output: FormatOption = OutputFormat.TEXT,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """List consumer groups with their state (ListGroups)."""
     with reported_errors(ctx):
-        admin, conn = _admin(bootstrap, timeout)
-        result = admin_result(conn, admin.list_consumer_groups(request_timeout=conn.timeout_s),
-                              "the consumer groups")
+        result = _admin(conn).list_consumer_groups()
     rows = sorted((g.group_id, _state(g.state),
                    "simple" if g.is_simple_consumer_group else "consumer") for g in result.valid)
     if output is OutputFormat.JSON:
@@ -107,54 +93,26 @@ def list_groups(
 
 
 # ---------------------------------------------------------------------------------- describe
-def _describe(admin: AdminClient, conn: Connection, group: str) -> ConsumerGroupDescription:
-    futures = admin.describe_consumer_groups([group], request_timeout=conn.timeout_s)
-    description: ConsumerGroupDescription = admin_result(conn, futures[group],
-                                                         f"group {group!r}")
-    if description.state == ConsumerGroupState.DEAD:
-        raise CliError(f"GROUP_ID_NOT_FOUND: consumer group {group!r} does not exist")
-    return description
-
-
-def _committed(admin: AdminClient, conn: Connection, group: str) -> dict[TopicPartitionKey, int]:
-    """Every committed offset of ``group`` (OffsetFetch for all partitions)."""
-    futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                request_timeout=conn.timeout_s)
-    answer = admin_result(conn, futures[group], f"the offsets of group {group!r}")
-    return committed_offsets(answer.topic_partitions)
-
-
-def _list_offsets(admin: AdminClient, conn: Connection, partitions: list[TopicPartitionKey],
-                  spec: Any) -> dict[TopicPartitionKey, int]:
-    if not partitions:
-        return {}
-    futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions},
-                                 request_timeout=conn.timeout_s)
-    return {(tp.topic, tp.partition): admin_result(conn, f, f"{tp.topic}-{tp.partition}").offset
-            for tp, f in futures.items()}
-
-
 @app.command()
+@kafka_command
 def describe(
     ctx: typer.Context,
+    conn: Connection,
     groups: Annotated[list[str], typer.Argument(help="Group ids.", show_default=False)],
     output: FormatOption = OutputFormat.TEXT,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Members, assignment, committed offsets, log end offsets and lag of groups."""
     with reported_errors(ctx):
-        admin, conn = _admin(bootstrap, timeout)
+        admin = _admin(conn)
         for group in dict.fromkeys(groups):
-            description = _describe(admin, conn, group)
+            description = admin.describe_consumer_group(group)
             assigned = {
                 (tp.topic, tp.partition): Owner(m.member_id, m.client_id, m.host,
                                                 m.group_instance_id)
                 for m in description.members for tp in m.assignment.topic_partitions
             }
-            committed = _committed(admin, conn, group)
-            ends = _list_offsets(admin, conn, sorted(set(assigned) | set(committed)),
-                                 OffsetSpec.latest())  # type: ignore[no-untyped-call]
+            committed = admin.committed_offsets(group)
+            ends = admin.list_offsets(sorted(set(assigned) | set(committed)), "latest")
             _print_description(group, description, lag_rows(assigned, committed, ends), output)
 
 
@@ -196,23 +154,19 @@ def _dash(value: int | None) -> str:
 
 # ------------------------------------------------------------------------------------ delete
 @app.command()
+@kafka_command
 def delete(
     ctx: typer.Context,
+    conn: Connection,
     groups: Annotated[list[str], typer.Argument(help="Group ids.", show_default=False)],
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Delete groups and their committed offsets (DeleteGroups); groups with members refuse."""
     with reported_errors(ctx):
-        admin, conn = _admin(bootstrap, timeout)
-        futures = admin.delete_consumer_groups(list(dict.fromkeys(groups)),
-                                               request_timeout=conn.timeout_s)
+        results = _admin(conn).delete_consumer_groups(list(dict.fromkeys(groups)))
         failures: list[CliError] = []
-        for group, future in futures.items():
-            try:
-                admin_result(conn, future, f"group {group!r}")
-            except CliError as exc:
-                failures.append(exc)
+        for group, error in results.items():
+            if error is not None:
+                failures.append(kafka_line(error))
                 continue
             typer.echo(f"deleted group {group}")
         if failures:
@@ -263,8 +217,10 @@ def _reset_spec(to_earliest: bool, to_latest: bool, to_offset: int | None,
 
 
 @app.command("reset-offsets")
+@kafka_command
 def reset_offsets(
     ctx: typer.Context,
+    conn: Connection,
     group: Annotated[str, typer.Argument(help="Group id.", show_default=False)],
     topic: Annotated[list[str] | None, typer.Option(
         "--topic", "-t", metavar="TOPIC[:P,P]",
@@ -283,8 +239,6 @@ def reset_offsets(
     execute: Annotated[bool, typer.Option(
         "--execute", help="Apply the plan (without it, only print it).")] = False,
     output: FormatOption = OutputFormat.TEXT,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Reset a group's committed offsets (refused while the group has active members)."""
     wanted = [_parse_topic(t) for t in topic or []]
@@ -292,21 +246,19 @@ def reset_offsets(
         spec = _reset_spec(to_earliest, to_latest, to_offset, to_datetime, shift_by)
         if bool(topic) == all_topics:
             raise usage_error("give --topic (repeatable) or --all-topics")
-        admin, conn = _admin(bootstrap, timeout)
-        futures = admin.describe_consumer_groups([group], request_timeout=conn.timeout_s)
-        description = admin_result(conn, futures[group], f"group {group!r}")
+        admin = _admin(conn)
+        description = admin.describe_consumer_group(group, must_exist=False)
         if description.state in ACTIVE_STATES:
             raise CliError(
                 f"cannot reset offsets of group {group!r}: it has {len(description.members)} "
                 f"active members (state {_state(description.state)}); stop its consumers first")
-        committed = _committed(admin, conn, group)
-        partitions = _reset_partitions(admin, conn, wanted, committed) if wanted else sorted(
-            committed)
+        committed = admin.committed_offsets(group)
+        partitions = _reset_partitions(admin, wanted) if wanted else sorted(committed)
         if not partitions:
             raise CliError(f"group {group!r} has no committed offsets to reset")
-        starts = _list_offsets(admin, conn, partitions, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
-        ends = _list_offsets(admin, conn, partitions, OffsetSpec.latest())  # type: ignore[no-untyped-call]
-        at_time = (_list_offsets(admin, conn, partitions, OffsetSpec.for_timestamp(spec.value))
+        starts = admin.list_offsets(partitions, "earliest")
+        ends = admin.list_offsets(partitions, "latest")
+        at_time = (admin.list_offsets(partitions, spec.value)
                    if spec.to is ResetTo.DATETIME else {})
         plan = reset_plan(spec, {
             tp: PartitionOffsets(starts[tp], ends[tp], committed.get(tp),
@@ -316,23 +268,16 @@ def reset_offsets(
         if not execute:
             typer.echo("dry run: nothing changed (add --execute to apply)", err=True)
             return
-        request = ConsumerGroupTopicPartitions(
-            group, [TopicPartition(t, p, offset) for (t, p), offset in plan.items()])
-        futures = admin.alter_consumer_group_offsets([request], request_timeout=conn.timeout_s)
-        answer = admin_result(conn, futures[group], f"the offsets of group {group!r}")
-        for tp in answer.topic_partitions:
-            if tp.error is not None:
-                raise CliError(f"{tp.error.name()}: {tp.topic}-{tp.partition}: {tp.error.str()}")
+        admin.alter_consumer_group_offsets(group, plan)
         typer.echo(f"reset {len(plan)} partitions of group {group}", err=True)
 
 
-def _reset_partitions(admin: AdminClient, conn: Connection,
-                      wanted: list[tuple[str, list[int] | None]],
-                      committed: dict[TopicPartitionKey, int]) -> list[TopicPartitionKey]:
-    metadata = admin.list_topics(timeout=conn.timeout_s)
+def _reset_partitions(admin: KafkaAdmin, wanted: list[tuple[str, list[int] | None]]
+                      ) -> list[TopicPartitionKey]:
+    metadata = admin.metadata()
     partitions: list[TopicPartitionKey] = []
     for name, only in wanted:
-        found = topic_metadata(metadata, name)
+        found = admin.topic(name, metadata)
         if only is not None:
             check_partitions(found, only)
         partitions += [(name, p) for p in (only if only is not None else sorted(found.partitions))]

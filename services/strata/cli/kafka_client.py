@@ -1,43 +1,45 @@
-"""The CLI's only way to a broker: confluent-kafka clients configured alike, errors made lines.
+"""The CLI's only way to a broker: confluent-kafka clients configured alike.
 
-Owns what ``strata topic``, ``strata produce`` and ``strata consume`` share: the common options
-(``--bootstrap-server/-b``, default ``$STRATA_BOOTSTRAP_SERVERS`` or ``127.0.0.1:9092``, and
-``--timeout``), the librdkafka configuration every client gets from them, and the translation of
-librdkafka's errors into ``CliError`` lines. The CLI talks to brokers over the Kafka protocol
-only (docs/architecture.md, "Packages"), never through broker internals.
+Owns what ``strata topic``, ``strata produce``, ``strata consume`` and the other librdkafka
+commands share: the common options (``--bootstrap-server/-b``, default
+``$STRATA_BOOTSTRAP_SERVERS`` or ``127.0.0.1:9092``, and ``--timeout``), the login of
+``--command-config``, and making clients from them (``Connection``): the admin client is
+``strata.client.kafka_admin.KafkaAdmin``, shared with the admin service and the operator. The
+CLI talks to brokers over the Kafka protocol only (docs/architecture.md, "Packages"), never
+through broker internals.
 
 Bounded waits: ``--timeout`` caps connecting, each request, each delivery and each admin
-operation (librdkafka's admin timeouts default to ``socket.timeout.ms``, set from it), so a
-command against an unreachable broker exits 1 within about that long. Every command starts
-with a Metadata request (``cluster_metadata``); when no broker answers it, the error names the
+operation, so a command against an unreachable broker exits 1 within about that long. Every
+command starts with a Metadata request; when no broker answers it, the error names the
 bootstrap address and the last connection error librdkafka reported.
 
-librdkafka's own log lines are switched off (``log_level`` 0): connection problems reach us
-through ``error_cb`` (``ConnectionErrors``) and failed requests through their results, so
-stderr only ever carries our one line.
-
-Error names: Kafka's (``UNKNOWN_TOPIC_OR_PARTITION``, ``INVALID_TOPIC_EXCEPTION``) for broker
-error codes, librdkafka's own for its local errors (negative codes, e.g. ``_MSG_TIMED_OUT``):
-``strata.client.kafka_errors``, shared with the admin service.
+Failed calls raise ``KafkaClientError``; ``strata.cli.errors.kafka_line`` makes it the line.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, TypeVar
 
 import typer
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
+from confluent_kafka.admin import ClusterMetadata, TopicMetadata
 
-from strata.cli.errors import EXIT_USAGE, CliError
+from strata.cli.errors import EXIT_USAGE, CliError, kafka_line
+from strata.cli.shared_options import with_options
+from strata.client.kafka_admin import (
+    ConnectionErrors,
+    KafkaAdmin,
+    check_partitions,
+    cluster_metadata,
+    topic_of,
+)
 from strata.client.kafka_config import client_config
-from strata.client.kafka_errors import error_text, kafka_error_name, kafka_error_of
+from strata.client.kafka_errors import KafkaClientError
 
 DEFAULT_BOOTSTRAP: Final = "127.0.0.1:9092"
 BOOTSTRAP_ENV: Final = "STRATA_BOOTSTRAP_SERVERS"
@@ -45,15 +47,7 @@ COMMAND_CONFIG_ENV: Final = "STRATA_COMMAND_CONFIG"
 DEFAULT_TIMEOUT_S: Final = 30.0
 CLIENT_ID: Final = "strata-cli"
 
-# librdkafka's local errors that mean "no broker answered", not "a broker said no".
-_UNREACHABLE: Final = frozenset({
-    KafkaError._TRANSPORT,
-    KafkaError._TIMED_OUT,
-    KafkaError._ALL_BROKERS_DOWN,
-    KafkaError._RESOLVE,
-})
-# Extra seconds to wait for an admin future beyond the timeout the request itself carries.
-_FUTURE_GRACE_S: Final = 5.0
+C = TypeVar("C")
 
 BootstrapOption = Annotated[
     str,
@@ -81,6 +75,18 @@ def command_config_properties() -> dict[str, str]:
         raise CliError(f"--command-config {exc}", exit_code=EXIT_USAGE) from None
 
 
+@contextmanager
+def _client_created() -> Iterator[None]:
+    """Around making a client: a property librdkafka refuses is a usage error naming it."""
+    try:
+        yield
+    except KafkaException as exc:
+        cause = exc.args[0] if exc.args else None
+        if isinstance(cause, KafkaError) and cause.code() == KafkaError._INVALID_ARG:
+            raise CliError(f"--command-config: {cause.str()}", exit_code=EXIT_USAGE) from None
+        raise
+
+
 @dataclass(frozen=True, slots=True)
 class Connection:
     """Where the brokers are, how long to wait for them, and how to log in (the client
@@ -98,129 +104,46 @@ class Connection:
         """librdkafka properties every client of the CLI gets (``strata.client.kafka_config``)."""
         return client_config(self.bootstrap, CLIENT_ID, self.timeout_s, self.properties)
 
+    def admin(self) -> KafkaAdmin:
+        """The admin client; commands ask it for ``metadata()`` first, so they fail naming the
+        address when no broker answers."""
+        with _client_created():
+            return KafkaAdmin(self.bootstrap, CLIENT_ID, self.timeout_s, self.properties)
 
-@contextmanager
-def client_created() -> Iterator[None]:
-    """Around making a client: a property librdkafka refuses is a usage error naming it."""
-    try:
-        yield
-    except KafkaException as exc:
-        cause = exc.args[0] if exc.args else None
-        if isinstance(cause, KafkaError) and cause.code() == KafkaError._INVALID_ARG:
-            raise CliError(f"--command-config: {cause.str()}", exit_code=EXIT_USAGE) from None
-        raise
+    def client(self, factory: Callable[[dict[str, Any]], C], settings: Mapping[str, Any]
+               ) -> tuple[C, ConnectionErrors]:
+        """A producer or consumer (``factory``) with ``settings`` on top of ``config()``, and
+        the ``error_cb`` that remembers its connection errors."""
+        errors = ConnectionErrors()
+        with _client_created():
+            return factory({**self.config(), "error_cb": errors, **settings}), errors
 
-
-class ConnectionErrors:
-    """``error_cb`` for a client: remembers the last connection-level error it reported.
-
-    librdkafka calls it from ``poll()`` (or the consumer's ``poll``), on the caller's thread.
-    """
-
-    def __init__(self) -> None:
-        self.last: KafkaError | None = None
-        self.all_brokers_down = False
-
-    def __call__(self, error: KafkaError) -> None:
-        if error.code() == KafkaError._ALL_BROKERS_DOWN:
-            self.all_brokers_down = True
-        else:
-            self.last = error
-
-    def reset(self) -> None:
-        """A broker answered: earlier connection errors are history."""
-        self.all_brokers_down = False
+    def topic(self, client: Any, errors: ConnectionErrors, topic: str,
+              partitions: Iterable[int] = ()) -> TopicMetadata:
+        """``topic``'s metadata through ``client``, which must have ``partitions``."""
+        found = topic_of(cluster_metadata(client, self.bootstrap, self.timeout_s, errors),
+                         topic)
+        check_partitions(found, partitions)
+        return found
 
 
-def new_admin(conn: Connection, errors: ConnectionErrors) -> AdminClient:
-    with client_created():
-        return AdminClient(conn.config(), error_cb=errors)
+def _connection_options(bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+                        timeout_s: TimeoutOption = DEFAULT_TIMEOUT_S) -> None:
+    """The options of every command that talks to brokers (only the signature is used)."""
 
 
-def _sentence(text: str) -> str:
-    """A message as the tail of our line: no trailing period, lower-case first word."""
-    text = text.strip().rstrip(".")
-    first = text.split(" ", 1)[0]
-    if first[:1].isupper() and not first.isupper() and first[1:].islower():
-        text = text[0].lower() + text[1:]
-    return text
+# A command that talks to brokers: it takes --bootstrap-server and --timeout, and gets their
+# ``Connection`` (with --command-config's login) as its second parameter.
+kafka_command = with_options(_connection_options, Connection)
 
 
-def kafka_error(error: KafkaError, subject: str | None = None) -> CliError:
-    """``NAME: message`` for an error a client reported about ``subject`` (e.g. "topic 'x'").
-
-    librdkafka fills a missing broker message with the code's generic text (``Broker: Unknown
-    topic or partition``); then the subject is named, since the generic text names nothing.
-    """
-    message, generic = error_text(error)
-    message = _sentence(message)
-    if generic and subject:
-        message = f"{subject}: {message}"
-    return CliError(f"{kafka_error_name(error)}: {message}")
+def connect(conn: Connection) -> tuple[KafkaAdmin, ClusterMetadata]:
+    """The admin client of a command and the cluster's metadata, its first request: a command
+    fails first, naming the address, when no broker answers."""
+    admin = conn.admin()
+    return admin, admin.metadata()
 
 
-def exception_error(exc: KafkaException, subject: str | None = None) -> CliError:
-    """The ``CliError`` for a ``KafkaException`` (which normally carries a ``KafkaError``)."""
-    error = kafka_error_of(exc)
-    return CliError(str(exc)) if error is None else kafka_error(error, subject)
-
-
-def admin_result(conn: Connection, future: concurrent.futures.Future[Any], subject: str) -> Any:
-    """The result of one admin operation on ``subject``, or the ``CliError`` it failed with."""
-    try:
-        return future.result(timeout=conn.timeout_s + _FUTURE_GRACE_S)
-    except KafkaException as exc:
-        raise exception_error(exc, subject) from None
-    except concurrent.futures.TimeoutError:
-        raise CliError(f"no answer about {subject} within {conn.timeout_s:g}s") from None
-
-
-def unreachable(conn: Connection, errors: ConnectionErrors, cause: KafkaError) -> CliError:
-    """The line for "no broker answered", naming the address and librdkafka's last reason."""
-    detail = errors.last.str() if errors.last is not None else cause.str()
-    return CliError(
-        f"cannot reach a broker at {conn.bootstrap} within {conn.timeout_s:g}s: {detail}"
-    )
-
-
-def cluster_metadata(client: Any, conn: Connection, errors: ConnectionErrors) -> ClusterMetadata:
-    """All topics' metadata from ``client`` (admin, producer or consumer), bounded by --timeout.
-
-    Asks for every topic, so a broker with ``auto.create.topics.enable`` creates nothing.
-    """
-    try:
-        metadata: ClusterMetadata = client.list_topics(timeout=conn.timeout_s)
-    except KafkaException as exc:
-        cause = exc.args[0] if exc.args else None
-        if isinstance(cause, KafkaError) and cause.code() in _UNREACHABLE:
-            client.poll(0)  # serve error_cb: it holds the reason (refused, resolve, ...)
-            raise unreachable(conn, errors, cause) from None
-        raise exception_error(exc) from None
-    errors.reset()
-    return metadata
-
-
-def unknown_topic(topic: str) -> CliError:
-    return CliError(f"UNKNOWN_TOPIC_OR_PARTITION: topic {topic!r} does not exist")
-
-
-def topic_metadata(metadata: ClusterMetadata, topic: str) -> TopicMetadata:
-    """``topic``'s entry in ``metadata``; ``CliError`` if it does not exist or has an error."""
-    found: TopicMetadata | None = metadata.topics.get(topic)
-    if found is None:
-        raise unknown_topic(topic)
-    if found.error is not None:
-        if found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-            raise unknown_topic(topic)
-        raise kafka_error(found.error, f"topic {topic!r}")
-    return found
-
-
-def check_partitions(topic: TopicMetadata, wanted: list[int]) -> None:
-    """``CliError`` naming the first of ``wanted`` that ``topic`` does not have."""
-    for partition in wanted:
-        if partition not in topic.partitions:
-            raise CliError(
-                f"UNKNOWN_TOPIC_OR_PARTITION: topic {topic.topic!r} has "
-                f"{len(topic.partitions)} partitions; there is no partition {partition}"
-            )
+def kafka_error(error: KafkaError | KafkaException, subject: str | None = None) -> CliError:
+    """The line for an error a client reported about ``subject`` (e.g. "topic 'x'")."""
+    return kafka_line(KafkaClientError.of(error, subject or ""))

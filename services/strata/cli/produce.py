@@ -31,18 +31,9 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from strata.cli.errors import EXIT_INTERRUPTED, CliError, reported_errors
 from strata.cli.kafka_client import (
-    DEFAULT_BOOTSTRAP,
-    DEFAULT_TIMEOUT_S,
-    BootstrapOption,
     Connection,
-    ConnectionErrors,
-    TimeoutOption,
-    check_partitions,
-    client_created,
-    cluster_metadata,
-    exception_error,
+    kafka_command,
     kafka_error,
-    topic_metadata,
 )
 from strata.cli.output import progress
 
@@ -157,8 +148,10 @@ class Deliveries:
             self.first_error = error
 
 
+@kafka_command
 def produce(
     ctx: typer.Context,
+    conn: Connection,
     topic: Annotated[str, typer.Argument(help="Topic to write to.", show_default=False)],
     file: Annotated[
         Path | None, typer.Option("--file", exists=True, dir_okay=False, readable=True,
@@ -186,8 +179,6 @@ def produce(
         float | None, typer.Option("--rate", metavar="RECORDS/S",
                                    help="Send at most this many records per second.")
     ] = None,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Write records read line by line from stdin (or --file) to a topic."""
     headers = parse_headers(header or [])
@@ -197,22 +188,15 @@ def produce(
         raise typer.BadParameter("cannot be empty", param_hint="--key-separator")
     separator = key_separator.encode() if key_separator is not None else None
     with reported_errors(ctx):
-        conn = Connection(bootstrap, timeout)
-        errors = ConnectionErrors()
-        with client_created():
-            producer = Producer({
-                **conn.config(),
-                "error_cb": errors,
-                "acks": "all" if acks is Acks.MINUS_ONE else acks.value,
-                "compression.type": compression.value,
-                "partitioner": "murmur2_random",
-                "linger.ms": 5,
-                "message.timeout.ms": conn.timeout_ms,
-                "request.timeout.ms": conn.timeout_ms,
-            })
-        described = topic_metadata(cluster_metadata(producer, conn, errors), topic)
-        if partition is not None:
-            check_partitions(described, [partition])
+        producer, errors = conn.client(Producer, {
+            "acks": "all" if acks is Acks.MINUS_ONE else acks.value,
+            "compression.type": compression.value,
+            "partitioner": "murmur2_random",
+            "linger.ms": 5,
+            "message.timeout.ms": conn.timeout_ms,
+            "request.timeout.ms": conn.timeout_ms,
+        })
+        conn.topic(producer, errors, topic, [partition] if partition is not None else ())
         deliveries = Deliveries(topic)
         limiter = RateLimiter(rate) if rate is not None else None
         interrupted = False
@@ -267,6 +251,6 @@ def _send(
         except BufferError:
             producer.poll(QUEUE_FULL_POLL_S)
         except KafkaException as exc:  # refused before queueing: e.g. _MSG_SIZE_TOO_LARGE
-            deliveries.fail(exception_error(exc, f"topic {topic!r}"))
+            deliveries.fail(kafka_error(exc, f"topic {topic!r}"))
             return
 

@@ -8,7 +8,8 @@ commands' librdkafka clients are: ``security.protocol``, ``sasl.mechanism``,
 Kafka protocol only (docs/architecture.md, "Packages").
 
 Invariant: every request is bounded by ``--timeout``; no broker answering is the same
-"cannot reach a broker at ..." ``CliError`` as the librdkafka commands give.
+unreachable ``KafkaClientError`` as the librdkafka commands raise (the "cannot reach a broker
+at ..." line).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from strata.cli.errors import EXIT_USAGE, CliError
 from strata.cli.kafka_client import Connection
 from strata.client import client_properties
 from strata.client.broker_client import BrokerClient, BrokerUnavailableError
+from strata.client.kafka_errors import KafkaClientError
 from strata.client.security import ClientSecurity
 
 
@@ -52,5 +54,6 @@ async def _request(conn: Connection, api_key: int, version: int,
             last = str(exc)
         finally:
             await client.close()
-    raise CliError(f"cannot reach a broker at {conn.bootstrap} within {conn.timeout_s:g}s: "
-                   f"{last}")
+    raise KafkaClientError("_TRANSPORT", last, subject=f"the cluster at {conn.bootstrap}",
+                           unreachable=True, reason=last, bootstrap=conn.bootstrap,
+                           timeout_s=conn.timeout_s)

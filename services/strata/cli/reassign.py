@@ -22,11 +22,8 @@ import typer
 from strata.cli import protocol_client
 from strata.cli.errors import EXIT_USAGE, CliError, reported_errors
 from strata.cli.kafka_client import (
-    DEFAULT_BOOTSTRAP,
-    DEFAULT_TIMEOUT_S,
-    BootstrapOption,
     Connection,
-    TimeoutOption,
+    kafka_command,
 )
 from strata.cli.output import OutputFormat, RowsFormatOption, print_rows
 from strata.protocol.api_keys import ApiKey
@@ -83,8 +80,10 @@ def _moves(json_file: Path | None, topic: str | None, partition: int | None,
     return [(topic, partition, None if cancel else _replica_list(replicas or ""))]
 
 
+@kafka_command
 def reassign(
     ctx: typer.Context,
+    conn: Connection,
     topic: Annotated[str | None, typer.Option("--topic", "-t", help="The topic.")] = None,
     partition: Annotated[int | None, typer.Option(
         "--partition", "-p", min=0, help="The partition of --topic.")] = None,
@@ -97,13 +96,10 @@ def reassign(
     cancel: Annotated[bool, typer.Option(
         "--cancel", help="Cancel the reassignments in progress instead.")] = False,
     output: RowsFormatOption = OutputFormat.TEXT,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Move partitions to other brokers (AlterPartitionReassignments), or cancel a move."""
     with reported_errors(ctx):
         moves = _moves(json_file, topic, partition, replicas, cancel)
-        conn = Connection(bootstrap, timeout)
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for name, index, target in moves:
             by_topic.setdefault(name, []).append(
@@ -128,17 +124,16 @@ def reassign(
         raise typer.Exit(1)
 
 
+@kafka_command
 def reassignments(
     ctx: typer.Context,
+    conn: Connection,
     topic: Annotated[list[str] | None, typer.Option(
         "--topic", "-t", help="Only this topic. Repeatable.")] = None,
     output: RowsFormatOption = OutputFormat.TEXT,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """The reassignments in progress (ListPartitionReassignments)."""
     with reported_errors(ctx):
-        conn = Connection(bootstrap, timeout)
         response = protocol_client.request(conn, ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {
             "timeout_ms": conn.timeout_ms, "topics": None})
         if int(response.error_code):

@@ -22,37 +22,22 @@ log_start_offset, high_watermark}], configs}``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import (
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    ConfigSource,
-    NewPartitions,
-    NewTopic,
-    OffsetSpec,
-    TopicMetadata,
-)
+from confluent_kafka.admin import ClusterMetadata, ConfigSource, NewTopic, TopicMetadata
 
-from strata.cli.errors import EXIT_KAFKA, CliError, one_line, reported_errors, usage_error
+from strata.cli.errors import EXIT_KAFKA, kafka_line, one_line, reported_errors, usage_error
 from strata.cli.kafka_client import (
-    DEFAULT_BOOTSTRAP,
-    DEFAULT_TIMEOUT_S,
-    BootstrapOption,
     Connection,
-    ConnectionErrors,
-    TimeoutOption,
-    admin_result,
-    cluster_metadata,
-    new_admin,
-    topic_metadata,
+    connect,
+    kafka_command,
 )
 from strata.cli.output import OutputFormat, print_json_line, print_table
+from strata.client.kafka_admin import KafkaAdmin, config_source_name
+from strata.client.kafka_errors import KafkaClientError
 
 app = typer.Typer(
     name="topic",
@@ -85,24 +70,37 @@ def parse_pairs(values: Sequence[str], option: str) -> dict[str, str]:
     return pairs
 
 
-def _admin(bootstrap: str, timeout: float) -> tuple[AdminClient, Connection, ConnectionErrors]:
-    conn = Connection(bootstrap, timeout)
-    errors = ConnectionErrors()
-    return new_admin(conn, errors), conn, errors
-
-
-def _report(ctx: typer.Context, failures: Sequence[CliError]) -> None:
-    """One line per failed topic, then exit 1 if there was any."""
+@contextmanager
+def _each_topic(ctx: typer.Context, conn: Connection
+                ) -> Iterator[tuple[KafkaAdmin, ClusterMetadata, list[KafkaClientError]]]:
+    """Around a command on several topics: the admin client, the metadata and a list to put
+    each topic's failure in; after the body, one line per failed topic, and exit 1 if any."""
+    failures: list[KafkaClientError] = []
+    with reported_errors(ctx):
+        yield (*connect(conn), failures)
     for failure in failures:
-        typer.echo(f"{ctx.command_path}: {one_line(failure.message)}", err=True)
+        typer.echo(f"{ctx.command_path}: {one_line(kafka_line(failure).message)}", err=True)
     if failures:
         raise typer.Exit(EXIT_KAFKA)
 
 
+def _done(results: Mapping[str, KafkaClientError | None], verb: str, forgiven: str | None,
+          failures: list[KafkaClientError]) -> None:
+    """Print ``<verb> topic NAME`` per success; collect the failures except ``forgiven``
+    (an error name ``--if-not-exists`` / ``--if-exists`` makes a success without the line)."""
+    for name, error in results.items():
+        if error is None:
+            typer.echo(f"{verb} topic {name}")
+        elif error.name != forgiven:
+            failures.append(error)
+
+
 # ------------------------------------------------------------------------------------ create
 @app.command()
+@kafka_command
 def create(
     ctx: typer.Context,
+    conn: Connection,
     topics: TopicsArgument,
     partitions: Annotated[
         int, typer.Option("--partitions", "-p", help="Partition count; -1 = num.partitions.")
@@ -119,8 +117,6 @@ def create(
     if_not_exists: Annotated[
         bool, typer.Option("--if-not-exists", help="An existing topic is not an error.")
     ] = False,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Create topics (CreateTopics)."""
     configs = parse_pairs(config or [], "--config")
@@ -130,40 +126,28 @@ def create(
     if replication_factor == 0 or replication_factor < -1:
         raise typer.BadParameter("must be -1 (the broker's default) or at least 1",
                                  param_hint="--replication-factor")
-    with reported_errors(ctx):
-        admin, conn, errors = _admin(bootstrap, timeout)
-        cluster_metadata(admin, conn, errors)
-        futures = admin.create_topics(
+    with _each_topic(ctx, conn) as (admin, _, failures):
+        results = admin.create_topics(
             [NewTopic(t, num_partitions=partitions, replication_factor=replication_factor,
                       config=configs) for t in dict.fromkeys(topics)]
         )
-        failures: list[CliError] = []
-        for name, future in futures.items():
-            try:
-                admin_result(conn, future, f"topic {name!r}")
-            except CliError as exc:
-                if not (if_not_exists and exc.message.startswith("TOPIC_ALREADY_EXISTS")):
-                    failures.append(exc)
-                continue
-            typer.echo(f"created topic {name}")
-    _report(ctx, failures)
+        _done(results, "created", "TOPIC_ALREADY_EXISTS" if if_not_exists else None, failures)
 
 
 # -------------------------------------------------------------------------------------- list
 @app.command("list")
+@kafka_command
 def list_topics(
     ctx: typer.Context,
+    conn: Connection,
     exclude_internal: Annotated[
         bool, typer.Option("--exclude-internal", help="Leave out internal topics (__*).")
     ] = False,
     output: FormatOption = OutputFormat.TEXT,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """List topics with their partition count and replication factor (Metadata)."""
     with reported_errors(ctx):
-        admin, conn, errors = _admin(bootstrap, timeout)
-        metadata = cluster_metadata(admin, conn, errors)
+        _, metadata = connect(conn)
     rows = []
     for name in sorted(metadata.topics):
         if exclude_internal and name.startswith(INTERNAL_TOPIC_PREFIX):
@@ -183,25 +167,22 @@ def _replication_factor(topic: TopicMetadata) -> int:
 
 # ---------------------------------------------------------------------------------- describe
 @app.command()
+@kafka_command
 def describe(
     ctx: typer.Context,
+    conn: Connection,
     topics: TopicsArgument,
     all_configs: Annotated[
         bool, typer.Option("--all-configs", help="Show every config, defaults too.")
     ] = False,
     output: FormatOption = OutputFormat.TEXT,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Partitions (leader, replicas, isr, offsets) and configs of topics."""
-    failures: list[CliError] = []
-    with reported_errors(ctx):
-        admin, conn, errors = _admin(bootstrap, timeout)
-        metadata = cluster_metadata(admin, conn, errors)
+    with _each_topic(ctx, conn) as (admin, metadata, failures):
         for index, name in enumerate(dict.fromkeys(topics)):
             try:
-                described = _describe_one(admin, conn, topic_metadata(metadata, name))
-            except CliError as exc:
+                described = _describe_one(admin, admin.topic(name, metadata))
+            except KafkaClientError as exc:
                 failures.append(exc)
                 continue
             if not all_configs:
@@ -217,24 +198,16 @@ def describe(
                 if index:
                     typer.echo("")
                 _print_description(described)
-    _report(ctx, failures)
 
 
-def _describe_one(admin: AdminClient, conn: Connection, topic: TopicMetadata) -> dict[str, Any]:
+def _describe_one(admin: KafkaAdmin, topic: TopicMetadata) -> dict[str, Any]:
     """The describe document of one topic, configs as ``{name: {value, source}}``."""
     name = str(topic.topic)
-    subject = f"topic {name!r}"
-    resource = ConfigResource("topic", name)
-    config_future = admin.describe_configs([resource])[resource]
     ids = sorted(topic.partitions)
-    # OffsetSpec's factories are untyped in confluent-kafka's stubs.
-    earliest_spec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
-    latest_spec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-    earliest = admin.list_offsets({TopicPartition(name, p): earliest_spec for p in ids})
-    latest = admin.list_offsets({TopicPartition(name, p): latest_spec for p in ids})
-    starts = {tp.partition: admin_result(conn, f, subject).offset for tp, f in earliest.items()}
-    ends = {tp.partition: admin_result(conn, f, subject).offset for tp, f in latest.items()}
-    entries: Mapping[str, ConfigEntry] = admin_result(conn, config_future, subject)
+    keys = [(name, p) for p in ids]
+    starts = admin.list_offsets(keys, "earliest")
+    ends = admin.list_offsets(keys, "latest")
+    entries = admin.topic_configs(name)
     return {
         "name": name,
         "partitions": [
@@ -243,25 +216,16 @@ def _describe_one(admin: AdminClient, conn: Connection, topic: TopicMetadata) ->
                 "leader": topic.partitions[p].leader,
                 "replicas": list(topic.partitions[p].replicas),
                 "isr": list(topic.partitions[p].isrs),
-                "log_start_offset": starts.get(p),
-                "high_watermark": ends.get(p),
+                "log_start_offset": starts.get((name, p)),
+                "high_watermark": ends.get((name, p)),
             }
             for p in ids
         ],
         "configs": {
-            key: {"value": entry.value, "source": _source_name(entry.source)}
+            key: {"value": entry.value, "source": config_source_name(entry.source)}
             for key, entry in sorted(entries.items())
         },
     }
-
-
-def _source_name(source: Any) -> str:
-    if isinstance(source, ConfigSource):
-        return source.name
-    try:
-        return ConfigSource(source).name
-    except ValueError:
-        return "UNKNOWN_CONFIG"
 
 
 def _print_description(described: Mapping[str, Any]) -> None:
@@ -286,8 +250,10 @@ def _print_description(described: Mapping[str, Any]) -> None:
 
 # ------------------------------------------------------------------------------------- alter
 @app.command()
+@kafka_command
 def alter(
     ctx: typer.Context,
+    conn: Connection,
     topic: Annotated[str, typer.Argument(help="Topic name.", show_default=False)],
     set_: Annotated[
         list[str] | None, typer.Option("--set", "-s", metavar="KEY=VALUE",
@@ -302,8 +268,6 @@ def alter(
         int | None, typer.Option("--partitions", "-p", min=1,
                                  help="New total partition count (only ever grows).")
     ] = None,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Change configs (IncrementalAlterConfigs) or add partitions (CreatePartitions)."""
     to_set = parse_pairs(set_ or [], "--set")
@@ -316,61 +280,37 @@ def alter(
     with reported_errors(ctx):
         if not (to_set or to_delete or partitions is not None):
             raise usage_error("nothing to change: give --set, --delete or --partitions")
-        admin, conn, errors = _admin(bootstrap, timeout)
-        topic_metadata(cluster_metadata(admin, conn, errors), topic)
-        subject = f"topic {topic!r}"
+        admin, metadata = connect(conn)
+        admin.topic(topic, metadata)
         changes = []
         if to_set or to_delete:
-            entries = [
-                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
-                for k, v in to_set.items()
-            ] + [
-                ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
-                for k in to_delete
-            ]
-            resource = ConfigResource("topic", topic, incremental_configs=entries)
-            future = admin.incremental_alter_configs([resource])
-            admin_result(conn, future[resource], subject)
+            admin.alter_topic_configs(topic, to_set, to_delete)
             changes += [f"set {k}={v}" for k, v in to_set.items()]
             changes += [f"deleted {k}" for k in to_delete]
         if partitions is not None:
-            futures = admin.create_partitions([NewPartitions(topic, partitions)])
-            admin_result(conn, futures[topic], subject)
+            admin.create_partitions(topic, partitions)
             changes.append(f"partitions {partitions}")
         typer.echo(f"altered topic {topic}: {', '.join(changes)}")
 
 
 # ------------------------------------------------------------------------------------ delete
 @app.command()
+@kafka_command
 def delete(
     ctx: typer.Context,
+    conn: Connection,
     topics: TopicsArgument,
     if_exists: Annotated[
         bool, typer.Option("--if-exists", help="A missing topic is not an error.")
     ] = False,
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Delete topics (DeleteTopics)."""
-    failures: list[CliError] = []
-    with reported_errors(ctx):
-        admin, conn, errors = _admin(bootstrap, timeout)
-        metadata = cluster_metadata(admin, conn, errors)
+    with _each_topic(ctx, conn) as (admin, metadata, failures):
         names = list(dict.fromkeys(topics))
-        present = [n for n in names if n in metadata.topics]
-        for name in names:
-            if name not in metadata.topics and not if_exists:
-                failures.append(CliError(
-                    f"UNKNOWN_TOPIC_OR_PARTITION: topic {name!r} does not exist"))
-        futures = admin.delete_topics(present) if present else {}
-        for name, future in futures.items():
-            try:
-                admin_result(conn, future, f"topic {name!r}")
-            except CliError as exc:
-                missing = exc.message.startswith("UNKNOWN_TOPIC_OR_PARTITION")
-                if not (if_exists and missing):
-                    failures.append(exc)
-                continue
-            typer.echo(f"deleted topic {name}")
-    _report(ctx, failures)
+        if not if_exists:
+            failures += [KafkaClientError.unknown_topic(n) for n in names
+                         if n not in metadata.topics]
+        results = admin.delete_topics([n for n in names if n in metadata.topics])
+        _done(results, "deleted", "UNKNOWN_TOPIC_OR_PARTITION" if if_exists else None,
+              failures)
 

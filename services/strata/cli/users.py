@@ -30,7 +30,6 @@ import typer
 from strata.cli.errors import CliError, reported_errors, usage_error
 from strata.cli.output import OutputFormat, print_json_line, print_table
 from strata.cli.store_access import LogDirOption, StoreOption, run_on_store
-from strata.metadata.store import MetadataStore
 from strata.security.credentials import (
     CredentialStore,
     FileCredentialStore,
@@ -46,13 +45,8 @@ T = TypeVar("T")
 
 def _run(metadata_store: str | None, log_dir: Path | None,
          work: Callable[[CredentialStore], Awaitable[T]]) -> T:
-    def in_log_dir(directory: Path) -> CredentialStore:
-        return FileCredentialStore(directory)
-
-    def in_store(store: MetadataStore) -> CredentialStore:
-        return MetadataCredentialStore(store)
-
-    return run_on_store(metadata_store, log_dir, in_log_dir, in_store, work)
+    in_log_dir: Callable[[Path], CredentialStore] = FileCredentialStore
+    return run_on_store(metadata_store, log_dir, in_log_dir, MetadataCredentialStore, work)
 
 
 @app.command()

@@ -9,7 +9,10 @@ only through this package (and ``strata.protocol``'s codec), never through broke
 * ``sasl_client`` — the client side of SaslHandshake/SaslAuthenticate (PLAIN, SCRAM);
 * ``client_properties`` — ``ClientSecurity`` from librdkafka-style properties;
 * ``kafka_config`` — the librdkafka properties every confluent-kafka client starts from;
-* ``kafka_errors`` — Kafka's error names for confluent-kafka's errors;
+* ``kafka_admin`` — ``KafkaAdmin``, the one confluent-kafka admin client of the CLI, the admin
+  service and the operator;
+* ``kafka_errors`` — Kafka's error names for confluent-kafka's errors, and ``KafkaClientError``,
+  the one failure a confluent-kafka call raises;
 * ``fetch_codec`` — Fetch v11 by hand: the follower's request, the one FetchResponse reader;
 * ``group_offsets`` — consumer-group offset arithmetic (lag, reset targets).
 

@@ -1,8 +1,8 @@
 """The librdkafka properties every confluent-kafka client of Strata's tools starts from.
 
-Owns the bounded-wait settings the CLI and the admin service share, so a client against an
-unreachable cluster fails within ``timeout_s`` instead of librdkafka's minute-long defaults:
-``socket.timeout.ms`` (each request; librdkafka's admin timeouts default to it) and
+Owns the bounded-wait settings the CLI, the admin service and the operator share, so a client
+against an unreachable cluster fails within ``timeout_s`` instead of librdkafka's minute-long
+defaults: ``socket.timeout.ms`` (each request; librdkafka's admin timeouts default to it) and
 ``socket.connection.setup.timeout.ms`` are ``timeout_s``; reconnects back off from 100 ms to at
 most 1 s; librdkafka's own log lines are off (``log_level`` 0): connection problems reach the
 caller through ``error_cb`` and failed requests through their results, so stderr carries only

@@ -47,16 +47,23 @@ def pod_hashes(kube: Kube) -> dict[str, str]:
             for p in kube.list("Pod", NS)}
 
 
-@pytest.fixture(scope="module")
-def created(kube: Kube, operator: OperatorProcess) -> StatefulSetController:
+def ready_broker(kube: Kube, operator: OperatorProcess, ready_within_s: float
+                 ) -> StatefulSetController:
+    """Create the Broker, wait for its owned objects, start its pods (the returned controller)
+    and wait until the Broker is Ready."""
     kube.create(broker_cr())
     wait_until(lambda: all(kube.read(k, NS, n) for k, n in OWNED), 30, "owned objects",
                operator.log_tail)
     controller = StatefulSetController(kube, NS)
     controller.sync()
-    wait_until(lambda: ready_reason(kube) == ("True", "BrokersReady"), 30, "Ready",
+    wait_until(lambda: ready_reason(kube) == ("True", "BrokersReady"), ready_within_s, "Ready",
                operator.log_tail)
     return controller
+
+
+@pytest.fixture(scope="module")
+def created(kube: Kube, operator: OperatorProcess) -> StatefulSetController:
+    return ready_broker(kube, operator, 30)
 
 
 def test_broker_creates_owned_objects_and_status(

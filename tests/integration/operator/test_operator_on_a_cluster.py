@@ -21,7 +21,7 @@ from strata.operator.kube import Kube
 from ..cluster.cluster_processes import ClusterProcesses, cluster_on
 from .kube_mock import KubeMock, StatefulSetController
 from .operator_process import OperatorProcess, running_operator, wait_until
-from .test_broker_operator import NS, OWNED, broker_cr, pod_hashes, ready_reason
+from .test_broker_operator import NS, pod_hashes, ready_broker, ready_reason
 
 pytestmark = [pytest.mark.k8s, pytest.mark.integration, pytest.mark.slow,
               pytest.mark.timeout(180)]
@@ -43,14 +43,7 @@ def operator(kube_mock: KubeMock, cluster: ClusterProcesses,
 
 @pytest.fixture(scope="module")
 def pods(kube: Kube, operator: OperatorProcess) -> StatefulSetController:
-    kube.create(broker_cr())
-    wait_until(lambda: all(kube.read(k, NS, n) for k, n in OWNED), 30, "owned objects",
-               operator.log_tail)
-    controller = StatefulSetController(kube, NS)
-    controller.sync()
-    wait_until(lambda: ready_reason(kube) == ("True", "BrokersReady"), 60, "Ready",
-               operator.log_tail)
-    return controller
+    return ready_broker(kube, operator, 60)
 
 
 def test_roll_holds_while_a_follower_is_stopped(

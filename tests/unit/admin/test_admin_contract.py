@@ -9,14 +9,16 @@ import sys
 
 import httpx
 import pytest
+from confluent_kafka import KafkaError
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from strata.admin.app import create_app
-from strata.admin.kafka_gateway import AdminSettings
+from strata.admin.kafka_gateway import AdminSettings, KafkaGateway
 from strata.admin.models import MAX_PARTITIONS, ConfigPatch, NewTopic, OffsetReset
 from strata.admin.problems import PROBLEM_MEDIA_TYPE, status_for
 from strata.cli.main import app as cli
+from strata.client.kafka_errors import KafkaClientError
 
 
 @pytest.mark.parametrize(("name", "status"), [
@@ -91,3 +93,22 @@ async def test_absurd_partition_counts_are_refused_before_any_kafka_request(
     problem = response.json()
     assert problem["status"] == 422 and problem["detail"]
     assert any(("partitions" in e["loc"] or "count" in e["loc"]) for e in problem["errors"])
+
+
+def test_one_translation_of_kafka_client_errors_into_problems() -> None:
+    gateway = KafkaGateway(AdminSettings(bootstrap_servers="127.0.0.1:1"))
+    exists = gateway.problem(KafkaClientError.of(KafkaError(36), "topic 'x'", "CreateTopics"))
+    assert (exists.status, exists.title, exists.detail) == (
+        409, "TOPIC_ALREADY_EXISTS", "topic 'x': Topic already exists")
+    missing = gateway.problem(KafkaClientError.unknown_topic("x"))
+    assert (missing.status, missing.detail) == (404, "topic 'x' does not exist")
+    late = gateway.problem(KafkaClientError("_TIMED_OUT", "no answer about x within 1s",
+                                            subject="x", timed_out=True))
+    assert (late.status, late.detail) == (504, "no answer about x within 1s")
+    down = KafkaClientError.of(KafkaError(KafkaError._TRANSPORT), "the cluster at h:1",
+                               "Metadata")
+    down.reason = "SASL authentication error: Authentication failed"
+    problem = gateway.problem(down)
+    assert (problem.status, problem.title) == (503, "CLUSTER_UNREACHABLE")
+    assert problem.detail == ("the cluster at h:1: Broker transport failure (latest client "
+                              "error: SASL authentication error: Authentication failed)")

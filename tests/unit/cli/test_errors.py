@@ -7,9 +7,11 @@ import typer
 from confluent_kafka import KafkaError
 from typer.testing import CliRunner
 
+from strata.cli.errors import kafka_line
 from strata.cli.kafka_client import kafka_error
 from strata.cli.main import app
 from strata.cli.topic import parse_pairs
+from strata.client.kafka_errors import KafkaClientError
 
 
 @pytest.mark.parametrize(
@@ -59,3 +61,19 @@ def test_parse_pairs() -> None:
     for bad in (["a"], ["=1"], ["a=1", "a=2"]):
         with pytest.raises(typer.BadParameter):
             parse_pairs(bad, "--config")
+
+
+def test_kafka_line_for_an_unreachable_cluster_and_a_wait_that_ran_out() -> None:
+    nobody = KafkaClientError.of(KafkaError(KafkaError._TIMED_OUT), "the cluster at h:1",
+                                 "Metadata")
+    nobody.unreachable, nobody.bootstrap, nobody.timeout_s = True, "h:1", 2.0
+    nobody.reason = "Connect to ipv4#127.0.0.1:1 failed: Connection refused"
+    assert kafka_line(nobody).message == (
+        "cannot reach a broker at h:1 within 2s: Connect to ipv4#127.0.0.1:1 failed: "
+        "Connection refused")
+    nobody.reason = None  # librdkafka reported nothing: its own text of the failure
+    assert kafka_line(nobody).message == "cannot reach a broker at h:1 within 2s: Local: Timed out"
+    late = KafkaClientError("_TIMED_OUT", "no answer about the cluster within 2s",
+                            subject="the cluster", timed_out=True)
+    assert kafka_line(late).message == "no answer about the cluster within 2s"
+    assert kafka_line(late).exit_code == 1

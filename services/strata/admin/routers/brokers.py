@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from confluent_kafka.admin import ConfigEntry, ConfigResource, ConfigSource
+from confluent_kafka.admin import ConfigEntry
 from fastapi import APIRouter, Path
 
 from strata.admin.kafka_gateway import KafkaGateway
@@ -16,23 +16,14 @@ from strata.admin.models import Broker, BrokerDescription, ConfigValue
 from strata.admin.problems import ProblemError
 from strata.admin.routers import PROBLEMS, AccessDep, GatewayDep
 from strata.admin.routers.cluster import describe_cluster
+from strata.client.kafka_admin import config_source_name
 from strata.security.acl import AclOperation, ResourceType
 
 router = APIRouter(prefix="/v1", tags=["brokers"], responses=PROBLEMS)
 
 
-def source_name(source: object) -> str:
-    """Kafka's name of a config source (``DYNAMIC_TOPIC_CONFIG``, ``DEFAULT_CONFIG``, ...)."""
-    if isinstance(source, ConfigSource):
-        return source.name
-    try:
-        return ConfigSource(source).name
-    except ValueError:
-        return "UNKNOWN_CONFIG"
-
-
 def config_values(entries: Mapping[str, ConfigEntry]) -> dict[str, ConfigValue]:
-    return {key: ConfigValue(value=entry.value, source=source_name(entry.source),
+    return {key: ConfigValue(value=entry.value, source=config_source_name(entry.source),
                              read_only=bool(entry.is_read_only),
                              sensitive=bool(entry.is_sensitive))
             for key, entry in sorted(entries.items())}
@@ -43,10 +34,7 @@ def describe_broker(gateway: KafkaGateway, broker_id: int) -> BrokerDescription:
     broker = brokers.get(broker_id)
     if broker is None:
         raise ProblemError.kafka("BROKER_NOT_FOUND", f"no live broker has id {broker_id}")
-    resource = ConfigResource("broker", str(broker_id))
-    futures = gateway.admin.describe_configs([resource],
-                                             request_timeout=gateway.settings.timeout_s)
-    entries = gateway.result(futures[resource], f"broker {broker_id}")
+    entries = gateway.kafka.broker_configs(broker_id)
     return BrokerDescription(**broker.model_dump(), configs=config_values(entries))
 
 

@@ -15,9 +15,9 @@ router = APIRouter(prefix="/v1", tags=["cluster"], responses=PROBLEMS)
 
 def describe_cluster(gateway: KafkaGateway) -> Cluster:
     """DescribeCluster: the brokers sorted by id, the controller (None if there is none)."""
-    gateway.metadata()  # 503 CLUSTER_UNREACHABLE with the address when no broker answers
-    future = gateway.admin.describe_cluster(request_timeout=gateway.settings.timeout_s)
-    answer = gateway.result(future, "the cluster")
+    kafka = gateway.kafka
+    kafka.metadata()  # 503 CLUSTER_UNREACHABLE with the address when no broker answers
+    answer = kafka.describe_cluster()
     brokers = sorted((Broker(id=n.id, host=n.host, port=n.port, rack=n.rack or None)
                       for n in answer.nodes), key=lambda b: b.id)
     controller = answer.controller.id if answer.controller is not None else None

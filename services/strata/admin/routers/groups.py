@@ -23,11 +23,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import ConsumerGroupDescription, OffsetSpec
+from confluent_kafka import ConsumerGroupState
 from fastapi import APIRouter, Path, Response
 
-from strata.admin.kafka_gateway import KafkaGateway, problem_from_error
+from strata.admin.kafka_gateway import KafkaGateway
 from strata.admin.models import (
     GroupDescription,
     GroupMember,
@@ -40,14 +39,8 @@ from strata.admin.models import (
 )
 from strata.admin.problems import ProblemError
 from strata.admin.routers import PROBLEMS, AccessDep, GatewayDep
-from strata.admin.routers.topics import earliest, latest, list_offsets
-from strata.client.group_offsets import (
-    PartitionOffsets,
-    ResetSpec,
-    ResetTo,
-    committed_offsets,
-    reset_plan,
-)
+from strata.client.group_offsets import PartitionOffsets, ResetSpec, ResetTo, reset_plan
+from strata.client.kafka_admin import check_partitions
 from strata.security.acl import AclOperation, ResourceType
 
 router = APIRouter(prefix="/v1/groups", tags=["groups"], responses=PROBLEMS)
@@ -65,29 +58,12 @@ def _state(state: Any) -> str:
 
 
 def _list(gateway: KafkaGateway) -> list[GroupSummary]:
-    gateway.metadata()
-    future = gateway.admin.list_consumer_groups(request_timeout=gateway.settings.timeout_s)
-    answer = gateway.result(future, "the consumer groups")
+    kafka = gateway.kafka
+    kafka.metadata()
+    answer = kafka.list_consumer_groups()
     return sorted((GroupSummary(group_id=g.group_id, state=_state(g.state),
                                 type="simple" if g.is_simple_consumer_group else "consumer")
                    for g in answer.valid), key=lambda g: g.group_id)
-
-
-def _description(gateway: KafkaGateway, group: str) -> ConsumerGroupDescription:
-    gateway.metadata()
-    futures = gateway.admin.describe_consumer_groups(
-        [group], request_timeout=gateway.settings.timeout_s)
-    description: ConsumerGroupDescription = gateway.result(futures[group], f"group {group!r}")
-    if description.state == ConsumerGroupState.DEAD:
-        raise ProblemError.kafka("GROUP_ID_NOT_FOUND", f"consumer group {group!r} does not exist")
-    return description
-
-
-def _committed(gateway: KafkaGateway, group: str) -> dict[Key, int]:
-    futures = gateway.admin.list_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group)], request_timeout=gateway.settings.timeout_s)
-    answer = gateway.result(futures[group], f"the offsets of group {group!r}")
-    return committed_offsets(answer.topic_partitions)
 
 
 def _rows(assigned: dict[Key, str], committed: dict[Key, int],
@@ -102,11 +78,13 @@ def _rows(assigned: dict[Key, str], committed: dict[Key, int],
 
 
 def describe_group(gateway: KafkaGateway, group: str) -> GroupDescription:
-    description = _description(gateway, group)
+    kafka = gateway.kafka
+    kafka.metadata()
+    description = kafka.describe_consumer_group(group)
     assigned = {(tp.topic, tp.partition): m.member_id
                 for m in description.members for tp in m.assignment.topic_partitions}
-    committed = _committed(gateway, group)
-    ends = list_offsets(gateway, sorted(set(assigned) | set(committed)), latest())
+    committed = kafka.committed_offsets(group)
+    ends = kafka.list_offsets(sorted(set(assigned) | set(committed)), "latest")
     coordinator = description.coordinator
     return GroupDescription(
         group_id=group, state=_state(description.state),
@@ -125,16 +103,11 @@ def describe_group(gateway: KafkaGateway, group: str) -> GroupDescription:
 def _selected(gateway: KafkaGateway, body: OffsetReset, committed: dict[Key, int]) -> list[Key]:
     if body.topics is None:
         return sorted(committed)
-    metadata = gateway.metadata()
+    metadata = gateway.kafka.metadata()
     keys: list[Key] = []
     for selection in body.topics:
-        topic = gateway.topic(selection.topic, metadata)
-        for p in selection.partitions or []:
-            if p not in topic.partitions:
-                raise ProblemError.kafka(
-                    "UNKNOWN_TOPIC_OR_PARTITION",
-                    f"topic {selection.topic!r} has {len(topic.partitions)} partitions; there "
-                    f"is no partition {p}")
+        topic = gateway.kafka.topic(selection.topic, metadata)
+        check_partitions(topic, selection.partitions or [])
         wanted = (selection.partitions if selection.partitions is not None
                   else sorted(topic.partitions))
         keys += [(selection.topic, p) for p in wanted]
@@ -142,46 +115,39 @@ def _selected(gateway: KafkaGateway, body: OffsetReset, committed: dict[Key, int
 
 
 def reset_offsets(gateway: KafkaGateway, group: str, body: OffsetReset) -> OffsetResetResult:
-    futures = gateway.admin.describe_consumer_groups(
-        [group], request_timeout=gateway.settings.timeout_s)
-    description = gateway.result(futures[group], f"group {group!r}")
+    kafka = gateway.kafka
+    description = kafka.describe_consumer_group(group, must_exist=False)
     if description.state in ACTIVE_STATES:
         raise ProblemError.kafka(
             "NON_EMPTY_GROUP",
             f"cannot reset offsets of group {group!r}: it has {len(description.members)} active "
             f"members (state {_state(description.state)}); stop its consumers first")
-    committed = _committed(gateway, group)
+    committed = kafka.committed_offsets(group)
     keys = _selected(gateway, body, committed)
     if not keys:
         raise ProblemError.kafka("GROUP_ID_NOT_FOUND",
                                  f"group {group!r} has no committed offsets to reset")
-    starts = list_offsets(gateway, keys, earliest())
-    ends = list_offsets(gateway, keys, latest())
+    starts = kafka.list_offsets(keys, "earliest")
+    ends = kafka.list_offsets(keys, "latest")
     at_time: dict[Key, int] = {}
     if body.to is ResetTarget.TIMESTAMP:
         assert body.timestamp is not None
-        at_time = list_offsets(gateway, keys, OffsetSpec.for_timestamp(body.timestamp))
+        at_time = kafka.list_offsets(keys, body.timestamp)
     value = body.offset if body.to is ResetTarget.OFFSET else body.timestamp
     plan = reset_plan(ResetSpec(_RESET_TO[body.to], value or 0), {
         key: PartitionOffsets(starts[key], ends[key], committed.get(key),
                               at_time[key] if at_time.get(key, -1) >= 0 else None)
         for key in keys})
-    request = ConsumerGroupTopicPartitions(
-        group, [TopicPartition(t, p, offset) for (t, p), offset in plan.items()])
-    futures = gateway.admin.alter_consumer_group_offsets(
-        [request], request_timeout=gateway.settings.timeout_s)
-    answer = gateway.result(futures[group], f"the offsets of group {group!r}")
-    for tp in answer.topic_partitions:
-        if tp.error is not None:
-            raise problem_from_error(tp.error, f"partition {tp.topic}-{tp.partition}")
+    kafka.alter_consumer_group_offsets(group, plan)
     return OffsetResetResult(group_id=group, offsets=_rows({}, dict(plan), ends))
 
 
 def _delete(gateway: KafkaGateway, group: str) -> None:
-    gateway.metadata()
-    futures = gateway.admin.delete_consumer_groups([group],
-                                                   request_timeout=gateway.settings.timeout_s)
-    gateway.result(futures[group], f"group {group!r}")
+    kafka = gateway.kafka
+    kafka.metadata()
+    error = kafka.delete_consumer_groups([group])[group]
+    if error is not None:
+        raise error
 
 
 @router.get("", summary="Consumer groups and their state")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Final
 
-from confluent_kafka import KafkaException
 from fastapi import APIRouter, Request, Response
 
 from strata.admin.kafka_gateway import KafkaGateway
@@ -18,6 +17,7 @@ from strata.admin.metrics import CONTENT_TYPE, AdminMetrics
 from strata.admin.models import Health
 from strata.admin.problems import ProblemError
 from strata.admin.routers import PROBLEMS, GatewayDep
+from strata.client.kafka_errors import KafkaClientError
 
 router = APIRouter(tags=["health"])
 READY_TIMEOUT_S: Final = 2.0
@@ -25,8 +25,8 @@ READY_TIMEOUT_S: Final = 2.0
 
 def _reachable(gateway: KafkaGateway) -> None:
     try:
-        gateway.admin.list_topics(timeout=min(READY_TIMEOUT_S, gateway.settings.timeout_s))
-    except KafkaException as exc:
+        gateway.kafka.metadata(min(READY_TIMEOUT_S, gateway.settings.timeout_s))
+    except KafkaClientError as exc:  # whatever the error: not ready
         raise ProblemError(503, "CLUSTER_UNREACHABLE",
                            gateway.unreachable_detail(exc)) from None
 

@@ -32,7 +32,7 @@ from confluent_kafka import (
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from fastapi import APIRouter, Body, Query
 
-from strata.admin.kafka_gateway import KafkaGateway, problem_from, problem_from_error
+from strata.admin.kafka_gateway import KafkaGateway
 from strata.admin.models import (
     MAX_BROWSE_LIMIT,
     MAX_PARTITIONS,
@@ -46,6 +46,8 @@ from strata.admin.models import (
 from strata.admin.problems import ProblemError
 from strata.admin.routers import PROBLEMS, AccessDep, GatewayDep
 from strata.admin.routers.topics import TopicPath, require_topic
+from strata.client.kafka_admin import check_partitions
+from strata.client.kafka_errors import KafkaClientError
 from strata.security.acl import AclOperation
 
 router = APIRouter(prefix="/v1/topics", tags=["records"], responses=PROBLEMS)
@@ -81,25 +83,18 @@ def _bytes(data: str | bytes | None) -> bytes | None:
     return data.encode() if isinstance(data, str) else data
 
 
-def _check_partition(gateway: KafkaGateway, name: str, partition: int) -> None:
-    topic = gateway.topic(name)
-    if partition not in topic.partitions:
-        raise ProblemError.kafka(
-            "UNKNOWN_TOPIC_OR_PARTITION",
-            f"topic {name!r} has {len(topic.partitions)} partitions; there is no partition "
-            f"{partition}")
 
 
 def produce(gateway: KafkaGateway, name: str, records: list[RecordIn],
             encoding: Encoding) -> list[RecordMetadata]:
-    topic = gateway.topic(name)
+    topic = gateway.kafka.topic(name)
     encoded = []
     for i, record in enumerate(records):
-        if record.partition is not None and record.partition not in topic.partitions:
-            raise ProblemError.kafka(
-                "UNKNOWN_TOPIC_OR_PARTITION",
-                f"record {i}: topic {name!r} has {len(topic.partitions)} partitions; there is "
-                f"no partition {record.partition}")
+        try:
+            check_partitions(topic, [] if record.partition is None else [record.partition])
+        except KafkaClientError as exc:
+            exc.subject = f"record {i}"
+            raise
         headers: list[tuple[str, str | bytes | None]] = [
             (h.key, _encode(h.value, encoding, f"record {i} header {h.key!r}"))
             for h in record.headers]
@@ -117,7 +112,7 @@ def produce(gateway: KafkaGateway, name: str, records: list[RecordIn],
             producer.produce(name, value=value, key=key, headers=headers or None,
                              on_delivery=delivered, **extra)
         except KafkaException as exc:  # refused locally, e.g. MSG_SIZE_TOO_LARGE
-            raise problem_from(exc, f"record {i}") from None
+            raise KafkaClientError.of(exc, f"record {i}", "Produce") from None
         except BufferError:
             raise ProblemError.kafka("_QUEUE_FULL", f"record {i}: the producer's queue is "
                                                     "full; retry later") from None
@@ -131,14 +126,14 @@ def produce(gateway: KafkaGateway, name: str, records: list[RecordIn],
                                                        f"{gateway.settings.timeout_s:g}s")
         error, message = results[i]
         if error is not None:
-            raise problem_from_error(error, f"record {i}")
+            raise KafkaClientError.of(error, f"record {i}", "Produce")
         answered.append(RecordMetadata(partition=message.partition(), offset=message.offset()))
     return answered
 
 
 def browse(gateway: KafkaGateway, name: str, partition: int, offset: int | None,
            timestamp: int | None, limit: int, encoding: Encoding) -> list[RecordOut]:
-    _check_partition(gateway, name, partition)
+    check_partitions(gateway.kafka.topic(name), [partition])
     timeout = gateway.settings.timeout_s
     consumer = gateway.consumer()
     try:
@@ -162,7 +157,7 @@ def browse(gateway: KafkaGateway, name: str, partition: int, offset: int | None,
                     if error.code() == KafkaError._PARTITION_EOF:
                         next_offset = high
                         break
-                    raise problem_from_error(error, f"partition {name}-{partition}")
+                    raise KafkaClientError.of(error, f"partition {name}-{partition}", "Fetch")
                 ts_type, ts = message.timestamp()
                 offset = int(message.offset() or 0)
                 out.append(RecordOut(

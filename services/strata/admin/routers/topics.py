@@ -24,18 +24,9 @@ caller without them cannot probe which topics exist.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated
 
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import (
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    ConfigSource,
-    OffsetSpec,
-)
-from confluent_kafka.admin import NewPartitions as KafkaNewPartitions
+from confluent_kafka.admin import ConfigSource
 from confluent_kafka.admin import NewTopic as KafkaNewTopic
 from fastapi import APIRouter, Path, Query, Response
 
@@ -52,7 +43,7 @@ from strata.admin.models import (
     TopicSummary,
 )
 from strata.admin.routers import PROBLEMS, AccessDep, GatewayDep
-from strata.admin.routers.brokers import source_name
+from strata.client.kafka_admin import config_source_name
 from strata.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"], responses=PROBLEMS)
@@ -64,41 +55,19 @@ INTERNAL_PREFIX = "__"
 
 def topic_configs(gateway: KafkaGateway, name: str, all_configs: bool) -> dict[str, str | None]:
     """DescribeConfigs of ``name``: every config, or only those that are not defaults."""
-    resource = ConfigResource("topic", name)
-    futures = gateway.admin.describe_configs([resource],
-                                             request_timeout=gateway.settings.timeout_s)
-    entries: Mapping[str, ConfigEntry] = gateway.result(futures[resource], f"topic {name!r}")
+    entries = gateway.kafka.topic_configs(name)
     return {key: entry.value for key, entry in sorted(entries.items())
-            if all_configs or source_name(entry.source) != ConfigSource.DEFAULT_CONFIG.name}
-
-
-def list_offsets(gateway: KafkaGateway, partitions: list[tuple[str, int]],
-                 spec: Any) -> dict[tuple[str, int], int]:
-    """ListOffsets of ``partitions`` for one ``OffsetSpec``."""
-    if not partitions:
-        return {}
-    futures = gateway.admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions},
-                                         request_timeout=gateway.settings.timeout_s)
-    return {(tp.topic, tp.partition):
-            gateway.result(future, f"partition {tp.topic}-{tp.partition}").offset
-            for tp, future in futures.items()}
-
-
-def earliest() -> Any:
-    return OffsetSpec.earliest()  # type: ignore[no-untyped-call]
-
-
-def latest() -> Any:
-    return OffsetSpec.latest()  # type: ignore[no-untyped-call]
+            if all_configs or config_source_name(entry.source) != ConfigSource.DEFAULT_CONFIG.name}
 
 
 def describe_topic(gateway: KafkaGateway, name: str, all_configs: bool = False
                    ) -> TopicDescription:
-    topic = gateway.topic(name)
+    kafka = gateway.kafka
+    topic = kafka.topic(name)
     ids = sorted(topic.partitions)
     keys = [(name, p) for p in ids]
-    starts = list_offsets(gateway, keys, earliest())
-    ends = list_offsets(gateway, keys, latest())
+    starts = kafka.list_offsets(keys, "earliest")
+    ends = kafka.list_offsets(keys, "latest")
     partitions = []
     for p in ids:
         meta = topic.partitions[p]
@@ -111,7 +80,7 @@ def describe_topic(gateway: KafkaGateway, name: str, all_configs: bool = False
 
 
 def _list(gateway: KafkaGateway, include_internal: bool) -> list[TopicSummary]:
-    metadata = gateway.metadata()
+    metadata = gateway.kafka.metadata()
     rows = []
     for name in sorted(metadata.topics):
         internal = name.startswith(INTERNAL_PREFIX)
@@ -125,39 +94,31 @@ def _list(gateway: KafkaGateway, include_internal: bool) -> list[TopicSummary]:
 
 
 def _create(gateway: KafkaGateway, body: NewTopic) -> TopicDescription:
-    gateway.metadata()
-    futures = gateway.admin.create_topics(
-        [KafkaNewTopic(body.name, num_partitions=body.partitions,
-                       replication_factor=body.replication_factor, config=dict(body.configs))],
-        request_timeout=gateway.settings.timeout_s)
-    gateway.result(futures[body.name], f"topic {body.name!r}")
+    kafka = gateway.kafka
+    kafka.metadata()
+    kafka.create_topic(KafkaNewTopic(body.name, num_partitions=body.partitions,
+                                     replication_factor=body.replication_factor,
+                                     config=dict(body.configs)))
     return describe_topic(gateway, body.name)
 
 
 def _delete(gateway: KafkaGateway, name: str) -> None:
-    gateway.topic(name)
-    futures = gateway.admin.delete_topics([name], request_timeout=gateway.settings.timeout_s)
-    gateway.result(futures[name], f"topic {name!r}")
+    kafka = gateway.kafka
+    kafka.topic(name)
+    kafka.delete_topic(name)
 
 
 def _alter_configs(gateway: KafkaGateway, name: str, patch: ConfigPatch) -> TopicConfigs:
-    gateway.topic(name)
-    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
-               for k, v in patch.set.items()]
-    entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
-                for k in dict.fromkeys(patch.delete)]
-    resource = ConfigResource("topic", name, incremental_configs=entries)
-    futures = gateway.admin.incremental_alter_configs(
-        [resource], request_timeout=gateway.settings.timeout_s)
-    gateway.result(futures[resource], f"topic {name!r}")
+    kafka = gateway.kafka
+    kafka.topic(name)
+    kafka.alter_topic_configs(name, patch.set, patch.delete)
     return TopicConfigs(name=name, configs=topic_configs(gateway, name, all_configs=False))
 
 
 def _add_partitions(gateway: KafkaGateway, name: str, body: NewPartitions) -> TopicDescription:
-    gateway.topic(name)
-    futures = gateway.admin.create_partitions([KafkaNewPartitions(name, body.count)],
-                                              request_timeout=gateway.settings.timeout_s)
-    gateway.result(futures[name], f"topic {name!r}")
+    kafka = gateway.kafka
+    kafka.topic(name)
+    kafka.create_partitions(name, body.count)
     return describe_topic(gateway, name)
 
 
