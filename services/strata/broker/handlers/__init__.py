@@ -11,8 +11,8 @@ restates a range. Invariants (unit tests in tests/unit/broker/test_handler_regis
   but its response still uses response header v0, KIP-511), IncrementalAlterConfigs v1 (Kafka's
   first flexible version of that API), ListGroups v3-4 (group states, KIP-518), ElectLeaders v2,
   DescribeCluster, Alter/ListPartitionReassignments and Describe/AlterUserScramCredentials
-  (flexible-only). Other APIs are raised to flexible versions once tagged fields are handled end
-  to end.
+  (flexible-only), Produce v9-13 and ListOffsets v6-11. Other APIs are raised to flexible
+  versions once tagged fields are handled end to end.
 
 Not registered yet, on purpose: the transaction APIs (not built; an InitProducerId with a
 transactional id gets a clear error instead). The ACL APIs are served at v1 only (kio, like
@@ -83,9 +83,9 @@ def build_registry() -> HandlerRegistry[Handler]:
         sync_group,
     )
     routes: list[tuple[ApiKey, int, int, Handler]] = [
-        (ApiKey.PRODUCE, 3, 8, produce.handle),
+        (ApiKey.PRODUCE, 3, 13, produce.handle),
         (ApiKey.FETCH, 4, 11, fetch.handle),
-        (ApiKey.LIST_OFFSETS, 1, 5, list_offsets.handle),
+        (ApiKey.LIST_OFFSETS, 1, 11, list_offsets.handle),
         (ApiKey.METADATA, 0, 8, metadata.handle),
         (ApiKey.API_VERSIONS, 0, 3, api_versions.handle),
         (ApiKey.CREATE_TOPICS, 2, 4, create_topics.handle),
