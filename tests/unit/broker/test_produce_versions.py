@@ -125,24 +125,24 @@ def test_topic_name_cache_never_answers_a_stale_id() -> None:
     first, second = uuid.uuid4(), uuid.uuid4()
     records = {"r": SimpleNamespace(name="r", topic_id=first)}
     store = SimpleNamespace(topics=lambda: records, get=records.get)
-    assert topic_name(store, first) == "r"  # type: ignore[arg-type]
+    assert topic_name(store, first) == "r"
     records["r"] = SimpleNamespace(name="r", topic_id=second)  # deleted and recreated
-    assert topic_name(store, first) is None  # type: ignore[arg-type]
-    assert topic_name(store, second) == "r"  # type: ignore[arg-type]
+    assert topic_name(store, first) is None
+    assert topic_name(store, second) == "r"
     del records["r"]
-    assert topic_name(store, second) is None  # type: ignore[arg-type]
+    assert topic_name(store, second) is None
 
 
 @pytest.mark.parametrize("version", [v for v in VERSIONS if v >= 8])
 async def test_keyless_records_on_a_compacted_topic_are_listed(state: BrokerState,
                                                                version: int) -> None:
-    await host_topic(state, "c", 1, {"cleanup.policy": "compact"})
+    topic_id = await host_topic(state, "c", 1, {"cleanup.policy": "compact"})
     keyless = set(range(5, 100, 10))
     specs = [RecordSpec(key=None if i in keyless else b"k%d" % i, value=b"v%d" % i)
              for i in range(100)]
     records = build_batch(specs)
     (topic,) = (await round_trip(state, version, produce_request(
-        version, [("c", 0, records)], {"c": state.topic_store.get("c").topic_id}))).responses  # type: ignore[union-attr]
+        version, [("c", 0, records)], {"c": topic_id}))).responses
     (p,) = topic.partition_responses
     assert p.error_code == 87  # INVALID_RECORD
     assert p.base_offset == -1 and p.log_start_offset == 0
@@ -153,7 +153,7 @@ async def test_keyless_records_on_a_compacted_topic_are_listed(state: BrokerStat
     assert state.replica_manager.get_partition("c", 0).log_end_offset == 0  # type: ignore[union-attr]
     keyed = build_batch([RecordSpec(key=b"k%d" % i, value=b"v") for i in range(90)])
     (topic,) = (await round_trip(state, version, produce_request(
-        version, [("c", 0, keyed)], {"c": state.topic_store.get("c").topic_id}))).responses  # type: ignore[union-attr]
+        version, [("c", 0, keyed)], {"c": topic_id}))).responses
     assert (topic.partition_responses[0].error_code, topic.partition_responses[0].base_offset) \
         == (0, 0)
 
