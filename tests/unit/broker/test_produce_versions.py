@@ -41,7 +41,8 @@ def test_serves_up_to_v13() -> None:
 
 
 def produce_request(version: int, parts: list[tuple[str, int, bytes | None]],
-                    topic_ids: dict[str, uuid.UUID] | None = None, acks: int = 1) -> Any:
+                    topic_ids: dict[str, uuid.UUID | None] | None = None,
+                    acks: int = 1) -> Any:
     topics: dict[str, list[dict[str, Any]]] = {}
     for name, index, records in parts:
         topics.setdefault(name, []).append({"index": index, "records": records})
@@ -111,8 +112,9 @@ async def test_every_version_round_trips_through_the_wire(state: BrokerState,
     assert second.throttle_time.total_seconds() == 0
 
 
-async def test_v13_unknown_topic_id(state: BrokerState) -> None:
-    stranger = uuid.UUID("00000000-0000-4000-8000-00000000abcd")
+@pytest.mark.parametrize("stranger", [uuid.UUID("00000000-0000-4000-8000-00000000abcd"),
+                                      None])  # None: kio's all-zero id on the wire
+async def test_v13_unknown_topic_id(state: BrokerState, stranger: uuid.UUID | None) -> None:
     body = produce_request(13, [("t", 0, batch(b"a")), ("t", 1, batch(b"b"))],
                            {"t": stranger})
     (topic,) = (await round_trip(state, 13, body)).responses

@@ -8,7 +8,9 @@ builder and writer) and returned as a ``Response``; tests check it against kio's
 
 Versions: v9+ use the flexible encoding (KIP-482; unknown tagged fields in the request are
 skipped by the codec). v13 names topics by ``topic_id`` only (KIP-516), in the request and the
-response; an id no topic has is UNKNOWN_TOPIC_ID for its partitions.
+response; an id no topic has is UNKNOWN_TOPIC_ID for its partitions. v0-v2 (magic 0/1 message
+sets, removed by KIP-896) are advertised but never served: ``refuse_removed_version`` answers
+them with UNSUPPORTED_VERSION for every partition (see ``strata.broker.handlers``).
 
 Answers, per partition (Kafka's codes; v8+ also carry ``error_message``):
 
@@ -150,10 +152,13 @@ async def handle(ctx: RequestContext, request: Any) -> Response | None:
     return encode_produce_response(version, request.topic_data, results, leaders)
 
 
-def topic_name(store: TopicStore, topic_id: uuid.UUID) -> str | None:
-    """The name of the topic with ``topic_id`` (Produce v13), or None if there is none. Hits
+def topic_name(store: TopicStore, topic_id: uuid.UUID | None) -> str | None:
+    """The name of the topic with ``topic_id`` (Produce v13), or None if there is none (the
+    all-zero id, None here, names no topic). Hits
     of ``_names_by_id`` are checked against the store, so a deleted or recreated topic (a new
     id) is never answered from a stale entry."""
+    if topic_id is None:
+        return None
     name = _names_by_id.get(topic_id)
     if name is not None:
         record = store.get(name)
@@ -238,6 +243,7 @@ _THROTTLE_ZERO = b"\x00\x00\x00\x00"
 # flexible: record_errors [] (count 0 -> 0x01), error_message null (0x00), no tags (0x00)
 _FLEX_PARTITION_TAIL = b"\x01\x00\x00"
 _NO_TAGS = b"\x00"
+_ZERO_UUID = bytes(16)
 _MAX_MESSAGE_CHARS = 8000  # <= 32000 bytes in UTF-8: fits an INT16 length
 
 
@@ -291,7 +297,8 @@ def _encode_flexible(version: int, topics: Sequence[Any],
     i = 0
     for topic in topics:
         if by_id:
-            append(topic.topic_id.bytes)
+            topic_id = topic.topic_id  # kio reads the all-zero id as None
+            append(topic_id.bytes if topic_id is not None else _ZERO_UUID)
         else:
             append(_compact_string(topic.name))
         partitions = topic.partition_data
@@ -354,3 +361,55 @@ def _uvarint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+# ------------------------------------------------------------------ removed versions v0-v2
+# ProduceRequest v0-v2: acks:INT16 timeout_ms:INT32
+#   topic_data:ARRAY(INT32) => name:STRING(INT16)
+#       partition_data:ARRAY(INT32) => index:INT32 records:NULLABLE_BYTES(INT32)
+# ProduceResponse v0: responses:ARRAY => name:STRING partition_responses:ARRAY =>
+#   index:INT32 error_code:INT16 base_offset:INT64; v2 adds log_append_time_ms:INT64 per
+#   partition; v1+ end with throttle_time_ms:INT32.
+
+_REFUSED_V0 = struct.Struct(">ihq")
+_REFUSED_V2 = struct.Struct(">ihqq")
+
+
+def refuse_removed_version(version: int, body: bytes | memoryview) -> bytes | None:
+    """The ProduceResponse ``version`` (0-2) body refusing every partition of the request
+    ``body`` with UNSUPPORTED_VERSION, or None when ``acks`` is 0 (no response, as for any
+    acks=0 produce). Raises ``ValueError`` for a body that does not parse."""
+    try:
+        acks = _NAME.unpack_from(body, 0)[0]
+        pos = 6  # acks, timeout_ms
+        (topic_count,) = _COUNT.unpack_from(body, pos)
+        pos += 4
+        if topic_count < 0 or topic_count > len(body):
+            raise ValueError(f"invalid topic count {topic_count}")
+        parts: list[bytes] = [_COUNT.pack(topic_count)]
+        for _ in range(topic_count):
+            (length,) = _NAME.unpack_from(body, pos)
+            if length < 0 or pos + 2 + length > len(body):
+                raise ValueError(f"invalid topic name length {length}")
+            parts.append(bytes(body[pos:pos + 2 + length]))
+            pos += 2 + length
+            (partition_count,) = _COUNT.unpack_from(body, pos)
+            pos += 4
+            if partition_count < 0 or partition_count > len(body):
+                raise ValueError(f"invalid partition count {partition_count}")
+            parts.append(_COUNT.pack(partition_count))
+            for _ in range(partition_count):
+                index, size = struct.unpack_from(">ii", body, pos)
+                pos += 8 + max(size, 0)
+                if size < -1 or pos > len(body):
+                    raise ValueError(f"invalid records length {size}")
+                parts.append(_REFUSED_V2.pack(index, ErrorCode.unsupported_version, -1, -1)
+                             if version >= 2 else
+                             _REFUSED_V0.pack(index, ErrorCode.unsupported_version, -1))
+    except struct.error as exc:
+        raise ValueError(f"truncated ProduceRequest v{version}: {exc}") from None
+    if acks == 0:
+        return None
+    if version >= 1:
+        parts.append(_THROTTLE_ZERO)
+    return b"".join(parts)
