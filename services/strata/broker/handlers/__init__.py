@@ -62,7 +62,7 @@ class BrokerRegistry(HandlerRegistry["Handler"]):
 
     def __init__(self) -> None:
         super().__init__()
-        self._removed: dict[ApiKey, tuple[int, Refusal]] = {}
+        self._removed: dict[int, tuple[int, Refusal]] = {}  # api key -> (listed from, refusal)
 
     def advertise_removed(self, api_key: ApiKey, min_version: int, refusal: Refusal) -> None:
         """List ``api_key`` from ``min_version`` (below its served range) and answer those
@@ -90,7 +90,7 @@ class BrokerRegistry(HandlerRegistry["Handler"]):
         """The response body (v0 response header) refusing a request at a removed version, b""
         when it gets no response; None when the version is not a removed one or the body does
         not parse (then the connection closes, as for any request it cannot read)."""
-        removed = self._removed.get(header.api_key)  # type: ignore[call-overload]
+        removed = self._removed.get(header.api_key)
         if removed is None or header.api_version < removed[0]:
             return None
         if header.api_version >= super().version_ranges()[ApiKey(header.api_key)].min_version:

@@ -53,6 +53,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from strata.broker.cluster.image import ClusterImage
 from strata.broker.network.connection import RequestContext, Response
 from strata.broker.replication.replica_manager import PartitionAppendResult
 from strata.broker.server import BrokerEndpoint
@@ -192,19 +193,16 @@ def _current_leaders(ctx: RequestContext, topics: Sequence[Any], names: Sequence
     """The leader each NOT_LEADER_OR_FOLLOWER partition should be produced to, as the cluster
     metadata has it (Kafka's ``getCurrentLeader``); -1/-1 when it knows none."""
     state = ctx.state
-    image = state.cluster.image if state.cluster is not None else None
+    image = state.cluster.image if state.cluster is not None else ClusterImage()
     current: dict[int, tuple[int, int]] = {}
     i = 0
     for topic, name in zip(topics, names, strict=True):
         for data in topic.partition_data:
             if results[i].error_code == NOT_LEADER_OR_FOLLOWER:
-                leader = (-1, -1)
-                registration = (image.partitions.get((name, data.index))
-                                if image is not None and name is not None else None)
-                if (registration is not None and registration.has_leader
-                        and registration.leader in image.brokers):  # type: ignore[union-attr]
-                    leader = (registration.leader, registration.leader_epoch)
-                current[i] = leader
+                registration = image.partitions.get((name or "", data.index))
+                current[i] = ((registration.leader, registration.leader_epoch)
+                              if registration is not None and registration.has_leader
+                              and registration.leader in image.brokers else (-1, -1))
             i += 1
     wanted = {leader_id for leader_id, _ in current.values() if leader_id >= 0}
     endpoints = [b for b in state.live_brokers(ctx.listener) if b.node_id in wanted]
