@@ -58,11 +58,17 @@ Refusal = Callable[[int, bytes | memoryview], bytes | None]
 class BrokerRegistry(HandlerRegistry["Handler"]):
     """The handler registry plus versions advertised but refused (see the module docstring)."""
 
-    __slots__ = ("_removed",)
+    __slots__ = ("_listed", "_removed")
 
     def __init__(self) -> None:
         super().__init__()
         self._removed: dict[int, tuple[int, Refusal]] = {}  # api key -> (listed from, refusal)
+        self._listed: Mapping[ApiKey, VersionRange] | None = None  # built on first read
+
+    def register(self, api_key: int, min_version: int, max_version: int,
+                 handler: Handler) -> None:
+        super().register(api_key, min_version, max_version, handler)
+        self._listed = None
 
     def advertise_removed(self, api_key: ApiKey, min_version: int, refusal: Refusal) -> None:
         """List ``api_key`` from ``min_version`` (below its served range) and answer those
@@ -71,20 +77,21 @@ class BrokerRegistry(HandlerRegistry["Handler"]):
         if not 0 <= min_version < served.min_version:
             raise ValueError(f"{api_key.name}: {min_version} is not below {served}")
         self._removed[api_key] = (min_version, refusal)
+        self._listed = None
 
     def served_ranges(self) -> Mapping[ApiKey, VersionRange]:
         """API key -> the versions a handler serves (kio decodes every one of them)."""
         return super().version_ranges()
 
     def version_ranges(self) -> Mapping[ApiKey, VersionRange]:
-        """API key -> the versions ApiVersions lists: served ones, and removed ones below."""
-        served = super().version_ranges()
-        if not self._removed:
-            return served
-        return MappingProxyType({
-            key: (VersionRange(self._removed[key][0], r.max_version) if key in self._removed
-                  else r)
-            for key, r in served.items()})
+        """API key -> the versions ApiVersions lists: served ones, and removed ones below.
+        Read per request by the connection: built once, after the last registration."""
+        if self._listed is None:
+            self._listed = MappingProxyType({
+                key: (VersionRange(self._removed[key][0], r.max_version)
+                      if key in self._removed else r)
+                for key, r in super().version_ranges().items()})
+        return self._listed
 
     def refuse(self, header: RequestHeader, frame: bytes) -> bytes | None:
         """The response body (v0 response header) refusing a request at a removed version, b""
