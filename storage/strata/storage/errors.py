@@ -77,10 +77,19 @@ class UnsupportedCompressionTypeError(StorageError):
 
 
 class InvalidRecordError(StorageError):
-    """Count mismatch, a client-sent control batch, a keyless record in a compacted topic."""
+    """Count mismatch, a client-sent control batch, a keyless record in a compacted topic.
+
+    ``record_errors`` lists the offending records as ``(batch_index, message)`` when the
+    refusal is about records rather than the batch (ProduceResponse v8+ ``record_errors``,
+    KIP-467); the whole batch is refused either way."""
 
     error_code = 87
     error_name = "INVALID_RECORD"
+
+    def __init__(self, message: str,
+                 record_errors: tuple[tuple[int, str | None], ...] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
 
 
 class LogDirOfflineError(KafkaStorageError):

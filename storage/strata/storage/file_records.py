@@ -317,6 +317,26 @@ class FileRecords:
                     return record.timestamp, record.offset
         return None
 
+    def find_record_with_timestamp(
+        self, timestamp: int, starting_position: int
+    ) -> tuple[int, int, int] | None:
+        """``(timestamp, offset, partition leader epoch)`` of the first record from
+        ``starting_position`` whose timestamp is ``timestamp``, or None. Only the first batch
+        whose maxTimestamp is ``timestamp`` is decompressed (Kafka's
+        ``RecordBatch.offsetOfMaxTimestamp``: under LogAppendTime every record carries the
+        batch's time, so that is its first offset)."""
+        if starting_position > self._size:
+            return None
+        for position, header in self.batches(starting_position):
+            if header.max_timestamp != timestamp:
+                continue
+            batch = self.read(position, header.size)
+            for record in iter_records(batch, verify_crc=False):
+                if record.timestamp == timestamp:
+                    return timestamp, record.offset, header.partition_leader_epoch
+            return None
+        return None
+
     def largest_timestamp_after(self, starting_position: int) -> tuple[int, int]:
         """``(max timestamp, last offset of the first batch holding it)`` of the batches from
         ``starting_position``; ``(-1, -1)`` if there are none with a timestamp."""

@@ -55,6 +55,7 @@ from strata.storage.log_results import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
+    NOTHING_TIERED,
     FetchDataInfo,
     LogAppendInfo,
     TimestampAndOffset,
@@ -383,6 +384,8 @@ class Log:
                                       cache.epoch_for_offset(self.log_start_offset))
         if timestamp == LATEST_TIMESTAMP:
             return TimestampAndOffset(-1, self._log_end_offset, cache.latest_epoch)
+        if timestamp in NOTHING_TIERED:
+            return TimestampAndOffset(-1, -1, -1)
         segments = self._segments
         if timestamp == MAX_TIMESTAMP:
             best: LogSegment | None = None
@@ -390,10 +393,11 @@ class Log:
                 if seg.size and (best is None or
                                  seg.max_timestamp_so_far > best.max_timestamp_so_far):
                     best = seg
-            if best is None:
+            found_max = best.read_max_timestamp_record() if best is not None else None
+            if found_max is None:
                 return None
-            off = best.offset_of_max_timestamp_so_far
-            return TimestampAndOffset(best.max_timestamp_so_far, off, cache.epoch_for_offset(off))
+            ts, off, epoch = found_max
+            return TimestampAndOffset(ts, off, epoch if epoch >= 0 else None)
         for seg in segments:
             if seg.size == 0 or seg.largest_timestamp < timestamp:
                 continue

@@ -16,6 +16,11 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5  # KIP-1005
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6  # KIP-1023
+# Without tiered storage both answer offset -1, timestamp -1, leader epoch -1 (Kafka's answer
+# when remote storage is not enabled).
+NOTHING_TIERED = (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP)
 
 
 class LogAppendInfo(NamedTuple):

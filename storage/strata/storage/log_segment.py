@@ -300,6 +300,16 @@ class LogSegment:
         position = self.offset_index.lookup(max(entry.offset, starting_offset)).position
         return self.log.search_for_timestamp(timestamp, position, starting_offset)
 
+    def read_max_timestamp_record(self) -> tuple[int, int, int] | None:
+        """``(timestamp, offset, partition leader epoch)`` of the first record holding
+        ``max_timestamp_so_far`` (ListOffsets -3, KIP-734), or None if the segment has none.
+        ``offset_of_max_timestamp_so_far`` is a batch's last offset: the offset index finds
+        that batch and its records are searched for the timestamp."""
+        if self.size == 0:
+            return None
+        position = self.offset_index.lookup(self.offset_of_max_timestamp_so_far).position
+        return self.log.find_record_with_timestamp(self.max_timestamp_so_far, position)
+
     # --------------------------------------------------------------- recover
     def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
         """Rebuild both indexes from a CRC-checked scan; returns the bytes truncated.

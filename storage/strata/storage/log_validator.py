@@ -23,7 +23,8 @@ codec id > 4                                                UNSUPPORTED_COMPRESS
 timestamp type LogAppendTime set by the producer            INVALID_TIMESTAMP
 CreateTime topic: ``baseTimestamp`` or ``maxTimestamp``     INVALID_TIMESTAMP
 outside [now - before.max.ms, now + after.max.ms]
-compacted topic: a record without a key                     INVALID_RECORD
+compacted topic: records without a key (all listed, with    INVALID_RECORD
+their index in the batch, in ``record_errors``)
 deep: record framing/count, decompression                   INVALID_RECORD / CORRUPT_MESSAGE
 deep: record offset deltas not 0..count-1                   INVALID_RECORD
 deep: any CreateTime record timestamp out of bounds         INVALID_TIMESTAMP
@@ -52,6 +53,7 @@ from strata.storage.records import iter_records
 LONG_MAX = (1 << 63) - 1
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
+NO_KEY_IN_COMPACTED_TOPIC = "Compacted topic cannot accept message without a key"
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,11 +187,11 @@ def _validate_records(
     """The per-record checks: keys (compacted), and with ``deep`` offsets and timestamps."""
     check_ts = config.deep and config.message_timestamp_type == CREATE_TIME
     before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
+    keyless: list[int] = []
     for index, record in enumerate(iter_records(buf, pos, verify_crc=False)):
         if config.compacted and record.key is None:
-            raise InvalidRecordError(
-                f"compacted topic cannot accept a record without a key (record {index})"
-            )
+            keyless.append(index)
+            continue
         if config.deep and record.offset - header.base_offset != index:
             raise InvalidRecordError(
                 f"record {index} has offsetDelta {record.offset - header.base_offset}, "
@@ -198,6 +200,16 @@ def _validate_records(
         if check_ts:
             what = f"timestamp of record {index}"
             _check_timestamp(record.timestamp, now_ms, before, after, what)
+    if keyless:
+        raise _record_errors(tuple((index, NO_KEY_IN_COMPACTED_TOPIC) for index in keyless))
+
+
+def _record_errors(errors: tuple[tuple[int, str], ...]) -> InvalidRecordError:
+    """Kafka's ``LogValidator.processRecordErrors``: the batch refused, every record listed."""
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    return InvalidRecordError(
+        f"One or more records have been rejected due to {len(errors)} record errors in total, "
+        f"and only showing the first three errors at most: [{shown}]", errors)
 
 
 def validate_records(

@@ -11,10 +11,17 @@ restates a range. Invariants (unit tests in tests/unit/broker/test_handler_regis
   but its response still uses response header v0, KIP-511), IncrementalAlterConfigs v1 (Kafka's
   first flexible version of that API), ElectLeaders v2,
   DescribeCluster, Alter/ListPartitionReassignments and Describe/AlterUserScramCredentials
-  (flexible-only), and the classic group and offset APIs (FindCoordinator, JoinGroup, SyncGroup,
+  (flexible-only), the classic group and offset APIs (FindCoordinator, JoinGroup, SyncGroup,
   Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups),
-  served up to their newest versions. Other APIs are raised to flexible versions once tagged
-  fields are handled end to end.
+  Produce v9-13 and ListOffsets v6-11, served up to their newest versions. Other APIs are
+  raised to flexible versions once tagged fields are handled end to end.
+
+Removed but advertised: Kafka 4 removed Produce v0-v2 (KIP-896) yet still lists Produce from
+v0 in ApiVersions, because librdkafka releases before the fix of KAFKA-18659 decide from
+Produce's advertised minimum whether the broker accepts compressed batches. ``BrokerRegistry``
+does the same: ``version_ranges()`` (what ApiVersions lists) starts at the advertised minimum,
+``served_ranges()`` and ``lookup`` at the first served version; a request at a removed version
+gets the API's refusal (every partition UNSUPPORTED_VERSION), never a closed connection.
 
 Not registered yet, on purpose: the transaction APIs (not built; an InitProducerId with a
 transactional id gets a clear error instead). The ACL APIs are served at v1 only (kio, like
@@ -27,10 +34,13 @@ A handler is ``async def handle(ctx: RequestContext, request) -> response`` (see
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
+from strata.protocol.errors import InvalidRequest
+from strata.protocol.header import RequestHeader, peek_request_header
 from strata.protocol.registry import HandlerRegistry, VersionRange
 
 
@@ -43,7 +53,66 @@ class ApiError(Exception):
         self.message = message
 
 
-def build_registry() -> HandlerRegistry[Handler]:
+Refusal = Callable[[int, bytes | memoryview], bytes | None]
+"""``refusal(version, body) -> response body`` (None: no response) for a removed version."""
+
+
+class BrokerRegistry(HandlerRegistry["Handler"]):
+    """The handler registry plus versions advertised but refused (see the module docstring)."""
+
+    __slots__ = ("_listed", "_removed")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._removed: dict[int, tuple[int, Refusal]] = {}  # api key -> (listed from, refusal)
+        self._listed: Mapping[ApiKey, VersionRange] | None = None  # built on first read
+
+    def register(self, api_key: int, min_version: int, max_version: int,
+                 handler: Handler) -> None:
+        super().register(api_key, min_version, max_version, handler)
+        self._listed = None
+
+    def advertise_removed(self, api_key: ApiKey, min_version: int, refusal: Refusal) -> None:
+        """List ``api_key`` from ``min_version`` (below its served range) and answer those
+        versions with ``refusal``."""
+        served = super().version_ranges()[api_key]
+        if not 0 <= min_version < served.min_version:
+            raise ValueError(f"{api_key.name}: {min_version} is not below {served}")
+        self._removed[api_key] = (min_version, refusal)
+        self._listed = None
+
+    def served_ranges(self) -> Mapping[ApiKey, VersionRange]:
+        """API key -> the versions a handler serves (kio decodes every one of them)."""
+        return super().version_ranges()
+
+    def version_ranges(self) -> Mapping[ApiKey, VersionRange]:
+        """API key -> the versions ApiVersions lists: served ones, and removed ones below.
+        Read per request by the connection: built once, after the last registration."""
+        if self._listed is None:
+            self._listed = MappingProxyType({
+                key: (VersionRange(self._removed[key][0], r.max_version)
+                      if key in self._removed else r)
+                for key, r in super().version_ranges().items()})
+        return self._listed
+
+    def refuse(self, header: RequestHeader, frame: bytes) -> bytes | None:
+        """The response body (v0 response header) refusing a request at a removed version, b""
+        when it gets no response; None when the version is not a removed one or the body does
+        not parse (then the connection closes, as for any request it cannot read)."""
+        removed = self._removed.get(header.api_key)
+        if removed is None or header.api_version < removed[0]:
+            return None
+        if header.api_version >= super().version_ranges()[ApiKey(header.api_key)].min_version:
+            return None
+        try:
+            body = memoryview(frame)[peek_request_header(frame)[1]:]
+            refused = removed[1](header.api_version, body)
+        except (ValueError, InvalidRequest):
+            return None
+        return b"" if refused is None else refused
+
+
+def build_registry() -> BrokerRegistry:
     """Every served API with its version range (the source of the advertised versions)."""
     # Imported here: the handler modules import ``ApiError`` from this package.
     from strata.broker.handlers import (
@@ -89,9 +158,9 @@ def build_registry() -> HandlerRegistry[Handler]:
         sync_group,
     )
     routes: list[tuple[ApiKey, int, int, Handler]] = [
-        (ApiKey.PRODUCE, 3, 8, produce.handle),
+        (ApiKey.PRODUCE, 3, 13, produce.handle),
         (ApiKey.FETCH, 4, 11, fetch.handle),
-        (ApiKey.LIST_OFFSETS, 1, 5, list_offsets.handle),
+        (ApiKey.LIST_OFFSETS, 1, 11, list_offsets.handle),
         (ApiKey.METADATA, 0, 8, metadata.handle),
         (ApiKey.API_VERSIONS, 0, 3, api_versions.handle),
         (ApiKey.CREATE_TOPICS, 2, 4, create_topics.handle),
@@ -130,17 +199,20 @@ def build_registry() -> HandlerRegistry[Handler]:
         (ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, describe_client_quotas.handle),
         (ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, alter_client_quotas.handle),
     ]
-    registry: HandlerRegistry[Handler] = HandlerRegistry()
+    registry = BrokerRegistry()
     for api_key, min_version, max_version, handler in routes:
         registry.register(api_key, min_version, max_version, handler)
+    registry.advertise_removed(ApiKey.PRODUCE, 0, produce.refuse_removed_version)
     return registry
 
 
 def served_versions() -> Mapping[ApiKey, VersionRange]:
-    """API key -> the inclusive version range Strata serves: what ApiVersions advertises."""
-    return build_registry().version_ranges()
+    """API key -> the inclusive version range Strata serves (ApiVersions lists these, and
+    the removed versions below them: ``BrokerRegistry.version_ranges()``)."""
+    return build_registry().served_ranges()
 
 
 from strata.broker.network.connection import Handler  # noqa: E402 - after ApiError (import cycle)
 
-__all__ = ["ApiError", "Handler", "build_registry", "served_versions"]
+__all__ = ["ApiError", "BrokerRegistry", "Handler", "Refusal", "build_registry",
+           "served_versions"]

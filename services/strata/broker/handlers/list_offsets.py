@@ -1,21 +1,27 @@
-"""ListOffsets v1-v5: offsets by timestamp, and the earliest / latest offsets of partitions.
+"""ListOffsets v1-v11: offsets by timestamp, and the earliest / latest offsets of partitions.
 
 Per partition (Kafka's ``Partition.fetchOffsetForTimestamp``):
 
 * -1 latest: the last offset a reader of the request's kind may fetch — the high watermark for
   consumers (read_uncommitted), the last stable offset for read_committed (equal to the HW: no
   transactions yet), the log end offset for a request with ``replica_id`` >= 0;
-* -2 earliest (and -4 earliest-local, v8): the log start offset;
-* -3 max timestamp (KIP-734, v7; handled for any version): the record with the largest
-  timestamp, if it is below the last fetchable offset;
+* -2 earliest and -4 earliest-local (v8, KIP-405): the log start offset (no tiered storage, so
+  the local log is the whole log);
+* -3 max timestamp (KIP-734, v7; handled for any version): the offset and timestamp of the first
+  record holding the largest timestamp (storage finds it inside its batch), if it is below the
+  last fetchable offset;
+* -5 latest-tiered (v9, KIP-1005) and -6 earliest-pending-upload (v11, KIP-1023): offset and
+  timestamp -1 (Kafka's answer for a topic without remote storage);
 * a timestamp: the first offset whose record timestamp is >= it and below the last fetchable
   offset; if there is none, offset and timestamp -1 (Kafka's UNKNOWN_OFFSET).
 
 v4+ checks ``current_leader_epoch`` (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH) and answers
-the leader epoch of the found offset (-1 when unknown). A partition listed twice in one request
-gets INVALID_REQUEST (Kafka's rule). Unknown partitions: UNKNOWN_TOPIC_OR_PARTITION.
-Authorization: Describe on the topic (or ClusterAction on the Cluster, a replica's right), else
-TOPIC_AUTHORIZATION_FAILED for its partitions.
+the leader epoch of the found offset (-1 when unknown). v6+ are flexible (tagged fields handled
+by the codec). v10's ``timeout_ms`` bounds remote-storage reads, which Strata never does: every
+answer is immediate. A partition listed twice in one request gets INVALID_REQUEST (Kafka's
+rule). Unknown partitions: UNKNOWN_TOPIC_OR_PARTITION. Authorization: Describe on the topic (or
+ClusterAction on the Cluster, a replica's right), else TOPIC_AUTHORIZATION_FAILED for its
+partitions.
 """
 
 from __future__ import annotations

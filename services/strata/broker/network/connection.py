@@ -359,7 +359,15 @@ class KafkaConnection(asyncio.Protocol):
         try:
             request = decode_request(frame, ranges)
         except UnsupportedVersion as exc:
-            if exc.peer_misbehaved:
+            from strata.broker.handlers import BrokerRegistry  # they import this module
+
+            refused = (state.registry.refuse(exc.header, frame)
+                       if isinstance(state.registry, BrokerRegistry) else None)
+            if refused is not None:  # a removed version, advertised: its refusal
+                if refused:
+                    self._write(_SIZE.pack(4 + len(refused))
+                                + encode_response_header(exc.header.correlation_id, 0) + refused)
+            elif exc.peer_misbehaved:
                 self._close_for(str(exc))
             else:
                 self._write(encode_unsupported_version_response(exc.header, ranges))
@@ -549,3 +557,4 @@ class KafkaConnection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()  # a misbehaving peer may never read what is queued
         self._wake()
+

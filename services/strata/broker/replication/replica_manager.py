@@ -50,7 +50,7 @@ from strata.broker.replication.partition import (
 )
 from strata.protocol.error_codes import ErrorCode
 from strata.storage.clock import Clock
-from strata.storage.errors import StorageError
+from strata.storage.errors import InvalidRecordError, StorageError
 from strata.storage.file_records import FileSlice
 from strata.storage.log_manager import LogManager
 
@@ -69,6 +69,7 @@ class PartitionAppendResult(NamedTuple):
     log_append_time: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    record_errors: tuple[tuple[int, str | None], ...] = ()  # (batch_index, message), KIP-467
 
 
 class PartitionFetchInfo(NamedTuple):
@@ -246,6 +247,11 @@ class ReplicaManager:
                 continue
             try:
                 info = partition.append_records_to_leader(records, required_acks)
+            except InvalidRecordError as exc:
+                results.append(PartitionAppendResult(
+                    exc.error_code, log_start_offset=partition.log.log_start_offset,
+                    error_message=str(exc), record_errors=exc.record_errors))
+                continue
             except (StorageError, PartitionError) as exc:
                 results.append(PartitionAppendResult(exc.error_code, error_message=str(exc)))
                 continue
