@@ -210,6 +210,10 @@ def test_encoder_bytes_match_kio(version: int) -> None:
     assert ours == kio_response(version, topics, results, current, endpoints)
     decoded = decode_response_body(ApiKey.PRODUCE, version, ours, 0)
     parts = [p for t in decoded.responses for p in t.partition_responses]
+    throttled = decode_response_body(ApiKey.PRODUCE, version, body_bytes(
+        encode_produce_response(version, topics, results, hints, throttle_time_ms=1234)), 0)
+    assert throttled.throttle_time.total_seconds() == 1.234
+    assert throttled.responses == decoded.responses
     if version >= 8:
         assert [(e.batch_index, e.batch_index_error_message) for e in parts[1].record_errors] \
             == [(3, "no key"), (9, None)]

@@ -150,7 +150,8 @@ async def handle(ctx: RequestContext, request: Any) -> Response | None:
     leaders: LeaderHints | None = None
     if version >= 10 and any(r.error_code == NOT_LEADER_OR_FOLLOWER for r in results):
         leaders = _current_leaders(ctx, request.topic_data, names, results)
-    return encode_produce_response(version, request.topic_data, results, leaders)
+    return encode_produce_response(version, request.topic_data, results, leaders,
+                                   ctx.throttle_time_ms)
 
 
 def topic_name(store: TopicStore, topic_id: uuid.UUID | None) -> str | None:
@@ -247,12 +248,14 @@ _MAX_MESSAGE_CHARS = 8000  # <= 32000 bytes in UTF-8: fits an INT16 length
 
 def encode_produce_response(
     version: int, topics: Sequence[Any], results: Sequence[PartitionAppendResult],
-    leaders: LeaderHints | None = None,
+    leaders: LeaderHints | None = None, throttle_time_ms: int = 0,
 ) -> Response:
     """ProduceResponse ``version`` for ``topics`` (the request's ``topic_data``) with one
-    result per partition, in request order; ``leaders`` fills KIP-951's fields (v10+)."""
+    result per partition, in request order; ``leaders`` fills KIP-951's fields (v10+);
+    ``throttle_time_ms`` is the client-quota throttle (``strata.broker.quotas``)."""
+    throttle = _COUNT.pack(throttle_time_ms) if throttle_time_ms else _THROTTLE_ZERO
     if version >= 9:
-        return _encode_flexible(version, topics, results, leaders)
+        return _encode_flexible(version, topics, results, leaders, throttle)
     parts: list[bytes] = [_COUNT.pack(len(topics))]
     append = parts.append
     i = 0
@@ -281,13 +284,13 @@ def encode_produce_response(
                         append(_COUNT.pack(batch_index))
                         append(_nullable_string(batch_message))
                     append(_nullable_string(message))
-    append(_THROTTLE_ZERO)
+    append(throttle)
     return Response([b"".join(parts)], tuple(r.error_code for r in results if r.error_code))
 
 
 def _encode_flexible(version: int, topics: Sequence[Any],
                      results: Sequence[PartitionAppendResult],
-                     leaders: LeaderHints | None) -> Response:
+                     leaders: LeaderHints | None, throttle: bytes) -> Response:
     parts: list[bytes] = [_uvarint(len(topics) + 1)]
     append = parts.append
     current = leaders.current_leaders if leaders is not None else {}
@@ -322,7 +325,7 @@ def _encode_flexible(version: int, topics: Sequence[Any],
             else:  # one tag: 0, size 9 (two INT32 + the struct's empty TAG_BUFFER)
                 append(b"\x01\x00\x09" + _LEADER.pack(*leader) + _NO_TAGS)
         append(_NO_TAGS)
-    append(_THROTTLE_ZERO)
+    append(throttle)
     endpoints = leaders.node_endpoints if leaders is not None else ()
     if not endpoints:
         append(_NO_TAGS)
