@@ -119,6 +119,20 @@ async def test_unknown_api_versions_version_gets_the_v0_fallback_and_stays_open(
     client.close()
 
 
+async def test_an_api_not_served_is_answered_unsupported_version_and_stays_open(
+    broker: tuple[BrokerState, int],
+) -> None:
+    _, port = broker
+    client = await Client.connect(port)
+    client.send(ApiKey.END_TXN, 4, 7, transactional_id="t", producer_id=1, producer_epoch=0,
+                committed=True)
+    correlation_id, body = await client.response(ApiKey.END_TXN, 4)
+    assert (correlation_id, body.error_code) == (7, ErrorCode.unsupported_version)
+    api_versions(client, 3, 8)  # the connection still serves
+    assert (await client.response(ApiKey.API_VERSIONS, 3))[0] == 8
+    client.close()
+
+
 async def test_pipelined_requests_are_answered_in_order(broker: tuple[BrokerState, int]) -> None:
     _, port = broker
     client = await Client.connect(port)

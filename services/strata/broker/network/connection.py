@@ -36,9 +36,10 @@ Invariants:
 - authorization: handlers ask ``RequestContext.authorize`` (always True without an authorizer);
   ``require`` refuses a whole request (``AuthorizationFailed``, answered with its error code).
 - protocol violations (a frame over ``socket.request.max.bytes``, a bad size, an undecodable
-  request, a version we do not advertise) log one line naming the peer and close only this
-  connection. ApiVersions at an unknown version is negotiation, not a violation: it gets the v0
-  fallback with error 35 (KIP-511).
+  request) log one line naming the peer and close only this connection. ApiVersions at an
+  unknown version is negotiation, not a violation: it gets the v0 fallback with error 35
+  (KIP-511). Any other API or version we do not serve is answered UNSUPPORTED_VERSION in the
+  response's top-level error field (the connection closes only when that response has none).
 - an unexpected exception in a handler is logged with the request and answered with
   UNKNOWN_SERVER_ERROR when the response has a top-level ``error_code``; otherwise the connection
   closes. An exception anywhere else in the serve task (a codec bug) is logged and closes this
@@ -367,10 +368,16 @@ class KafkaConnection(asyncio.Protocol):
                 if refused:
                     self._write(_SIZE.pack(4 + len(refused))
                                 + encode_response_header(exc.header.correlation_id, 0) + refused)
-            elif exc.peer_misbehaved:
-                self._close_for(str(exc))
-            else:
+            elif not exc.peer_misbehaved:  # ApiVersions negotiation (KIP-511)
                 self._write(encode_unsupported_version_response(exc.header, ranges))
+            else:  # a version (or API) not served: UNSUPPORTED_VERSION where it can be said
+                answer = error_response(exc.header, ErrorCode.unsupported_version)
+                if answer is None:
+                    self._close_for(str(exc))
+                else:
+                    logger.info("%s from %s: not served, answered UNSUPPORTED_VERSION",
+                                exc.header.describe(), self.peer)
+                    self._write(answer)
             return
         except ProtocolError as exc:
             self._close_for(str(exc))
