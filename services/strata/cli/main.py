@@ -27,6 +27,7 @@ from strata.cli import (
     consume,
     groups,
     produce,
+    quotas,
     reassign,
     spark,
     topic,
@@ -127,6 +128,7 @@ app.add_typer(cluster.app, name="cluster")
 app.add_typer(spark.app, name="spark")
 app.add_typer(users.app, name="users")
 app.add_typer(acls.app, name="acls")
+app.add_typer(quotas.app, name="quotas")
 app.add_typer(chaos.app, name="chaos")
 app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)
