@@ -19,7 +19,7 @@ from strata.admin import problems
 from strata.admin.authorization import AclCache, describe_acls
 from strata.admin.kafka_gateway import AdminSettings, KafkaGateway
 from strata.admin.metrics import AdminMetrics, MetricsMiddleware
-from strata.admin.routers import brokers, cluster, groups, health, records, topics
+from strata.admin.routers import brokers, cluster, groups, health, quotas, records, topics
 
 API_VERSION = "1"
 
@@ -48,7 +48,7 @@ def create_app(settings: AdminSettings) -> FastAPI:
                            if settings.auth is not None else None)
     app.state.metrics = admin_metrics
     problems.install(app)
-    for module in (health, cluster, brokers, topics, records, groups):
+    for module in (health, cluster, brokers, topics, records, groups, quotas):
         app.include_router(module.router)
     app.add_middleware(MetricsMiddleware, metrics=admin_metrics)
     return app

@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from confluent_kafka import Consumer, Producer
 
 from strata.admin.problems import ProblemError
+from strata.client.client_properties import ClientPropertiesError, client_security
+from strata.client.client_quotas import QuotaTarget
 from strata.client.kafka_admin import ConnectionErrors, KafkaAdmin
 from strata.client.kafka_config import client_config
 from strata.client.kafka_errors import KafkaClientError
@@ -174,6 +176,23 @@ class KafkaGateway:
             producer.flush(self.settings.timeout_s)
 
     # ------------------------------------------------------------------------------ calling
+    async def call(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """``await fn(target, *args)`` for the Kafka calls confluent-kafka has none for
+        (``strata.client.client_quotas``), logged in with ``kafka_config``; a
+        ``KafkaClientError`` is answered as its ``problem``."""
+        settings = self.settings
+        try:
+            security = client_security(settings.kafka_config)
+        except ClientPropertiesError as exc:
+            raise ProblemError(500, "INVALID_CLIENT_CONFIG",
+                               f"the service's Kafka login settings: {exc}") from None
+        target = QuotaTarget(settings.bootstrap_servers, security, settings.timeout_s,
+                             CLIENT_ID)
+        try:
+            return await fn(target, *args)
+        except KafkaClientError as exc:
+            raise self.problem(exc) from None
+
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on a worker thread: the event loop never waits on librdkafka. A
         ``KafkaClientError`` it raises is answered as its ``problem``."""

@@ -251,3 +251,41 @@ class OffsetReset(Strict):
 class OffsetResetResult(BaseModel):
     group_id: str
     offsets: list[GroupOffset]
+
+
+# ------------------------------------------------------------------------------ client quotas
+QuotaEntityType = Literal["user", "client-id", "ip"]
+QuotaKey = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z_]+$",
+                                examples=["producer_byte_rate"])]
+
+
+class QuotaEntityPart(Strict):
+    """One part of a quota entity; ``name`` null is the type's default entity."""
+
+    type: QuotaEntityType
+    name: str | None = Field(default=None, min_length=1, max_length=255)
+
+
+class ClientQuota(BaseModel):
+    """An entity and its quotas (Kafka's keys: ``producer_byte_rate``, ``consumer_byte_rate``,
+    ``request_percentage``, ``controller_mutation_rate``; ``connection_creation_rate``)."""
+
+    entity: list[QuotaEntityPart]
+    quotas: dict[str, float]
+
+
+class QuotaAlteration(Strict):
+    """Set and remove quotas of one entity (AlterClientQuotas)."""
+
+    entity: list[QuotaEntityPart] = Field(min_length=1, max_length=2)
+    set: dict[QuotaKey, float] = Field(default_factory=dict)
+    remove: list[QuotaKey] = Field(default_factory=list)
+    validate_only: bool = False
+
+    @model_validator(mode="after")
+    def _changes_something(self) -> QuotaAlteration:
+        if not self.set and not self.remove:
+            raise ValueError("give quotas to set and/or remove")
+        if set(self.set) & set(self.remove):
+            raise ValueError("a quota cannot be set and removed at once")
+        return self

@@ -1,8 +1,8 @@
-"""The CLI's way to the Kafka APIs librdkafka has no call for (partition reassignments).
+"""The CLI's way to the Kafka APIs librdkafka has no call for (reassignments, client quotas).
 
-Owns one request sent to the first bootstrap broker that answers, over Strata's own Kafka
-protocol client (``strata.client.broker_client.BrokerClient``), logged in the way the other
-commands' librdkafka clients are: ``security.protocol``, ``sasl.mechanism``,
+Owns the CLI's side of one request sent to the first bootstrap broker that answers
+(``strata.client.bootstrap_request``), logged in the way the other commands' librdkafka
+clients are: ``security.protocol``, ``sasl.mechanism``,
 ``sasl.username``/``sasl.password`` and the ``ssl.*`` PEM files of ``--command-config``
 (``Connection.properties``), read by ``strata.client.client_properties``. Still the
 Kafka protocol only (docs/architecture.md, "Packages").
@@ -21,8 +21,7 @@ from typing import Any
 from strata.cli.errors import EXIT_USAGE, CliError
 from strata.cli.kafka_client import Connection
 from strata.client import client_properties
-from strata.client.broker_client import BrokerClient, BrokerUnavailableError
-from strata.client.kafka_errors import KafkaClientError
+from strata.client.bootstrap_request import bootstrap_request
 from strata.client.security import ClientSecurity
 
 
@@ -36,24 +35,6 @@ def client_security(properties: Mapping[str, str]) -> ClientSecurity | None:
 
 def request(conn: Connection, api_key: int, version: int, fields: Mapping[str, Any]) -> Any:
     """Send one request to the first bootstrap broker that answers; its decoded response."""
-    return asyncio.run(_request(conn, api_key, version, fields))
-
-
-async def _request(conn: Connection, api_key: int, version: int,
-                   fields: Mapping[str, Any]) -> Any:
-    security = client_security(conn.properties)
-    last = "no bootstrap server given"
-    for address in filter(None, (a.strip() for a in conn.bootstrap.split(","))):
-        host, _, port = address.rpartition(":")
-        client = BrokerClient(host.strip("[]"), int(port), client_id="strata-cli",
-                              request_timeout_s=conn.timeout_s,
-                              connect_timeout_s=conn.timeout_s, security=security)
-        try:
-            return await client.request(api_key, version, fields)
-        except BrokerUnavailableError as exc:
-            last = str(exc)
-        finally:
-            await client.close()
-    raise KafkaClientError("_TRANSPORT", last, subject=f"the cluster at {conn.bootstrap}",
-                           unreachable=True, reason=last, bootstrap=conn.bootstrap,
-                           timeout_s=conn.timeout_s)
+    return asyncio.run(bootstrap_request(conn.bootstrap, client_security(conn.properties),
+                                         conn.timeout_s, "strata-cli", api_key, version,
+                                         fields))

@@ -1,7 +1,7 @@
 """``strata quotas describe|alter``: client quotas, like ``kafka-configs.sh`` for users and clients.
 
 Over the Kafka protocol (DescribeClientQuotas, AlterClientQuotas; librdkafka has no call for
-them, so ``strata.cli.protocol_client`` sends them), so it works against any Kafka-compatible
+them, so ``strata.client.client_quotas`` sends them), so it works against any Kafka-compatible
 cluster and through its security. The entity is named as Kafka's tool names it: ``--user NAME``
 or ``--user-default``, ``--client-id ID`` or ``--client-default`` (both: a user + client-id
 quota), or ``--ip ADDRESS`` / ``--ip-default``.
@@ -19,6 +19,7 @@ Exit codes: 0 done, 1 a broker refused (its Kafka error and message on the line)
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any, Final
 
 import typer
@@ -27,15 +28,11 @@ from strata.cli import protocol_client
 from strata.cli.errors import EXIT_USAGE, CliError, reported_errors
 from strata.cli.kafka_client import Connection, kafka_command
 from strata.cli.output import OutputFormat, RowsFormatOption, print_rows
-from strata.protocol.api_keys import ApiKey
-from strata.protocol.error_codes import kafka_error_name
+from strata.client.client_quotas import QuotaTarget, alter_client_quotas, describe_client_quotas
 
 app = typer.Typer(name="quotas", help="Client quotas (per user and client id).",
                   no_args_is_help=True)
 
-MATCH_EXACT: Final = 0
-MATCH_DEFAULT: Final = 1
-MATCH_SPECIFIED: Final = 2
 DEFAULT_LABEL: Final = "<default>"
 
 UserOption = Annotated[str | None, typer.Option("--user", help="A user (principal name).")]
@@ -84,6 +81,11 @@ def parse_add_config(text: str) -> dict[str, float]:
     return out
 
 
+def _target(conn: Connection) -> QuotaTarget:
+    return QuotaTarget(conn.bootstrap, protocol_client.client_security(conn.properties),
+                       conn.timeout_s, "strata-cli")
+
+
 @kafka_command
 def describe(
     ctx: typer.Context,
@@ -98,18 +100,9 @@ def describe(
     """The quotas of the matching entities (DescribeClientQuotas)."""
     with reported_errors(ctx):
         entity = _entity(user, user_default, client_id, client_default, ip, ip_default)
-        components = [{"entity_type": kind,
-                       "match_type": MATCH_DEFAULT if name is None else MATCH_EXACT,
-                       "match": name} for kind, name in entity]
-        response = protocol_client.request(conn, ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {
-            "components": components, "strict": strict})
-        if int(response.error_code):
-            raise CliError(f"{kafka_error_name(int(response.error_code))}: "
-                           f"{response.error_message or 'the quotas cannot be described'}")
-    rows: list[dict[str, Any]] = []
-    for entry in response.entries or ():
-        label = _label([(e.entity_type, e.entity_name) for e in entry.entity])
-        rows.extend({"entity": label, "key": v.key, "value": v.value} for v in entry.values)
+        found = asyncio.run(describe_client_quotas(_target(conn), entity, strict))
+    rows: list[dict[str, Any]] = [{"entity": _label(matched), "key": key, "value": value}
+                                  for matched, quotas in found for key, value in quotas.items()]
     rows.sort(key=lambda r: (r["entity"], r["key"]))
     print_rows(output, rows)
 
@@ -138,16 +131,7 @@ def alter(
         deleted = [k.strip() for k in delete_config.split(",") if k.strip()]
         if not added and not deleted:
             raise CliError("give --add-config and/or --delete-config", exit_code=EXIT_USAGE)
-        ops = [{"key": k, "value": v, "remove": False} for k, v in added.items()]
-        ops += [{"key": k, "value": 0.0, "remove": True} for k in deleted]
-        response = protocol_client.request(conn, ApiKey.ALTER_CLIENT_QUOTAS, 1, {
-            "entries": [{"entity": [{"entity_type": kind, "entity_name": name}
-                                    for kind, name in entity], "ops": ops}],
-            "validate_only": validate_only})
-        (result,) = response.entries
-        if int(result.error_code):
-            raise CliError(f"{kafka_error_name(int(result.error_code))}: "
-                           f"{result.error_message or 'the change was refused'}")
+        asyncio.run(alter_client_quotas(_target(conn), entity, added, deleted, validate_only))
     verb = "would be changed" if validate_only else "changed"
     typer.echo(f"quotas of {_label(entity)} {verb}")
 

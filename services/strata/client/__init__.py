@@ -5,6 +5,8 @@ only through this package (and ``strata.protocol``'s codec), never through broke
 
 * ``broker_client`` — ``BrokerClient``: one Kafka protocol connection (ApiVersions, then one
   request at a time), with TLS and SASL login;
+* ``bootstrap_request`` — one request to the first bootstrap broker that answers (the APIs
+  librdkafka has no call for: reassignments, client quotas);
 * ``security`` — ``ClientSecurity``, the login a connection uses;
 * ``sasl_client`` — the client side of SaslHandshake/SaslAuthenticate (PLAIN, SCRAM);
 * ``client_properties`` — ``ClientSecurity`` from librdkafka-style properties;

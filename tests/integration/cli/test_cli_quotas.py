@@ -39,7 +39,7 @@ def test_refusals_name_kafkas_error(strata_cli: StrataCli) -> None:
                             "producer_byte_rate=1.5")
     assert fractional.returncode == 1
     assert fractional.error_lines == [
-        "strata quotas alter: INVALID_REQUEST: Configuration producer_byte_rate must be a "
+        "strata quotas alter: INVALID_REQUEST: configuration producer_byte_rate must be a "
         "Long value"]
     dry = strata_cli("quotas", "alter", "--client-id", "cq-app", "--add-config",
                      "producer_byte_rate=100", "--validate-only").ok()
