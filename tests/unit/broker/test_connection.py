@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.handlers import build_registry
 from strata.broker.network.connection import (
     Handler,
@@ -20,7 +21,6 @@ from strata.broker.network.connection import (
     RequestQueueLimit,
     Response,
 )
-from strata.broker.server import BrokerState
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.codec import decode_response, encode_request
 from strata.protocol.error_codes import ErrorCode
