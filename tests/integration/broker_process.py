@@ -52,6 +52,14 @@ BASE_CONFIG: Final[Mapping[str, str]] = {
     "auto.create.topics.enable": "false",
 }
 
+# Added by tests that use consumer groups on a lone broker: the first rebalance does not wait
+# for more members, and ``__consumer_offsets`` is small (2 partitions, 1 replica).
+GROUPS_CONFIG: Final[Mapping[str, str]] = {
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "2",
+}
+
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""

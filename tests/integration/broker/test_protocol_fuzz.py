@@ -44,7 +44,7 @@ from strata.protocol.errors import InvalidResponse, MessageBuildError
 from strata.protocol.messages import build_request, encode_body
 from strata.security.scram import ScramClient, ScramError
 
-from ..broker_process import BrokerProcess, free_port, running_broker
+from ..broker_process import GROUPS_CONFIG, BrokerProcess, free_port, running_broker
 from .request_mutations import TOPIC, mutate, request_frame, seed_request
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -56,16 +56,11 @@ BATCH: Final = 250
 CONCURRENCY: Final = 8
 ANSWER_TIMEOUT_S: Final = 1.5
 LEFT_OUT: Final = frozenset({ApiKey.CREATE_TOPICS, ApiKey.CREATE_PARTITIONS, ApiKey.DELETE_TOPICS})
-SETTINGS: Final = {
-    "group.initial.rebalance.delay.ms": "0",
-    "offsets.topic.replication.factor": "1",
-    "offsets.topic.num.partitions": "2",
-}
 
 
 @pytest.fixture(scope="module")
 def fuzz_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    with running_broker(tmp_path_factory.mktemp("fuzz-broker"), SETTINGS) as started:
+    with running_broker(tmp_path_factory.mktemp("fuzz-broker"), GROUPS_CONFIG) as started:
         yield started
 
 
@@ -227,7 +222,7 @@ USER, PASSWORD = "alice", "alice-secret"
 def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, int]]:
     """A broker with a PLAINTEXT and a SASL_PLAINTEXT listener and one SCRAM user."""
     workdir = tmp_path_factory.mktemp("sasl-fuzz-broker")
-    broker = BrokerProcess(workdir, SETTINGS)
+    broker = BrokerProcess(workdir, GROUPS_CONFIG)
     sasl_port = free_port()
     listeners = f"PLAINTEXT://127.0.0.1:{broker.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
     broker.config.update({"listeners": listeners, "advertised.listeners": listeners,

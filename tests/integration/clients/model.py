@@ -58,6 +58,24 @@ class ConsumedRecord:
         return OutRecord(self.key, self.value, self.headers, self.timestamp)
 
 
+@dataclass(frozen=True, slots=True)
+class ProduceOptions:
+    """How a driver's producer is set up: ``compression`` (one of ``CODECS``), ``idempotent``
+    (``enable.idempotence``) and how many acknowledged ``rounds`` the records are sent in."""
+
+    compression: str = "none"
+    idempotent: bool = False
+    rounds: int = 1
+
+    @property
+    def compression_type(self) -> str | None:
+        """``compression`` as the Python clients' ``compression_type`` (None: no codec)."""
+        return None if self.compression == "none" else self.compression
+
+
+DEFAULT_PRODUCE: Final = ProduceOptions()
+
+
 class ClientError(AssertionError):
     """A client reported an error (or timed out); the message says which call and why."""
 
@@ -76,19 +94,13 @@ class ClientDriver(Protocol):
     def delete_topic(self, topic: str) -> None:
         """Delete through the client's admin API; raise if the broker refuses."""
 
-    def produce(
-        self,
-        topic: str,
-        records: Sequence[OutRecord],
-        *,
-        compression: str = "none",
-        idempotent: bool = False,
-        rounds: int = 1,
-    ) -> list[Delivery]:
+    def produce(self, topic: str, records: Sequence[OutRecord],
+                options: ProduceOptions = DEFAULT_PRODUCE) -> list[Delivery]:
         """Produce with acks=all and the client's default partitioner (keys decide), from one
-        producer, in ``rounds`` consecutive slices each acknowledged before the next is sent
-        (so a partition gets several batches: sequence numbers advance under idempotence);
-        the delivery report of each record, in the order given. Raise on any failed record."""
+        producer set up per ``options``, in ``options.rounds`` consecutive slices each
+        acknowledged before the next is sent (so a partition gets several batches: sequence
+        numbers advance under idempotence); the delivery report of each record, in the order
+        given. Raise on any failed record."""
 
     def consume(self, topic: str, end_offsets: Mapping[int, int]) -> list[ConsumedRecord]:
         """Assign the partitions in ``end_offsets`` from the earliest offset, no group, and read

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ..broker_process import BrokerProcess, free_port
+from ..broker_process import GROUPS_CONFIG, BrokerProcess, free_port
 from .certs import Issued, Pki
 
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
@@ -82,9 +82,7 @@ def secure_broker(tmp_path_factory: pytest.TempPathFactory, pki: PkiFiles
         "listeners": listeners, "advertised.listeners": listeners,
         "sasl.enabled.mechanisms": MECHANISMS,
         "listener.name.ssl.ssl.client.auth": "required",
-        "auto.create.topics.enable": "true", "num.partitions": "1",
-        "offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "2",
-        "group.initial.rebalance.delay.ms": "0",
+        "auto.create.topics.enable": "true", "num.partitions": "1", **GROUPS_CONFIG,
         **tls_config(pki)})
     for user, password in USERS.items():
         create_user(user, password, "--log-dir", str(broker.data_dir))

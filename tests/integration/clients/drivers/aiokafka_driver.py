@@ -16,12 +16,14 @@ from aiokafka.errors import KafkaError
 
 from ..model import (
     CONSUME_TIMEOUT_S,
+    DEFAULT_PRODUCE,
     FETCH_MAX_WAIT_MS,
     REQUEST_TIMEOUT_S,
     ClientError,
     ConsumedRecord,
     Delivery,
     OutRecord,
+    ProduceOptions,
     split_rounds,
 )
 
@@ -92,27 +94,20 @@ class AiokafkaDriver:
 
         self._run(f"delete_topics({topic!r})", work, REQUEST_TIMEOUT_S + 5)
 
-    def produce(
-        self,
-        topic: str,
-        records: Sequence[OutRecord],
-        *,
-        compression: str = "none",
-        idempotent: bool = False,
-        rounds: int = 1,
-    ) -> list[Delivery]:
+    def produce(self, topic: str, records: Sequence[OutRecord],
+                options: ProduceOptions = DEFAULT_PRODUCE) -> list[Delivery]:
         async def work() -> list[Delivery]:
             producer = AIOKafkaProducer(
                 **self.common,
                 acks="all",
-                compression_type=None if compression == "none" else compression,
-                enable_idempotence=idempotent,
+                compression_type=options.compression_type,
+                enable_idempotence=options.idempotent,
                 linger_ms=20,
             )
             await producer.start()
             try:
                 deliveries: list[Delivery] = []
-                for batch in split_rounds(records, rounds):
+                for batch in split_rounds(records, options.rounds):
                     futures = [
                         await producer.send(
                             topic,

@@ -25,12 +25,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from ..model import (
     CONSUME_TIMEOUT_S,
+    DEFAULT_PRODUCE,
     FETCH_MAX_WAIT_MS,
     REQUEST_TIMEOUT_S,
     ClientError,
     ConsumedRecord,
     Delivery,
     OutRecord,
+    ProduceOptions,
     split_rounds,
 )
 
@@ -83,20 +85,13 @@ class ConfluentKafkaDriver:
         )
         _result(futures[topic], f"delete_topics({topic!r})")
 
-    def produce(
-        self,
-        topic: str,
-        records: Sequence[OutRecord],
-        *,
-        compression: str = "none",
-        idempotent: bool = False,
-        rounds: int = 1,
-    ) -> list[Delivery]:
+    def produce(self, topic: str, records: Sequence[OutRecord],
+                options: ProduceOptions = DEFAULT_PRODUCE) -> list[Delivery]:
         producer = Producer({
             **self.common,
             "acks": "all",
-            "compression.type": compression,
-            "enable.idempotence": idempotent,
+            "compression.type": options.compression,
+            "enable.idempotence": options.idempotent,
             "linger.ms": 20,  # let the records of a round share a batch per partition
             "message.timeout.ms": _MS,
             "request.timeout.ms": _MS,
@@ -113,7 +108,7 @@ class ConfluentKafkaDriver:
             return report
 
         index = 0
-        for batch in split_rounds(records, rounds):
+        for batch in split_rounds(records, options.rounds):
             for r in batch:
                 producer.produce(
                     topic,
