@@ -61,6 +61,18 @@ GROUPS_CONFIG: Final[Mapping[str, str]] = {
 }
 
 
+STRATA: Final = Path(sys.executable).parent / "strata"
+"""The ``strata`` command of this virtualenv."""
+
+
+def create_user(user: str, password: str, *where: str) -> None:
+    """``strata users create`` (the real CLI) where ``where`` says (``--log-dir DIR``, a
+    metadata store), failing with its output."""
+    done = subprocess.run([str(STRATA), "users", "create", user, "--password", password, *where],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, f"strata users create: {done.stdout}{done.stderr}"
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

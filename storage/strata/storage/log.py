@@ -62,6 +62,7 @@ from strata.storage.segment_deletion import SegmentDeletion
 
 __all__ = ["Log"]
 
+
 class Log:
     """A partition log. Build it with ``strata.storage.log_loader.load_log``."""
 
@@ -379,8 +380,7 @@ class Log:
         self.log_start_offset = min(self.log_start_offset, end)
 
     def rebuild_producer_state(self) -> None:
-        """Replay batch headers from producer state's map end offset to the log end (after a
-        load or a truncation reloaded it from a snapshot). Per batch, headers only."""
+        """Bring the producer state up to the log end (``log_read.replay_producer_state``)."""
         replay_producer_state(self.producer_state, self._segments, self._log_end_offset)
 
     def delete_records_before(self, offset: int) -> int:

@@ -33,7 +33,7 @@ from strata.protocol.header import RequestHeader, encode_request_header
 from strata.protocol.messages import build_request
 from strata.storage.log_manager import CLEAN_SHUTDOWN_FILE
 
-from ..broker_process import BrokerProcess, running_broker
+from ..broker_process import STRATA, BrokerProcess, running_broker
 from ..raw_socket import closed_by_broker, read_frame
 
 # kafka-python's package import emits a DeprecationWarning (importlib.resources.read_text);
@@ -349,15 +349,13 @@ def test_strata_broker_command_with_free_ports(tmp_path: Path) -> None:
     import re
     import signal
     import subprocess
-    import sys
     import threading
     import time
 
-    strata = Path(sys.executable).parent / "strata"
     env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
     env["STRATA_NUM_PARTITIONS"] = "4"  # the environment layer
     process = subprocess.Popen(
-        [str(strata), "broker", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+        [str(STRATA), "broker", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
          "--override", "http.port=0", "--override", f"log.dirs={tmp_path / 'data'}",
          "--override", "no.such.setting=1"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,

@@ -28,8 +28,6 @@ import dataclasses
 import os
 import random
 import struct
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,7 +42,13 @@ from strata.protocol.errors import InvalidResponse, MessageBuildError
 from strata.protocol.messages import build_request, encode_body
 from strata.security.scram import ScramClient, ScramError
 
-from ..broker_process import GROUPS_CONFIG, BrokerProcess, free_port, running_broker
+from ..broker_process import (
+    GROUPS_CONFIG,
+    BrokerProcess,
+    create_user,
+    free_port,
+    running_broker,
+)
 from .request_mutations import TOPIC, mutate, request_frame, seed_request
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -228,10 +232,7 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Brok
     broker.config.update({"listeners": listeners, "advertised.listeners": listeners,
                           "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
                           "connection.failed.authentication.delay.ms": "0"})
-    done = subprocess.run([str(Path(sys.executable).parent / "strata"), "users", "create", USER,
-                           "--password", PASSWORD, "--log-dir", str(broker.data_dir)],
-                          capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
+    create_user(USER, PASSWORD, "--log-dir", str(broker.data_dir))
     broker.start()
     try:
         yield broker, sasl_port

@@ -36,8 +36,8 @@ from kafka.admin import ACLResourcePatternType as KpPatternType
 from kafka.admin import ResourceType as KpResourceType
 from kafka.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError
 
-from ..broker_process import GROUPS_CONFIG, BrokerProcess, free_port
-from .conftest import STRATA, SecureBroker, create_user
+from ..broker_process import GROUPS_CONFIG, STRATA, BrokerProcess, create_user, free_port
+from .conftest import SecureBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
