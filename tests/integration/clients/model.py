@@ -12,8 +12,9 @@ within seconds, not after a client's 60 s default.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 Headers = tuple[tuple[str, bytes | None], ...]
@@ -112,6 +113,36 @@ class ClientDriver(Protocol):
     ) -> dict[int, int | None]:
         """ListOffsets by timestamp: per partition, the first offset whose timestamp is at or
         after the one asked, None when no record is that late."""
+
+
+@dataclass
+class ReadToEnd:
+    """A ``consume`` in progress: the records read so far, in order of arrival, and each
+    partition's next offset, until every partition reaches its end offset."""
+
+    end_offsets: Mapping[int, int]
+    records: list[ConsumedRecord] = field(default_factory=list)
+    next_offset: dict[int, int] = field(init=False)
+    deadline: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.next_offset = dict.fromkeys(self.end_offsets, 0)
+        self.deadline = time.monotonic() + CONSUME_TIMEOUT_S
+
+    def short(self) -> bool:
+        """True while some partition has not reached its end offset."""
+        return any(self.next_offset[p] < end for p, end in self.end_offsets.items())
+
+    def check_deadline(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise ClientError(f"consume timed out: {self.progress()}")
+
+    def progress(self) -> str:
+        return f"next offsets {self.next_offset}, wanted {dict(self.end_offsets)}"
+
+    def add(self, record: ConsumedRecord) -> None:
+        self.records.append(record)
+        self.next_offset[record.partition] = record.offset + 1
 
 
 def split_rounds(records: Sequence[OutRecord], rounds: int) -> list[Sequence[OutRecord]]:

@@ -24,8 +24,10 @@ from ..model import (
     Delivery,
     OutRecord,
     ProduceOptions,
+    ReadToEnd,
     split_rounds,
 )
+from .java_style import found_offsets, take_polled
 
 T = TypeVar("T")
 _MS = int(REQUEST_TIMEOUT_S * 1000)
@@ -136,7 +138,7 @@ class AiokafkaDriver:
         )
 
     def consume(self, topic: str, end_offsets: Mapping[int, int]) -> list[ConsumedRecord]:
-        next_offset = dict.fromkeys(end_offsets, 0)
+        reading = ReadToEnd(end_offsets)
 
         async def work() -> list[ConsumedRecord]:
             consumer = self._consumer()
@@ -145,28 +147,16 @@ class AiokafkaDriver:
                 partitions = [TopicPartition(topic, p) for p in end_offsets]
                 consumer.assign(partitions)
                 await consumer.seek_to_beginning(*partitions)
-                out: list[ConsumedRecord] = []
-                while any(next_offset[p] < end for p, end in end_offsets.items()):
-                    batches = await consumer.getmany(timeout_ms=200)
-                    for tp, batch in batches.items():
-                        for m in batch:
-                            out.append(ConsumedRecord(
-                                partition=tp.partition,
-                                offset=m.offset,
-                                key=m.key,
-                                value=m.value,
-                                headers=tuple((k, v) for k, v in m.headers),
-                                timestamp=m.timestamp,
-                            ))
-                            next_offset[tp.partition] = m.offset + 1
-                return out
+                while reading.short():
+                    take_polled(await consumer.getmany(timeout_ms=200), reading)
+                return reading.records
             finally:
                 await consumer.stop()
 
         try:
             return self._run(f"consume {topic!r}", work, CONSUME_TIMEOUT_S)
         except ClientError as exc:
-            raise ClientError(f"{exc}; next offsets {next_offset}, wanted {end_offsets}") from exc
+            raise ClientError(f"{exc}; {reading.progress()}") from exc
 
     def offsets_for_times(
         self, topic: str, timestamps: Mapping[int, int]
@@ -180,10 +170,7 @@ class AiokafkaDriver:
                 )
             finally:
                 await consumer.stop()
-            return {
-                tp.partition: (None if found is None else found.offset)
-                for tp, found in answers.items()
-            }
+            return found_offsets(answers)
 
         return self._run(f"offsets_for_times({topic!r})", work, REQUEST_TIMEOUT_S + 5)
 

@@ -8,7 +8,6 @@ the broker's last stable offset must be right for it.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,7 +23,6 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ..model import (
-    CONSUME_TIMEOUT_S,
     DEFAULT_PRODUCE,
     FETCH_MAX_WAIT_MS,
     REQUEST_TIMEOUT_S,
@@ -33,6 +31,7 @@ from ..model import (
     Delivery,
     OutRecord,
     ProduceOptions,
+    ReadToEnd,
     split_rounds,
 )
 
@@ -142,14 +141,9 @@ class ConfluentKafkaDriver:
         consumer = self._consumer()
         try:
             consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in end_offsets])
-            next_offset = dict.fromkeys(end_offsets, 0)
-            out: list[ConsumedRecord] = []
-            deadline = time.monotonic() + CONSUME_TIMEOUT_S
-            while any(next_offset[p] < end for p, end in end_offsets.items()):
-                if time.monotonic() > deadline:
-                    raise ClientError(
-                        f"consume timed out: next offsets {next_offset}, wanted {end_offsets}"
-                    )
+            reading = ReadToEnd(end_offsets)
+            while reading.short():
+                reading.check_deadline()
                 msg = consumer.poll(0.2)
                 if msg is None:
                     continue
@@ -158,7 +152,7 @@ class ConfluentKafkaDriver:
                 _, timestamp = msg.timestamp()
                 partition, offset = msg.partition(), msg.offset()
                 assert partition is not None and offset is not None
-                out.append(ConsumedRecord(
+                reading.add(ConsumedRecord(
                     partition=partition,
                     offset=offset,
                     key=_bytes(msg.key()),
@@ -166,8 +160,7 @@ class ConfluentKafkaDriver:
                     headers=tuple((k, _bytes(v)) for k, v in (msg.headers() or [])),
                     timestamp=timestamp,
                 ))
-                next_offset[partition] = offset + 1
-            return out
+            return reading.records
         finally:
             consumer.close()
 

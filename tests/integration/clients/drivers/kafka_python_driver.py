@@ -9,13 +9,11 @@ would turn into a collection error, hence the guarded import.
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..model import (
-    CONSUME_TIMEOUT_S,
     DEFAULT_PRODUCE,
     FETCH_MAX_WAIT_MS,
     REQUEST_TIMEOUT_S,
@@ -24,8 +22,10 @@ from ..model import (
     Delivery,
     OutRecord,
     ProduceOptions,
+    ReadToEnd,
     split_rounds,
 )
+from .java_style import found_offsets, take_polled
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -136,26 +136,11 @@ class KafkaPythonDriver:
             partitions = [TopicPartition(topic, p) for p in end_offsets]
             consumer.assign(partitions)
             consumer.seek_to_beginning(*partitions)
-            next_offset = dict.fromkeys(end_offsets, 0)
-            out: list[ConsumedRecord] = []
-            deadline = time.monotonic() + CONSUME_TIMEOUT_S
-            while any(next_offset[p] < end for p, end in end_offsets.items()):
-                if time.monotonic() > deadline:
-                    raise ClientError(
-                        f"consume timed out: next offsets {next_offset}, wanted {end_offsets}"
-                    )
-                for tp, batch in consumer.poll(timeout_ms=200).items():
-                    for m in batch:
-                        out.append(ConsumedRecord(
-                            partition=tp.partition,
-                            offset=m.offset,
-                            key=m.key,
-                            value=m.value,
-                            headers=tuple((k, v) for k, v in m.headers),
-                            timestamp=m.timestamp,
-                        ))
-                        next_offset[tp.partition] = m.offset + 1
-            return out
+            reading = ReadToEnd(end_offsets)
+            while reading.short():
+                reading.check_deadline()
+                take_polled(consumer.poll(timeout_ms=200), reading)
+            return reading.records
         finally:
             consumer.close()
 
@@ -171,7 +156,4 @@ class KafkaPythonDriver:
             raise ClientError(f"offsets_for_times({topic!r}): {exc!r}") from exc
         finally:
             consumer.close()
-        return {
-            tp.partition: (None if found is None else found.offset)
-            for tp, found in answers.items()
-        }
+        return found_offsets(answers)
