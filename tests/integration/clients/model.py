@@ -23,6 +23,7 @@ CODECS: Final = ("none", "gzip", "snappy", "lz4", "zstd")
 
 # Per-operation deadlines, seconds. CONSUME covers a whole read-to-the-end.
 REQUEST_TIMEOUT_S: Final = 10.0
+REQUEST_TIMEOUT_MS: Final = int(REQUEST_TIMEOUT_S * 1000)
 CONSUME_TIMEOUT_S: Final = 20.0
 FETCH_MAX_WAIT_MS: Final = 100
 

@@ -18,6 +18,7 @@ from ..model import (
     CONSUME_TIMEOUT_S,
     DEFAULT_PRODUCE,
     FETCH_MAX_WAIT_MS,
+    REQUEST_TIMEOUT_MS,
     REQUEST_TIMEOUT_S,
     ClientError,
     ConsumedRecord,
@@ -27,22 +28,16 @@ from ..model import (
     ReadToEnd,
     split_rounds,
 )
-from .java_style import found_offsets, take_polled
+from .java_style import client_settings, found_offsets, take_polled
 
 T = TypeVar("T")
-_MS = int(REQUEST_TIMEOUT_S * 1000)
 
 
 class AiokafkaDriver:
     name = "aiokafka"
 
     def __init__(self, bootstrap: str) -> None:
-        self.common: dict[str, Any] = {
-            "bootstrap_servers": bootstrap,
-            "client_id": "strata-matrix-aiokafka",
-            "request_timeout_ms": _MS,
-            "retry_backoff_ms": 50,
-        }
+        self.common = client_settings(bootstrap, self.name)
 
     def _run(self, what: str, work: Callable[[], Awaitable[T]], timeout: float) -> T:
         async def bounded() -> T:
@@ -67,7 +62,7 @@ class AiokafkaDriver:
         async def work() -> None:
             response = await self._with_admin(lambda admin: admin.create_topics(
                 [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
-                timeout_ms=_MS,
+                timeout_ms=REQUEST_TIMEOUT_MS,
             ))
             _raise_on_errors(f"create_topics({topic!r})", response.to_object())
 
@@ -90,7 +85,7 @@ class AiokafkaDriver:
     def delete_topic(self, topic: str) -> None:
         async def work() -> None:
             response = await self._with_admin(
-                lambda admin: admin.delete_topics([topic], timeout_ms=_MS)
+                lambda admin: admin.delete_topics([topic], timeout_ms=REQUEST_TIMEOUT_MS)
             )
             _raise_on_errors(f"delete_topics({topic!r})", response.to_object())
 

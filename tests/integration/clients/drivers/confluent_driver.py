@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from ..model import (
     DEFAULT_PRODUCE,
     FETCH_MAX_WAIT_MS,
+    REQUEST_TIMEOUT_MS,
     REQUEST_TIMEOUT_S,
     ClientError,
     ConsumedRecord,
@@ -35,8 +36,6 @@ from ..model import (
     split_rounds,
 )
 
-_MS = int(REQUEST_TIMEOUT_S * 1000)
-
 
 class ConfluentKafkaDriver:
     name = "confluent-kafka"
@@ -45,8 +44,8 @@ class ConfluentKafkaDriver:
         self.common: dict[str, Any] = {
             "bootstrap.servers": bootstrap,
             "client.id": "strata-matrix-confluent",
-            "socket.timeout.ms": _MS,
-            "socket.connection.setup.timeout.ms": _MS,
+            "socket.timeout.ms": REQUEST_TIMEOUT_MS,
+            "socket.connection.setup.timeout.ms": REQUEST_TIMEOUT_MS,
             "topic.metadata.refresh.interval.ms": 1000,
             "reconnect.backoff.ms": 50,
             "reconnect.backoff.max.ms": 500,
@@ -92,8 +91,8 @@ class ConfluentKafkaDriver:
             "compression.type": options.compression,
             "enable.idempotence": options.idempotent,
             "linger.ms": 20,  # let the records of a round share a batch per partition
-            "message.timeout.ms": _MS,
-            "request.timeout.ms": _MS,
+            "message.timeout.ms": REQUEST_TIMEOUT_MS,
+            "request.timeout.ms": REQUEST_TIMEOUT_MS,
         })
         reports: list[Delivery | str | None] = [None] * len(records)
 

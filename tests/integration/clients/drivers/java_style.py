@@ -1,4 +1,7 @@
-"""What kafka-python and aiokafka share: both mirror the Java client's consumer API.
+"""What kafka-python and aiokafka share: both mirror the Java client's API.
+
+``client_settings`` are the settings both take, under the Java client's names: the matrix's
+client id and loopback timeouts and backoffs (``model``).
 
 A poll returns ``{TopicPartition: [ConsumerRecord]}`` whose records carry ``offset``, ``key``,
 ``value``, ``headers`` (a list of ``(str, bytes)``) and ``timestamp``; ``offsets_for_times``
@@ -11,7 +14,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..model import ConsumedRecord, ReadToEnd
+from ..model import REQUEST_TIMEOUT_MS, ConsumedRecord, ReadToEnd
+
+
+def client_settings(bootstrap: str, name: str) -> dict[str, Any]:
+    return {
+        "bootstrap_servers": bootstrap,
+        "client_id": f"strata-matrix-{name}",
+        "request_timeout_ms": REQUEST_TIMEOUT_MS,
+        "retry_backoff_ms": 50,
+    }
 
 
 def take_polled(batches: Mapping[Any, Sequence[Any]], reading: ReadToEnd) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from ..model import (
     DEFAULT_PRODUCE,
     FETCH_MAX_WAIT_MS,
+    REQUEST_TIMEOUT_MS,
     REQUEST_TIMEOUT_S,
     ClientError,
     ConsumedRecord,
@@ -25,28 +26,21 @@ from ..model import (
     ReadToEnd,
     split_rounds,
 )
-from .java_style import found_offsets, take_polled
+from .java_style import client_settings, found_offsets, take_polled
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.errors import KafkaError
 
-_MS = int(REQUEST_TIMEOUT_S * 1000)
 
 
 class KafkaPythonDriver:
     name = "kafka-python"
 
     def __init__(self, bootstrap: str) -> None:
-        self.common: dict[str, Any] = {
-            "bootstrap_servers": bootstrap,
-            "client_id": "strata-matrix-kafka-python",
-            "request_timeout_ms": _MS,
-            "retry_backoff_ms": 50,
-            "reconnect_backoff_ms": 50,
-            "reconnect_backoff_max_ms": 500,
-        }
+        self.common = {**client_settings(bootstrap, self.name),
+                       "reconnect_backoff_ms": 50, "reconnect_backoff_max_ms": 500}
 
     def _admin(self) -> Any:
         return KafkaAdminClient(**self.common)
@@ -54,9 +48,8 @@ class KafkaPythonDriver:
     def create_topic(self, topic: str, partitions: int) -> None:
         admin = self._admin()
         try:
-            admin.create_topics(
-                {topic: {"num_partitions": partitions, "replication_factor": 1}}, timeout_ms=_MS
-            )
+            admin.create_topics({topic: {"num_partitions": partitions, "replication_factor": 1}},
+                                timeout_ms=REQUEST_TIMEOUT_MS)
         except KafkaError as exc:
             raise ClientError(f"create_topics({topic!r}): {exc!r}") from exc
         finally:
@@ -77,7 +70,7 @@ class KafkaPythonDriver:
     def delete_topic(self, topic: str) -> None:
         admin = self._admin()
         try:
-            admin.delete_topics([topic], timeout_ms=_MS)
+            admin.delete_topics([topic], timeout_ms=REQUEST_TIMEOUT_MS)
         except KafkaError as exc:
             raise ClientError(f"delete_topics({topic!r}): {exc!r}") from exc
         finally:
@@ -91,7 +84,7 @@ class KafkaPythonDriver:
             compression_type=options.compression_type,
             enable_idempotence=options.idempotent,
             linger_ms=20,
-            max_block_ms=_MS,
+            max_block_ms=REQUEST_TIMEOUT_MS,
         )
         try:
             deliveries: list[Delivery] = []
