@@ -210,6 +210,18 @@ class BrokerProcess:
 
 
 @contextlib.contextmanager
+def serving(broker: BrokerProcess) -> Iterator[BrokerProcess]:
+    """Start a broker a test has configured; stop it with SIGTERM on exit, however the block
+    ends. A shutdown that is not clean (exit code other than 0) fails."""
+    broker.start()
+    try:
+        yield broker
+    finally:
+        code = broker.stop()
+    assert code == 0, f"broker did not shut down cleanly ({code})\n{broker.log_tail()}"
+
+
+@contextlib.contextmanager
 def running_broker(
     workdir: Path, overrides: Mapping[str, str] | None = None
 ) -> Iterator[BrokerProcess]:

@@ -48,6 +48,7 @@ from ..broker_process import (
     create_user,
     free_port,
     running_broker,
+    serving,
 )
 from .request_mutations import TOPIC, mutate, request_frame, seed_request
 
@@ -233,12 +234,8 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Brok
                           "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
                           "connection.failed.authentication.delay.ms": "0"})
     create_user(USER, PASSWORD, "--log-dir", str(broker.data_dir))
-    broker.start()
-    try:
+    with serving(broker):
         yield broker, sasl_port
-    finally:
-        code = broker.stop()
-    assert code == 0, f"broker did not shut down cleanly ({code})\n{broker.log_tail()}"
 
 
 def sasl_frame(api_key: int, version: int, fields: dict[str, Any]) -> bytes:

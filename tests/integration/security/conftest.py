@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from ..broker_process import GROUPS_CONFIG, BrokerProcess, create_user, free_port
+from ..broker_process import GROUPS_CONFIG, BrokerProcess, create_user, free_port, serving
 from .certs import Issued, Pki
 
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
@@ -75,9 +75,5 @@ def secure_broker(tmp_path_factory: pytest.TempPathFactory, pki: PkiFiles
         **tls_config(pki)})
     for user, password in USERS.items():
         create_user(user, password, "--log-dir", str(broker.data_dir))
-    broker.start()
-    try:
+    with serving(broker):
         yield SecureBroker(broker, pki, *ports)
-    finally:
-        code = broker.stop()
-    assert code == 0, f"broker did not shut down cleanly ({code})\n{broker.log_tail()}"
