@@ -50,8 +50,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from .cprofile_broker import profiling, summary
-from .local_broker import local_broker
+from .client_bench import add_workload_arguments, run_bench, server_cpu_line
+from .cprofile_broker import profiling
 from .process_cpu import client_cpu, cpu_seconds
 from .produce import create_topic, parse_props, run_producer
 
@@ -143,11 +143,7 @@ def report(records: int, nbytes: int, start: float, end: float) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--num-records", type=int, default=1_000_000)
-    parser.add_argument("--record-size", type=int, default=100)
-    parser.add_argument("--topic", default="strata-bench-consume")
-    parser.add_argument("--partitions", type=int, default=1)
-    parser.add_argument("--bootstrap", help="use this cluster instead of starting a broker")
+    add_workload_arguments(parser, topic="strata-bench-consume", partitions=1)
     parser.add_argument("--no-fill", action="store_true",
                         help="the topic already holds the records: only consume")
     parser.add_argument("--timeout-s", type=float, default=10.0,
@@ -171,17 +167,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(client[0].line(records), flush=True)
         if pids:
             cpu = cpu_seconds(pids) - cpu_before
-            print(f"broker CPU: {cpu:.2f} s, {cpu * 1e6 / max(records, 1):.2f} us/record",
-                  flush=True)
+            print(server_cpu_line("broker", cpu, records), flush=True)
 
-    if args.bootstrap:
-        bench(args.bootstrap)
-    else:
-        with local_broker(pids=pids, cprofile=args.cprofile) as bootstrap:
-            bench(bootstrap)
-    if args.cprofile:
-        print(summary(args.cprofile))
-    return 0
+    return run_bench(bench, args.bootstrap, pids=pids, cprofile=args.cprofile)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,8 @@ from pathlib import Path
 from confluent_kafka import KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .cprofile_broker import profiling, summary
+from .client_bench import add_workload_arguments, run_bench, server_cpu_line
+from .cprofile_broker import profiling
 from .local_broker import local_broker, local_cluster
 from .process_cpu import client_cpu, cpu_seconds
 
@@ -174,12 +175,8 @@ def run_producer(bootstrap: str, args: argparse.Namespace) -> Stats:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--num-records", type=int, default=1_000_000)
-    parser.add_argument("--record-size", type=int, default=100)
+    add_workload_arguments(parser, topic="strata-bench", partitions=1)
     parser.add_argument("--acks", default="1", choices=["0", "1", "-1", "all"])
-    parser.add_argument("--topic", default="strata-bench")
-    parser.add_argument("--partitions", type=int, default=1)
-    parser.add_argument("--bootstrap", help="use this cluster instead of starting a broker")
     parser.add_argument("--producer-props", nargs="*", default=[], metavar="KEY=VALUE",
                         help="librdkafka producer settings, e.g. linger.ms=0 batch.size=16384")
     parser.add_argument("--cprofile", type=Path, metavar="FILE",
@@ -202,17 +199,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(client[0].line(stats.count), flush=True)
         if pids:
             cpu = cpu_seconds(pids) - cpu_before
-            print(f"broker CPU: {cpu:.2f} s, {cpu * 1e6 / max(stats.count, 1):.2f} us/record",
-                  flush=True)
+            print(server_cpu_line("broker", cpu, stats.count), flush=True)
 
-    if args.bootstrap:
-        bench(args.bootstrap)
-    else:
-        with local_broker(pids=pids, cprofile=args.cprofile) as bootstrap:
-            bench(bootstrap)
-    if args.cprofile:
-        print(summary(args.cprofile))
-    return 0
+    return run_bench(bench, args.bootstrap, pids=pids, cprofile=args.cprofile)
 
 
 def replication_suite(args: argparse.Namespace) -> int:

@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .local_broker import local_broker
+from .client_bench import add_workload_arguments, run_bench
 from .produce import create_topic, run_producer
 
 MIB = 1024 * 1024
@@ -215,11 +215,7 @@ def bench(bootstrap: str, args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--num-records", type=int, default=1_000_000)
-    parser.add_argument("--record-size", type=int, default=100)
-    parser.add_argument("--topic", default="strata-bench-spark-read")
-    parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--bootstrap", help="use this cluster instead of starting a broker")
+    add_workload_arguments(parser, topic="strata-bench-spark-read", partitions=4)
     parser.add_argument("--no-fill", action="store_true",
                         help="the topic already holds the records: only read")
     parser.add_argument("--master", default="local[*]")
@@ -236,12 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             fill(bootstrap, args)
         bench(bootstrap, args)
 
-    if args.bootstrap:
-        run(args.bootstrap)
-    else:
-        with local_broker({"num.partitions": str(args.partitions)}) as bootstrap:
-            run(bootstrap)
-    return 0
+    return run_bench(run, args.bootstrap, extra_config={"num.partitions": str(args.partitions)})
 
 
 if __name__ == "__main__":

@@ -42,10 +42,11 @@ from pathlib import Path
 from . import consume as strata_consume
 from . import jetstream, latency, redis_streams
 from .broker_profile import format_top, py_spy_record
+from .client_bench import server_cpu_line
 from .local_broker import local_broker, local_cluster
 from .peer_servers import nats_server, redis_server
-from .process_cpu import client_cpu, cpu_seconds
-from .produce import create_topic, run_producer
+from .process_cpu import ClientCpu, client_cpu, cpu_seconds
+from .produce import Stats, create_topic, run_producer
 from .results import Latency, Row, Throughput, render_table
 
 QUICK_RECORDS = 100_000
@@ -65,8 +66,7 @@ def _step(title: str) -> None:
 
 
 def _print_server_cpu(what: str, seconds: float, records: int) -> None:
-    print(f"{what} CPU: {seconds:.2f} s, {seconds * 1e6 / max(records, 1):.2f} us/record",
-          flush=True)
+    print(server_cpu_line(what, seconds, records), flush=True)
 
 
 def _with_cpu(figure: Throughput, seconds: float) -> Throughput:
@@ -86,6 +86,28 @@ def _maybe_profile(profile_dir: Path | None, pids: list[int], name: str) -> Iter
         print(format_top(out), flush=True)
 
 
+def _strata_produce(
+    bootstrap: str, args: argparse.Namespace, topic: str, acks: str, pids: list[int],
+    server: str, label: str, profile: contextlib.AbstractContextManager[None],
+) -> tuple[Stats, float, float, ClientCpu]:
+    """One timed confluent-kafka produce of the suite's records; prints its lines and returns
+    (stats, seconds, the servers' CPU seconds, the client's CPU). Raises if records failed."""
+    run = argparse.Namespace(acks=acks, topic=topic, num_records=args.num_records,
+                             record_size=args.record_size, producer_props=[],
+                             timeout_s=args.timeout_s)
+    cpu_before = cpu_seconds(pids)
+    with profile, client_cpu() as producer:
+        stats = run_producer(bootstrap, run)
+        produce_s = time.perf_counter() - stats.start
+    produce_cpu = cpu_seconds(pids) - cpu_before
+    stats.print_total()
+    _print_server_cpu(server, produce_cpu, stats.count)
+    print(producer[0].line(stats.count), flush=True)
+    if stats.errors or stats.count < args.num_records:
+        raise RuntimeError(f"{label}: {stats.errors} records failed")
+    return stats, produce_s, produce_cpu, producer[0]
+
+
 def strata_single(args: argparse.Namespace) -> list[Row]:
     """1 broker: acks=1 produce, consume from the start, end-to-end latency."""
     pids: list[int] = []
@@ -95,19 +117,9 @@ def strata_single(args: argparse.Namespace) -> list[Row]:
         strata_consume.warm_up_group_coordinator(bootstrap, topic)
         _step(f"Strata, 1 broker, acks=1 produce: {args.num_records} records of "
               f"{args.record_size} bytes")
-        run = argparse.Namespace(acks="1", topic=topic, num_records=args.num_records,
-                                 record_size=args.record_size, producer_props=[],
-                                 timeout_s=args.timeout_s)
-        cpu_before = cpu_seconds(pids)
-        with _maybe_profile(args.profile, pids, "strata-produce"), client_cpu() as producer:
-            stats = run_producer(bootstrap, run)
-            produce_s = time.perf_counter() - stats.start
-        produce_cpu = cpu_seconds(pids) - cpu_before
-        stats.print_total()
-        _print_server_cpu("broker", produce_cpu, stats.count)
-        print(producer[0].line(stats.count), flush=True)
-        if stats.errors or stats.count < args.num_records:
-            raise RuntimeError(f"Strata produce: {stats.errors} records failed")
+        stats, produce_s, produce_cpu, producer = _strata_produce(
+            bootstrap, args, topic, "1", pids, "broker", "Strata produce",
+            _maybe_profile(args.profile, pids, "strata-produce"))
         lat = sorted(stats.latencies)
 
         _step("Strata, 1 broker, consume from the start (confluent-kafka)")
@@ -134,7 +146,7 @@ def strata_single(args: argparse.Namespace) -> list[Row]:
     return [
         Row("Strata", "1 broker, acks=1 (confluent-kafka)", DURABILITY["strata-1"],
             produce=Throughput(stats.count, produce_s, args.record_size, produce_cpu,
-                               producer[0]),
+                               producer),
             consume=Throughput(records, end - start, args.record_size, consume_cpu,
                                consumer[0]),
             latency=Latency(lat[len(lat) // 2], lat[min(len(lat) - 1, int(0.99 * len(lat)))],
@@ -152,23 +164,13 @@ def strata_cluster(args: argparse.Namespace) -> Row:
         topic = "bench-replicated"
         create_topic(bootstrap, topic, 1, 3)
         _step("Strata, 3 brokers, replication factor 3, acks=all produce")
-        run = argparse.Namespace(acks="all", topic=topic, num_records=args.num_records,
-                                 record_size=args.record_size, producer_props=[],
-                                 timeout_s=args.timeout_s)
-        cpu_before = cpu_seconds(pids)
-        with client_cpu() as producer:
-            stats = run_producer(bootstrap, run)
-            produce_s = time.perf_counter() - stats.start
-        produce_cpu = cpu_seconds(pids) - cpu_before
-        stats.print_total()
-        _print_server_cpu("3 brokers'", produce_cpu, stats.count)
-        print(producer[0].line(stats.count), flush=True)
-        if stats.errors or stats.count < args.num_records:
-            raise RuntimeError(f"Strata acks=all produce: {stats.errors} records failed")
+        stats, produce_s, produce_cpu, producer = _strata_produce(
+            bootstrap, args, topic, "all", pids, "3 brokers'", "Strata acks=all produce",
+            contextlib.nullcontext())
     lat = sorted(stats.latencies)
     return Row("Strata", "3 brokers, RF 3, acks=all (confluent-kafka)", DURABILITY["strata-3"],
                produce=Throughput(stats.count, produce_s, args.record_size, produce_cpu,
-                                  producer[0]),
+                                  producer),
                latency=Latency(lat[len(lat) // 2], lat[min(len(lat) - 1, int(0.99 * len(lat)))],
                                "produce->ack"))
 

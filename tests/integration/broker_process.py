@@ -52,6 +52,26 @@ BASE_CONFIG: Final[Mapping[str, str]] = {
     "auto.create.topics.enable": "false",
 }
 
+# Added by tests that use consumer groups on a lone broker: the first rebalance does not wait
+# for more members, and ``__consumer_offsets`` is small (2 partitions, 1 replica).
+GROUPS_CONFIG: Final[Mapping[str, str]] = {
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "2",
+}
+
+
+STRATA: Final = Path(sys.executable).parent / "strata"
+"""The ``strata`` command of this virtualenv."""
+
+
+def create_user(user: str, password: str, *where: str) -> None:
+    """``strata users create`` (the real CLI) where ``where`` says (``--log-dir DIR``, a
+    metadata store), failing with its output."""
+    done = subprocess.run([str(STRATA), "users", "create", user, "--password", password, *where],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, f"strata users create: {done.stdout}{done.stderr}"
+
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
@@ -187,6 +207,18 @@ class BrokerProcess:
             return f"(no broker log at {self.log_path})"
         tail = text.splitlines()[-lines:]
         return f"--- {self.log_path} (last {len(tail)} lines) ---\n" + "\n".join(tail)
+
+
+@contextlib.contextmanager
+def serving(broker: BrokerProcess) -> Iterator[BrokerProcess]:
+    """Start a broker a test has configured; stop it with SIGTERM on exit, however the block
+    ends. A shutdown that is not clean (exit code other than 0) fails."""
+    broker.start()
+    try:
+        yield broker
+    finally:
+        code = broker.stop()
+    assert code == 0, f"broker did not shut down cleanly ({code})\n{broker.log_tail()}"
 
 
 @contextlib.contextmanager

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from strata.broker.server import BrokerState
+    from strata.broker.broker_state import BrokerState
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """``KafkaServer``: one broker process — startup order, listeners, periodic work, shutdown.
 
-Owns the shared, explicit server state ``BrokerState`` (uvicorn's pattern: every handler gets it
-through ``RequestContext.state``; nothing is global) and the broker's lifecycle.
+Owns the broker's lifecycle; it builds the shared server state every handler gets
+(``broker_state.BrokerState``) once, before the listeners open (step 5).
 
 Startup, in order (each step needs the one before):
 
@@ -25,12 +25,7 @@ Startup, in order (each step needs the one before):
    picks a free port, and ``advertised.listeners`` with port 0 follows it; a cluster registers
    every advertised listener, and Metadata answers each client with the endpoints of the
    listener it connected to, Kafka's rule), then the HTTP health server (``http.port``), then
-   the periodic tasks:
-   ``flush_dirty_logs`` and both checkpoints in worker threads (fsync never runs on the loop),
-   retention on the loop (it changes the segment lists, which the loop owns), and
-   ``log.cleaner.threads`` compaction workers (``clean_one`` in a thread, backing off
-   ``log.cleaner.backoff.ms`` when no log needs cleaning), and committed-offset expiry every
-   ``offsets.retention.check.interval.ms``;
+   the periodic tasks (``periodic_tasks``: flushes, checkpoints, retention, expiry, cleaners);
 6. ready: ``/readyz`` answers 200 and one line on stdout names the bound addresses
    (``... serving Kafka on HOST:PORT ... HTTP on HOST:PORT``) for scripts and tests.
 
@@ -50,19 +45,18 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
 import uvloop
 
+from strata.broker.broker_state import BrokerState, effective_broker_config
 from strata.broker.cluster.cluster import Cluster
 from strata.broker.cluster.image import ClusterImage
 from strata.broker.config import BrokerConfig, ConfigError
-from strata.broker.group.coordinator import GroupCoordinator, group_config, offsets_topic_config
 from strata.broker.metrics.broker_metrics import BrokerMetrics
-from strata.broker.network.connection import Handler, KafkaConnection, RequestQueueLimit
+from strata.broker.network.connection import KafkaConnection, RequestQueueLimit
 from strata.broker.network.http import HealthServer
 from strata.broker.network.listeners import advertised_endpoints, listener_security
 from strata.broker.partition_capacity import (
@@ -70,14 +64,14 @@ from strata.broker.partition_capacity import (
     current_capacity,
     raise_open_file_limit,
 )
+from strata.broker.periodic_tasks import PeriodicTasks
 from strata.broker.producer_id_manager import ClusterProducerIdManager, ProducerIdManager
-from strata.broker.quotas.broker_quotas import BrokerQuotas, open_quotas
+from strata.broker.quotas.broker_quotas import open_quotas
 from strata.broker.quotas.client_quota_manager import QuotaWindow
 from strata.broker.replication.replica_manager import ReplicaManager
-from strata.broker.security.authorization import BrokerAuthorizer, open_authorizer
+from strata.broker.security.authorization import open_authorizer
 from strata.broker.topic_store import FileTopicStore, TopicRecord, TopicStore, TopicStoreError
 from strata.metadata.errors import MetadataStoreError
-from strata.protocol.registry import HandlerRegistry
 from strata.security.credentials import (
     CredentialStore,
     FileCredentialStore,
@@ -94,113 +88,6 @@ SHUTDOWN_GRACE_S: Final = 10.0
 """How long in-flight requests (a long-poll fetch, at most its max wait) may take at shutdown."""
 
 
-@dataclass(frozen=True, slots=True)
-class BrokerEndpoint:
-    """A live broker as clients see it."""
-
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
-
-
-@dataclass(eq=False)
-class BrokerState:
-    """Everything a handler may use, built once by ``KafkaServer.start``.
-
-    Mutated only on the event loop: the control-plane handlers change the topic store, the
-    replica manager and the log manager's configs; nothing else here changes after startup.
-    """
-
-    config: BrokerConfig
-    node_id: int
-    cluster_id: str
-    clock: Clock
-    log_manager: LogManager
-    replica_manager: ReplicaManager
-    topic_store: TopicStore
-    producer_id_manager: ProducerIdManager
-    advertised_host: str
-    advertised_port: int
-    registry: HandlerRegistry[Handler] = field(default_factory=HandlerRegistry)
-    metrics: BrokerMetrics | None = None
-    cluster: Cluster | None = None  # set when metadata.store is (a multi-broker cluster)
-    credentials: CredentialStore | None = None  # SCRAM users (strata.broker.security)
-    authorizer: BrokerAuthorizer | None = None  # ACLs, with authorizer.class.name
-    quotas: BrokerQuotas | None = None  # client quotas (strata.broker.quotas)
-    # listener name -> (host, port) advertised; the first listener is advertised_host/_port
-    advertised_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
-    group_coordinator: GroupCoordinator = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.group_coordinator = GroupCoordinator(
-            group=group_config(self.config), offsets=offsets_topic_config(self.config),
-            clock=self.clock, replica_manager=self.replica_manager,
-            topic_store=self.topic_store, create_topic=self.create_internal_topic)
-
-    def live_brokers(self, listener: str | None = None) -> list[BrokerEndpoint]:
-        """The brokers clients are told about (Metadata, DescribeCluster), by node id: the
-        registered ones in a cluster, else this one. With ``listener``, each broker's endpoint
-        of that listener (a broker without one is left out, as in Kafka); else its first."""
-        if self.cluster is not None:
-            out = []
-            for _, b in sorted(self.cluster.image.brokers.items()):
-                endpoint = b.endpoint(listener) if listener else (b.host, b.port)
-                if endpoint is not None:
-                    out.append(BrokerEndpoint(b.node_id, endpoint[0], endpoint[1], b.rack))
-            return out
-        host, port = self.advertised_endpoints.get(
-            listener or "", (self.advertised_host, self.advertised_port))
-        return [BrokerEndpoint(self.node_id, host, port, self.config.get("broker.rack") or None)]
-
-    def live_broker_ids(self) -> set[int]:
-        if self.cluster is not None:
-            return set(self.cluster.image.brokers)
-        return {self.node_id}
-
-    @property
-    def controller_id(self) -> int:
-        """The active controller's node id (-1: none now; this broker while it is alone)."""
-        if self.cluster is not None:
-            controller = self.cluster.image.controller
-            return controller.node_id if controller is not None else -1
-        return self.node_id
-
-    async def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
-                                    configs: Mapping[str, str]) -> None:
-        """Register and host an internal topic (``__consumer_offsets``), its replication factor
-        capped at the live brokers."""
-        from strata.broker.handlers import ApiError  # handlers import this module
-        from strata.broker.handlers.create_topics import TopicSpec, create_topic
-        from strata.protocol.error_codes import ErrorCode
-
-        live = max(len(self.live_broker_ids()), 1)
-        spec = TopicSpec(name, partitions, min(replication_factor, live), configs)
-        try:
-            await create_topic(self, spec)
-        except ApiError as exc:  # another broker of the cluster created it first
-            if exc.error_code != ErrorCode.topic_already_exists:
-                raise
-
-    def broker_defaults(self) -> dict[str, str]:
-        """The broker-level config in force: static (file/env/flags) < dynamic cluster default
-        < dynamic for this node. What the ``LogManager`` resolves topic configs against."""
-        return effective_broker_config(self.config, self.topic_store, self.node_id)
-
-    def apply_broker_defaults(self) -> None:
-        """Push ``broker_defaults()`` and every topic's overrides to the logs (after a change)."""
-        self.log_manager.broker_config = self.broker_defaults()
-        for record in self.topic_store.topics().values():
-            self.log_manager.set_topic_config(record.name, record.configs)
-
-
-def effective_broker_config(
-    config: BrokerConfig, store: TopicStore, node_id: int
-) -> dict[str, str]:
-    return {**config.log_manager_props(), **store.broker_configs(""),
-            **store.broker_configs(str(node_id))}
-
-
 class KafkaServer:
     """One broker. ``await start()``, then ``await shutdown()``; or ``serve()`` for both."""
 
@@ -215,8 +102,8 @@ class KafkaServer:
         self._kafka_servers: list[asyncio.Server] = []
         self._http = HealthServer(lambda: self.ready)
         self._connections: set[KafkaConnection] = set()
-        self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
+        self._periodic = PeriodicTasks(config, self._stopping)
         self._shut_down = False
         self._log_manager: LogManager | None = None
         self._cluster: Cluster | None = None
@@ -337,31 +224,7 @@ class KafkaServer:
         self.kafka_port = bound_port
         self.http_port = await self._http.start(listener.host, config.http_port)
 
-        self._schedule("flush", "log.flush.scheduler.interval.ms",
-                       lambda: asyncio.to_thread(log_manager.flush_dirty_logs))
-        self._schedule("recovery-point checkpoint", "log.flush.offset.checkpoint.interval.ms",
-                       lambda: asyncio.to_thread(log_manager.checkpoint_recovery_points))
-        self._schedule("log-start-offset checkpoint",
-                       "log.flush.start.offset.checkpoint.interval.ms",
-                       lambda: asyncio.to_thread(log_manager.checkpoint_log_start_offsets))
-        self._schedule("high-watermark checkpoint", "replica.high.watermark.checkpoint.interval.ms",
-                       lambda: asyncio.to_thread(log_manager.checkpoint_high_watermarks))
-        self._schedule("retention", "log.retention.check.interval.ms",
-                       lambda: _on_loop(log_manager.cleanup_logs))
-        self._schedule("producer-id expiration", "producer.id.expiration.check.interval.ms",
-                       lambda: _on_loop(log_manager.remove_expired_producers))
-        self._schedule("group metadata expiration", "offsets.retention.check.interval.ms",
-                       lambda: _on_loop(state.group_coordinator.cleanup_group_metadata))
-        # Kafka's isr-expiration task: every replica.lag.time.max.ms / 2.
-        max_lag_ms = config.get_int("replica.lag.time.max.ms")
-        self._tasks.append(loop.create_task(self._every(
-            "isr expiration", max_lag_ms / 2000.0,
-            lambda: _on_loop(lambda: state.replica_manager.maybe_shrink_isr(max_lag_ms))),
-            name="strata-isr-expiration"))
-        if log_manager.cleaner_config.enable:
-            for worker in range(log_manager.cleaner_config.threads):
-                self._tasks.append(loop.create_task(self._clean(log_manager),
-                                                    name=f"strata-cleaner-{worker}"))
+        self._periodic.start(state)
         self.ready = True
         host = listener.host or "0.0.0.0"
         line = (
@@ -371,39 +234,6 @@ class KafkaServer:
         )
         logger.info("%s", line)
         print(line, flush=True)
-
-    def _schedule(self, name: str, interval_key: str,
-                  work: Callable[[], Awaitable[object]]) -> None:
-        interval_s = self.config.get_int(interval_key) / 1000.0
-        self._tasks.append(asyncio.get_running_loop().create_task(
-            self._every(name, interval_s, work), name=f"strata-{name}"))
-
-    async def _every(self, name: str, interval_s: float,
-                     work: Callable[[], Awaitable[object]]) -> None:
-        interval_s = max(interval_s, 0.01)
-        while not self._stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), interval_s)
-            if self._stopping.is_set():
-                return
-            try:
-                await work()
-            except Exception:
-                logger.exception("periodic %s failed", name)
-
-    async def _clean(self, log_manager: LogManager) -> None:
-        """One cleaner worker: compact the filthiest log, again at once while there was work,
-        else after ``log.cleaner.backoff.ms`` (Kafka's ``CleanerThread``)."""
-        backoff_s = log_manager.cleaner_config.backoff_ms / 1000.0
-        while not self._stopping.is_set():
-            try:
-                stats = await asyncio.to_thread(log_manager.clean_one)
-            except Exception:
-                logger.exception("log cleaner failed")
-                stats = None
-            if stats is None:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), backoff_s)
 
     # ------------------------------------------------------------------ running
     async def serve(self) -> None:
@@ -447,8 +277,7 @@ class KafkaServer:
         if self._log_manager is not None:
             for tp in self._log_manager.all_logs():  # a cleaning round in progress stops early
                 self._log_manager.cleaner.abort_and_pause_cleaning(tp)
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._periodic.join()
         if self.state is not None and self.state.authorizer is not None:
             await self.state.authorizer.close()
         if self.state is not None and self.state.quotas is not None:
@@ -478,10 +307,6 @@ def _bind(host: str, port: int) -> socket.socket:
         raise
     sock.setblocking(False)
     return sock
-
-
-async def _on_loop(work: Callable[[], object]) -> object:
-    return work()
 
 
 def _cluster_id_from_disk(log_dirs: list[Path]) -> str:

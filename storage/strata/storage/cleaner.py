@@ -51,8 +51,8 @@ from strata.storage.batch_filter import BatchFilter
 from strata.storage.clock import Clock, SystemClock
 from strata.storage.errors import CorruptRecordError, KafkaStorageError
 from strata.storage.file_records import pread_fully
-from strata.storage.log import segment_config
 from strata.storage.log_config import LogConfig
+from strata.storage.log_roll import segment_config
 from strata.storage.log_segment import LogSegment
 from strata.storage.offset_map import OffsetMap
 from strata.storage.records import iter_records

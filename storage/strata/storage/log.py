@@ -14,8 +14,8 @@ Invariants: segments are sorted by base offset and contiguous in offsets (gaps o
 compaction removed records); only the last segment (the active one) is appended to; the segment
 tuple is immutable and replaced on every change, so a reader holding a snapshot is never
 disturbed by a roll, a retention deletion or a cleaner swap. Files of removed segments are
-renamed to ``.deleted`` and unlinked only after ``file.delete.delay.ms`` (open file descriptors
-of a reader's ``FileSlice`` stay valid until then).
+scheduled for deletion (``segment_deletion``). Reads work on a snapshot (``log_read``); what a
+new segment looks like and when the active one rolls is ``log_roll``.
 
 Threads: appends, reads, rolls, truncation, retention and config changes run on one owner
 thread (the broker's event loop). ``flush`` runs in a worker thread: it works on a snapshot of
@@ -32,9 +32,6 @@ out of file descriptors (EMFILE/ENFILE) at a roll or a lazy open fails that appe
 
 from __future__ import annotations
 
-import bisect
-import errno
-import logging
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -49,47 +46,21 @@ from strata.storage.errors import (
 from strata.storage.leader_epoch_cache import LeaderEpochFileCache
 from strata.storage.log_append import assign_offsets
 from strata.storage.log_config import LogConfig
-from strata.storage.log_file_names import DELETED_FILE_SUFFIX
-from strata.storage.log_results import (
-    EARLIEST_LOCAL_TIMESTAMP,
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
-    NOTHING_TIERED,
-    FetchDataInfo,
-    LogAppendInfo,
-    TimestampAndOffset,
-)
+from strata.storage.log_read import offset_by_timestamp, read_segments, replay_producer_state
+from strata.storage.log_results import FetchDataInfo, LogAppendInfo, TimestampAndOffset
 from strata.storage.log_retention import (
     below_log_start,
     deletable_prefix,
     retention_bytes_breached,
     retention_ms_breached,
 )
-from strata.storage.log_segment import LogSegment, RollParams, SegmentConfig
+from strata.storage.log_roll import out_of_descriptors, roll_params, segment_config
+from strata.storage.log_segment import LogSegment
 from strata.storage.log_validator import ValidationConfig, validate_records
 from strata.storage.producer_state import ProducerStateManager
+from strata.storage.segment_deletion import SegmentDeletion
 
-__all__ = [
-    "EARLIEST_LOCAL_TIMESTAMP",
-    "EARLIEST_TIMESTAMP",
-    "LATEST_TIMESTAMP",
-    "MAX_TIMESTAMP",
-    "FetchDataInfo",
-    "Log",
-    "LogAppendInfo",
-    "TimestampAndOffset",
-    "segment_config",
-]
-
-log = logging.getLogger(__name__)
-
-def segment_config(config: LogConfig) -> SegmentConfig:
-    return SegmentConfig(
-        index_interval_bytes=config.index_interval_bytes,
-        max_index_size=config.segment_index_bytes,
-        preallocate=config.preallocate,
-    )
+__all__ = ["Log"]
 
 
 class Log:
@@ -123,7 +94,7 @@ class Log:
         self.log_start_offset = log_start_offset
         self.recovery_point = min(recovery_point, self._log_end_offset)
         self._high_watermark = log_start_offset
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._deletion = SegmentDeletion()
         self._flush_lock = threading.Lock()
         # Serialises structural changes: the owner thread's appends/rolls/truncation/retention
         # and the cleaner's final swap (from a worker thread). Reads and flush never take it.
@@ -292,7 +263,7 @@ class Log:
             segment = self._maybe_roll(size, max_ts, last_offset)
             segment.append(last_offset, max_ts, offset_of_max_ts, buf)
         except KafkaStorageError as exc:
-            if not _out_of_descriptors(exc):
+            if not out_of_descriptors(exc):
                 self._storage_failure(exc)
             raise
         psm = self.producer_state
@@ -303,15 +274,8 @@ class Log:
 
     def _maybe_roll(self, messages_size: int, max_ts: int, max_offset: int) -> LogSegment:
         active = self.active_segment
-        params = RollParams(
-            max_segment_bytes=self._config.segment_bytes,
-            max_segment_ms=self._config.segment_ms - self._config.segment_jitter_ms,
-            max_timestamp_in_messages=max_ts,
-            max_offset_in_messages=max_offset,
-            messages_size=messages_size,
-            now_ms=self._clock.milliseconds(),
-        )
-        if active.should_roll(params):
+        if active.should_roll(roll_params(self._config, messages_size, max_ts, max_offset,
+                                          self._clock.milliseconds())):
             return self.roll()
         return active
 
@@ -328,7 +292,7 @@ class Log:
                 segment = LogSegment.open(self.dir, new_base, segment_config(self._config),
                                           now_ms=self._clock.milliseconds())
             except (KafkaStorageError, OSError) as exc:
-                if not _out_of_descriptors(exc):  # a process limit is no disk failure
+                if not out_of_descriptors(exc):  # a process limit is no disk failure
                     self._storage_failure(exc)
                 raise KafkaStorageError(f"cannot roll {self.dir}: {exc}") from exc
             self._set_segments((*self._segments, segment))
@@ -357,55 +321,15 @@ class Log:
             raise OffsetOutOfRangeError(
                 f"offset {start_offset} is outside [{self.log_start_offset}, {end}] of {self.dir}"
             )
-        if start_offset >= bound:
-            return FetchDataInfo(start_offset, ())
-        idx = max(bisect.bisect_right(bases, start_offset) - 1, 0)
-        while idx < len(segments):
-            segment = segments[idx]
-            max_position = None
-            if idx + 1 >= len(segments) or bound < bases[idx + 1]:
-                found = segment.translate_offset(bound) if bound < end else None
-                max_position = found[0] if found is not None else segment.size
-            fslice = segment.read(start_offset, max_bytes, max_position, min_one_message)
-            if fslice is not None and fslice.length > 0:
-                return FetchDataInfo(start_offset, (fslice,))
-            if max_position is not None:
-                break
-            idx += 1
-        return FetchDataInfo(start_offset, ())
+        return read_segments(segments, bases, start_offset, max_bytes, bound, end,
+                             min_one_message)
 
     # ------------------------------------------------------- offsets by time
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: -2 earliest, -1 latest (LEO), -3 max timestamp, else the first offset
         whose record timestamp is >= ``timestamp`` (None if there is none)."""
-        cache = self.leader_epoch_cache
-        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            return TimestampAndOffset(-1, self.log_start_offset,
-                                      cache.epoch_for_offset(self.log_start_offset))
-        if timestamp == LATEST_TIMESTAMP:
-            return TimestampAndOffset(-1, self._log_end_offset, cache.latest_epoch)
-        if timestamp in NOTHING_TIERED:
-            return TimestampAndOffset(-1, -1, -1)
-        segments = self._segments
-        if timestamp == MAX_TIMESTAMP:
-            best: LogSegment | None = None
-            for seg in segments:
-                if seg.size and (best is None or
-                                 seg.max_timestamp_so_far > best.max_timestamp_so_far):
-                    best = seg
-            found_max = best.read_max_timestamp_record() if best is not None else None
-            if found_max is None:
-                return None
-            ts, off, epoch = found_max
-            return TimestampAndOffset(ts, off, epoch if epoch >= 0 else None)
-        for seg in segments:
-            if seg.size == 0 or seg.largest_timestamp < timestamp:
-                continue
-            found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
-            if found is not None:
-                ts, off = found
-                return TimestampAndOffset(ts, off, cache.epoch_for_offset(off))
-        return None
+        return offset_by_timestamp(self._segments, timestamp, self.log_start_offset,
+                                   self._log_end_offset, self.leader_epoch_cache)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch (KIP-101): (largest epoch <= ``epoch``, its end offset)."""
@@ -456,18 +380,8 @@ class Log:
         self.log_start_offset = min(self.log_start_offset, end)
 
     def rebuild_producer_state(self) -> None:
-        """Replay batch headers from producer state's map end offset to the log end (after a
-        load or a truncation reloaded it from a snapshot). Per batch, headers only."""
-        psm = self.producer_state
-        start = psm.map_end_offset
-        segments = self._segments
-        for i, seg in enumerate(segments):
-            if i + 1 < len(segments) and segments[i + 1].base_offset <= start:
-                continue
-            for _, h in seg.batches():
-                if h.base_offset >= start and h.has_producer_id:
-                    psm.update(h, h.base_offset, h.last_offset, h.max_timestamp)
-        psm.update_map_end_offset(self._log_end_offset)
+        """Bring the producer state up to the log end (``log_read.replay_producer_state``)."""
+        replay_producer_state(self.producer_state, self._segments, self._log_end_offset)
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start offset up to ``offset`` (<= HW); returns it."""
@@ -527,23 +441,12 @@ class Log:
 
     def _schedule_deletion(self, segments: Sequence[LogSegment]) -> None:
         """Rename to ``.deleted`` now; close and unlink after ``file.delete.delay.ms``."""
-        due = self._clock.milliseconds() + self._config.file_delete_delay_ms
-        for seg in segments:
-            seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
-            self._pending_deletes.append((due, seg))
+        self._deletion.schedule(segments,
+                                self._clock.milliseconds() + self._config.file_delete_delay_ms)
 
     def delete_pending_segments(self, force: bool = False) -> int:
         """Close and unlink ``.deleted`` segments whose delay has passed; returns how many."""
-        now = self._clock.milliseconds()
-        keep, gone = [], 0
-        for due, seg in self._pending_deletes:
-            if force or due <= now:
-                seg.delete()
-                gone += 1
-            else:
-                keep.append((due, seg))
-        self._pending_deletes = keep
-        return gone
+        return self._deletion.delete_due(self._clock.milliseconds(), force)
 
     # ------------------------------------------------------------ cleaning
     def replace_segments(self, new: Sequence[LogSegment], old: Sequence[LogSegment]) -> None:
@@ -598,12 +501,3 @@ def _validation_config(cfg: LogConfig) -> ValidationConfig:
         compacted=cfg.compact,
     )
 
-
-def _out_of_descriptors(exc: BaseException) -> bool:
-    """EMFILE/ENFILE (here or as the cause): the append fails, the log dir stays online."""
-    current: BaseException | None = exc
-    while current is not None:
-        if isinstance(current, OSError) and current.errno in (errno.EMFILE, errno.ENFILE):
-            return True
-        current = current.__cause__
-    return False

@@ -42,8 +42,9 @@ from strata.storage import log_file_names as names
 from strata.storage.abstract_index import CorruptIndexError
 from strata.storage.clock import Clock
 from strata.storage.leader_epoch_cache import LeaderEpochFileCache
-from strata.storage.log import Log, segment_config
+from strata.storage.log import Log
 from strata.storage.log_config import LogConfig
+from strata.storage.log_roll import segment_config
 from strata.storage.log_segment import LogSegment
 from strata.storage.producer_state import ProducerStateManager
 from strata.storage.record_batch import BatchHeader

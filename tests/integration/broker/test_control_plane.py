@@ -33,7 +33,8 @@ from strata.protocol.header import RequestHeader, encode_request_header
 from strata.protocol.messages import build_request
 from strata.storage.log_manager import CLEAN_SHUTDOWN_FILE
 
-from ..broker_process import BrokerProcess, running_broker
+from ..broker_process import STRATA, BrokerProcess, running_broker
+from ..raw_socket import closed_by_broker, read_frame
 
 # kafka-python's package import emits a DeprecationWarning (importlib.resources.read_text);
 # the suite turns warnings into errors.
@@ -85,20 +86,6 @@ def raw_connection(broker: BrokerProcess) -> socket.socket:
     return sock
 
 
-def read_frame(sock: socket.socket) -> bytes:
-    def exactly(n: int) -> bytes:
-        out = b""
-        while len(out) < n:
-            chunk = sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            out += chunk
-        return out
-
-    (size,) = struct.unpack(">i", exactly(4))
-    return exactly(size)
-
-
 def api_versions_v3(sock: socket.socket, correlation_id: int) -> list[int]:
     header = RequestHeader(ApiKey.API_VERSIONS, 3, correlation_id, "raw")
     body = build_request(ApiKey.API_VERSIONS, 3, client_software_name="raw",
@@ -107,13 +94,6 @@ def api_versions_v3(sock: socket.socket, correlation_id: int) -> list[int]:
     got_id, response = decode_response(read_frame(sock), ApiKey.API_VERSIONS, 3)
     assert got_id == correlation_id and response.error_code == ErrorCode.none
     return [int(k.api_key) for k in response.api_keys]
-
-
-def closed_by_broker(sock: socket.socket) -> bool:
-    try:
-        return sock.recv(1) == b""
-    except ConnectionError:
-        return True
 
 
 # ------------------------------------------------------------------ kafka-python
@@ -369,15 +349,13 @@ def test_strata_broker_command_with_free_ports(tmp_path: Path) -> None:
     import re
     import signal
     import subprocess
-    import sys
     import threading
     import time
 
-    strata = Path(sys.executable).parent / "strata"
     env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
     env["STRATA_NUM_PARTITIONS"] = "4"  # the environment layer
     process = subprocess.Popen(
-        [str(strata), "broker", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+        [str(STRATA), "broker", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
          "--override", "http.port=0", "--override", f"log.dirs={tmp_path / 'data'}",
          "--override", "no.such.setting=1"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,

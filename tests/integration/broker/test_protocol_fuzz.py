@@ -28,8 +28,6 @@ import dataclasses
 import os
 import random
 import struct
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,7 +42,14 @@ from strata.protocol.errors import InvalidResponse, MessageBuildError
 from strata.protocol.messages import build_request, encode_body
 from strata.security.scram import ScramClient, ScramError
 
-from ..broker_process import BrokerProcess, free_port, running_broker
+from ..broker_process import (
+    GROUPS_CONFIG,
+    BrokerProcess,
+    create_user,
+    free_port,
+    running_broker,
+    serving,
+)
 from .request_mutations import TOPIC, mutate, request_frame, seed_request
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -58,16 +63,11 @@ ANSWER_TIMEOUT_S: Final = 1.5
 LEFT_OUT: Final = frozenset({ApiKey.CREATE_TOPICS, ApiKey.CREATE_PARTITIONS, ApiKey.DELETE_TOPICS})
 # Listed in ApiVersions but removed from the protocol (kio has no class to seed them from).
 ADVERTISED_NOT_SERVED: Final = frozenset((ApiKey.PRODUCE, v) for v in range(3))
-SETTINGS: Final = {
-    "group.initial.rebalance.delay.ms": "0",
-    "offsets.topic.replication.factor": "1",
-    "offsets.topic.num.partitions": "2",
-}
 
 
 @pytest.fixture(scope="module")
 def fuzz_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    with running_broker(tmp_path_factory.mktemp("fuzz-broker"), SETTINGS) as started:
+    with running_broker(tmp_path_factory.mktemp("fuzz-broker"), GROUPS_CONFIG) as started:
         yield started
 
 
@@ -231,22 +231,15 @@ USER, PASSWORD = "alice", "alice-secret"
 def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, int]]:
     """A broker with a PLAINTEXT and a SASL_PLAINTEXT listener and one SCRAM user."""
     workdir = tmp_path_factory.mktemp("sasl-fuzz-broker")
-    broker = BrokerProcess(workdir, SETTINGS)
+    broker = BrokerProcess(workdir, GROUPS_CONFIG)
     sasl_port = free_port()
     listeners = f"PLAINTEXT://127.0.0.1:{broker.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
     broker.config.update({"listeners": listeners, "advertised.listeners": listeners,
                           "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
                           "connection.failed.authentication.delay.ms": "0"})
-    done = subprocess.run([str(Path(sys.executable).parent / "strata"), "users", "create", USER,
-                           "--password", PASSWORD, "--log-dir", str(broker.data_dir)],
-                          capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    broker.start()
-    try:
+    create_user(USER, PASSWORD, "--log-dir", str(broker.data_dir))
+    with serving(broker):
         yield broker, sasl_port
-    finally:
-        code = broker.stop()
-    assert code == 0, f"broker did not shut down cleanly ({code})\n{broker.log_tail()}"
 
 
 def sasl_frame(api_key: int, version: int, fields: dict[str, Any]) -> bytes:

@@ -12,8 +12,9 @@ within seconds, not after a client's 60 s default.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 Headers = tuple[tuple[str, bytes | None], ...]
@@ -22,6 +23,7 @@ CODECS: Final = ("none", "gzip", "snappy", "lz4", "zstd")
 
 # Per-operation deadlines, seconds. CONSUME covers a whole read-to-the-end.
 REQUEST_TIMEOUT_S: Final = 10.0
+REQUEST_TIMEOUT_MS: Final = int(REQUEST_TIMEOUT_S * 1000)
 CONSUME_TIMEOUT_S: Final = 20.0
 FETCH_MAX_WAIT_MS: Final = 100
 
@@ -58,6 +60,24 @@ class ConsumedRecord:
         return OutRecord(self.key, self.value, self.headers, self.timestamp)
 
 
+@dataclass(frozen=True, slots=True)
+class ProduceOptions:
+    """How a driver's producer is set up: ``compression`` (one of ``CODECS``), ``idempotent``
+    (``enable.idempotence``) and how many acknowledged ``rounds`` the records are sent in."""
+
+    compression: str = "none"
+    idempotent: bool = False
+    rounds: int = 1
+
+    @property
+    def compression_type(self) -> str | None:
+        """``compression`` as the Python clients' ``compression_type`` (None: no codec)."""
+        return None if self.compression == "none" else self.compression
+
+
+DEFAULT_PRODUCE: Final = ProduceOptions()
+
+
 class ClientError(AssertionError):
     """A client reported an error (or timed out); the message says which call and why."""
 
@@ -76,19 +96,13 @@ class ClientDriver(Protocol):
     def delete_topic(self, topic: str) -> None:
         """Delete through the client's admin API; raise if the broker refuses."""
 
-    def produce(
-        self,
-        topic: str,
-        records: Sequence[OutRecord],
-        *,
-        compression: str = "none",
-        idempotent: bool = False,
-        rounds: int = 1,
-    ) -> list[Delivery]:
+    def produce(self, topic: str, records: Sequence[OutRecord],
+                options: ProduceOptions = DEFAULT_PRODUCE) -> list[Delivery]:
         """Produce with acks=all and the client's default partitioner (keys decide), from one
-        producer, in ``rounds`` consecutive slices each acknowledged before the next is sent
-        (so a partition gets several batches: sequence numbers advance under idempotence);
-        the delivery report of each record, in the order given. Raise on any failed record."""
+        producer set up per ``options``, in ``options.rounds`` consecutive slices each
+        acknowledged before the next is sent (so a partition gets several batches: sequence
+        numbers advance under idempotence); the delivery report of each record, in the order
+        given. Raise on any failed record."""
 
     def consume(self, topic: str, end_offsets: Mapping[int, int]) -> list[ConsumedRecord]:
         """Assign the partitions in ``end_offsets`` from the earliest offset, no group, and read
@@ -100,6 +114,36 @@ class ClientDriver(Protocol):
     ) -> dict[int, int | None]:
         """ListOffsets by timestamp: per partition, the first offset whose timestamp is at or
         after the one asked, None when no record is that late."""
+
+
+@dataclass
+class ReadToEnd:
+    """A ``consume`` in progress: the records read so far, in order of arrival, and each
+    partition's next offset, until every partition reaches its end offset."""
+
+    end_offsets: Mapping[int, int]
+    records: list[ConsumedRecord] = field(default_factory=list)
+    next_offset: dict[int, int] = field(init=False)
+    deadline: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.next_offset = dict.fromkeys(self.end_offsets, 0)
+        self.deadline = time.monotonic() + CONSUME_TIMEOUT_S
+
+    def short(self) -> bool:
+        """True while some partition has not reached its end offset."""
+        return any(self.next_offset[p] < end for p, end in self.end_offsets.items())
+
+    def check_deadline(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise ClientError(f"consume timed out: {self.progress()}")
+
+    def progress(self) -> str:
+        return f"next offsets {self.next_offset}, wanted {dict(self.end_offsets)}"
+
+    def add(self, record: ConsumedRecord) -> None:
+        self.records.append(record)
+        self.next_offset[record.partition] = record.offset + 1
 
 
 def split_rounds(records: Sequence[OutRecord], rounds: int) -> list[Sequence[OutRecord]]:

@@ -36,6 +36,7 @@ from .model import (
     ConsumedRecord,
     Delivery,
     OutRecord,
+    ProduceOptions,
     expected_end_offsets,
     keyed_records,
 )
@@ -127,7 +128,7 @@ def test_produce_and_consume_by_assign(
 ) -> None:
     topic = new_topic(client, codec)
     records = keyed_records(40, tag=codec)
-    deliveries = client.produce(topic, records, compression=codec)
+    deliveries = client.produce(topic, records, ProduceOptions(compression=codec))
     check_deliveries(records, deliveries, PARTITIONS)
     check_round_trip(records, deliveries, consume_all(client, topic, deliveries))
     # The client really compressed: the broker keeps batches as sent.
@@ -183,7 +184,8 @@ def test_idempotent_produce(broker: BrokerProcess, client: ClientDriver) -> None
     records = keyed_records(45, tag="idem")
     # Three acknowledged rounds from one producer: several batches per partition, so the
     # broker must accept sequence numbers continuing from the previous batch.
-    deliveries = client.produce(topic, records, compression="gzip", idempotent=True, rounds=3)
+    deliveries = client.produce(topic, records,
+                                ProduceOptions(compression="gzip", idempotent=True, rounds=3))
     check_deliveries(records, deliveries, PARTITIONS)
     check_round_trip(records, deliveries, consume_all(client, topic, deliveries))
     # The client really was idempotent (some silently turn it off when they judge the broker

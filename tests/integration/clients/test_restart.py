@@ -30,6 +30,7 @@ from .model import (
     ConsumedRecord,
     Delivery,
     OutRecord,
+    ProduceOptions,
     expected_end_offsets,
     keyed_record,
     keyed_records,
@@ -82,7 +83,7 @@ def test_sigterm_restart_keeps_every_acknowledged_record(
     broker: BrokerProcess, client: ConfluentKafkaDriver, topic: str
 ) -> None:
     records = keyed_records(60, tag="term")
-    deliveries = client.produce(topic, records, compression="lz4")
+    deliveries = client.produce(topic, records, ProduceOptions(compression="lz4"))
     code = broker.restart()
     assert code == 0, f"SIGTERM shutdown exit code {code}\n{broker.log_tail()}"
     assert client.partition_count(topic) == PARTITIONS, "topic lost across the restart"

@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from ..broker_process import STRATA
 from .cluster_processes import ClusterProcesses
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240),
               pytest.mark.parametrize("backend", ["sqlite"])]
 
-STRATA = Path(sys.executable).parent / "strata"
 
 
 def _cluster_cli(cluster: ClusterProcesses, command: str, *args: str

@@ -21,7 +21,7 @@ from typing import Any, Final
 import httpx
 
 from ..broker_process import free_port
-from ..process_control import signal_and_wait
+from ..process_control import log_tail, signal_and_wait
 
 READY_TIMEOUT_S: Final = 30.0
 
@@ -94,10 +94,7 @@ class PrometheusProcess:
         return signal_and_wait(process)
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return "(no prometheus log)"
+        return log_tail(self.log_path, lines, "(no prometheus log)")
 
 
 @contextlib.contextmanager

@@ -19,6 +19,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..process_control import log_tail, signal_and_wait
+
 STARTUP_TIMEOUT_S = 20.0
 MISSING = (
     "etcd is not installed: `make test` installs Debian's etcd-server (make etcd); "
@@ -97,20 +99,12 @@ class EtcdProcess:
 
     def stop(self) -> None:
         """SIGTERM by PID (SIGKILL after 10 s) and reap."""
-        if self.process is not None and self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
+        if self.process is not None:
+            signal_and_wait(self.process, timeout=10)
         self.process = None
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no etcd log)"
+        return log_tail(self.log_path, lines, "(no etcd log)")
 
 
 @contextlib.contextmanager

@@ -13,15 +13,12 @@ with the users ``alice`` / ``alice-secret`` and ``bob`` / ``bob-secret`` created
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-from ..broker_process import BrokerProcess, free_port
+from ..broker_process import GROUPS_CONFIG, BrokerProcess, create_user, free_port, serving
 from .certs import Issued, Pki
 
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
@@ -45,14 +42,6 @@ class SecureBroker:
     ssl: int
 
 
-STRATA = Path(sys.executable).parent / "strata"
-
-
-def create_user(user: str, password: str, *where: str) -> None:
-    """``strata users create`` (the real CLI), failing with its output."""
-    done = subprocess.run([str(STRATA), "users", "create", user, "--password", password, *where],
-                          capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0, f"strata users create: {done.stdout}{done.stderr}"
 
 
 @pytest.fixture(scope="package")
@@ -82,15 +71,9 @@ def secure_broker(tmp_path_factory: pytest.TempPathFactory, pki: PkiFiles
         "listeners": listeners, "advertised.listeners": listeners,
         "sasl.enabled.mechanisms": MECHANISMS,
         "listener.name.ssl.ssl.client.auth": "required",
-        "auto.create.topics.enable": "true", "num.partitions": "1",
-        "offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "2",
-        "group.initial.rebalance.delay.ms": "0",
+        "auto.create.topics.enable": "true", "num.partitions": "1", **GROUPS_CONFIG,
         **tls_config(pki)})
     for user, password in USERS.items():
         create_user(user, password, "--log-dir", str(broker.data_dir))
-    broker.start()
-    try:
+    with serving(broker):
         yield SecureBroker(broker, pki, *ports)
-    finally:
-        code = broker.stop()
-    assert code == 0, f"broker did not shut down cleanly ({code})\n{broker.log_tail()}"

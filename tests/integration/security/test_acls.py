@@ -36,8 +36,15 @@ from kafka.admin import ACLResourcePatternType as KpPatternType
 from kafka.admin import ResourceType as KpResourceType
 from kafka.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError
 
-from ..broker_process import BrokerProcess, free_port
-from .conftest import STRATA, SecureBroker, create_user
+from ..broker_process import (
+    GROUPS_CONFIG,
+    STRATA,
+    BrokerProcess,
+    create_user,
+    free_port,
+    serving,
+)
+from .conftest import SecureBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -74,17 +81,11 @@ def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
         "listeners": listeners, "advertised.listeners": listeners,
         "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:admin", "num.partitions": "1",
-        "offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "2",
-        "group.initial.rebalance.delay.ms": "0"})
+        "super.users": "User:admin", "num.partitions": "1", **GROUPS_CONFIG})
     for user, password in PASSWORDS.items():
         create_user(user, password, "--log-dir", str(broker.data_dir))
-    broker.start()
-    try:
+    with serving(broker):
         yield AclBroker(broker, port)
-    finally:
-        code = broker.stop()
-    assert code == 0, f"broker did not shut down cleanly ({code})\n{broker.log_tail()}"
 
 
 def _wait(condition: Callable[[], T], what: str) -> T:

@@ -28,8 +28,7 @@ from confluent_kafka.admin import (
 
 from ..admin.admin_process import running_admin
 from ..admin.test_admin_security import write_auth_file
-from ..broker_process import BrokerProcess, free_port
-from .conftest import create_user
+from ..broker_process import BrokerProcess, create_user, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

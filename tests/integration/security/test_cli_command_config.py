@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import STRATA, SecureBroker
+from ..broker_process import STRATA
+from .conftest import SecureBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

@@ -24,9 +24,8 @@ from strata.client.security import ClientSecurity
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 
-from ..broker_process import free_port
+from ..broker_process import STRATA, create_user, free_port
 from ..cluster.cluster_processes import ClusterProcesses
-from .conftest import STRATA, create_user
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(180)]
 

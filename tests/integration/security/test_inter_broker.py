@@ -22,9 +22,9 @@ from confluent_kafka.admin import AdminClient
 
 from strata.operator.kafka import KafkaCluster
 
-from ..broker_process import free_port
+from ..broker_process import STRATA, create_user, free_port
 from ..cluster.cluster_processes import ClusterProcesses
-from .conftest import STRATA, PkiFiles, create_user, tls_config
+from .conftest import PkiFiles, tls_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(180)]
 

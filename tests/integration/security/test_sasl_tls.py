@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-import struct
 import time
 import uuid
 from typing import Any
@@ -35,6 +34,7 @@ from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.security.scram import salted_password
 
+from ..raw_socket import closed_by_broker, read_frame
 from . import logins
 from .conftest import SecureBroker
 
@@ -81,12 +81,18 @@ def _kafka_python_roundtrip(config: dict[str, Any]) -> None:
     assert first is not None and first.value == b"v1"
 
 
-def test_sasl_ssl_scram_sha_512_confluent(secure_broker: SecureBroker) -> None:
-    _confluent_roundtrip({
+def _confluent_sasl_ssl(secure_broker: SecureBroker, mechanism: str,
+                        user: str) -> dict[str, Any]:
+    """confluent-kafka's settings for ``user`` (password ``<user>-secret``) on SASL_SSL."""
+    return {
         "bootstrap.servers": f"127.0.0.1:{secure_broker.sasl_ssl}",
-        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
-        "sasl.username": "alice", "sasl.password": "alice-secret",
-        "ssl.ca.location": str(secure_broker.pki.ca.ca_cert)})
+        "security.protocol": "SASL_SSL", "sasl.mechanism": mechanism,
+        "sasl.username": user, "sasl.password": f"{user}-secret",
+        "ssl.ca.location": str(secure_broker.pki.ca.ca_cert)}
+
+
+def test_sasl_ssl_scram_sha_512_confluent(secure_broker: SecureBroker) -> None:
+    _confluent_roundtrip(_confluent_sasl_ssl(secure_broker, "SCRAM-SHA-512", "alice"))
 
 
 def test_sasl_ssl_plain_kafka_python(secure_broker: SecureBroker) -> None:
@@ -99,11 +105,7 @@ def test_sasl_ssl_plain_kafka_python(secure_broker: SecureBroker) -> None:
 
 
 def test_sasl_ssl_plain_confluent(secure_broker: SecureBroker) -> None:
-    _confluent_roundtrip({
-        "bootstrap.servers": f"127.0.0.1:{secure_broker.sasl_ssl}",
-        "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
-        "sasl.username": "bob", "sasl.password": "bob-secret",
-        "ssl.ca.location": str(secure_broker.pki.ca.ca_cert)})
+    _confluent_roundtrip(_confluent_sasl_ssl(secure_broker, "PLAIN", "bob"))
 
 
 def test_sasl_plaintext_scram_sha_256_kafka_python(secure_broker: SecureBroker) -> None:
@@ -173,27 +175,8 @@ def _frame(api_key: int, version: int, fields: dict[str, Any], correlation_id: i
 
 
 def _read_answer(sock: socket.socket, api_key: int, version: int) -> Any:
-    (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
-    _, body = decode_response(_recv_exactly(sock, size), api_key, version)
+    _, body = decode_response(read_frame(sock), api_key, version)
     return body
-
-
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionResetError("closed by the broker")
-        data += chunk
-    return data
-
-
-def _closed_without_answer(sock: socket.socket) -> bool:
-    """True when the broker closes the connection without sending a byte."""
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
 
 
 def test_plaintext_client_on_tls_port_is_disconnected(secure_broker: SecureBroker) -> None:
@@ -226,7 +209,7 @@ def test_wrong_password_fails_and_nothing_else_works(secure_broker: SecureBroker
                                                   "include_cluster_authorized_operations": False,
                                                   "include_topic_authorized_operations": False},
                             3))
-        assert _closed_without_answer(sock)
+        assert closed_by_broker(sock)
     admin = AdminClient({
         "bootstrap.servers": f"127.0.0.1:{secure_broker.sasl_plaintext}",
         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import STRATA
+from ..broker_process import STRATA
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -21,9 +21,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.handlers import build_registry
 from strata.broker.network.connection import RequestContext
-from strata.broker.server import BrokerState
 from strata.protocol import (
     ApiKey,
     RequestHeader,

@@ -9,11 +9,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.config import BrokerConfig
 from strata.broker.network.connection import RequestContext
 from strata.broker.producer_id_manager import ProducerIdManager
 from strata.broker.replication.replica_manager import ReplicaManager
-from strata.broker.server import BrokerState
 from strata.broker.topic_store import FileTopicStore
 from strata.protocol.header import RequestHeader
 from strata.protocol.messages import build_request

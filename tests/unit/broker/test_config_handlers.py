@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.config import ConfigType
 from strata.broker.handlers import alter_configs, describe_configs, incremental_alter_configs
 from strata.broker.handlers.describe_configs import (
@@ -14,7 +15,6 @@ from strata.broker.handlers.describe_configs import (
     ConfigSource,
     topic_config_type,
 )
-from strata.broker.server import BrokerState
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.storage.log_config import CONFIGS_BY_NAME, TOPIC_CONFIGS

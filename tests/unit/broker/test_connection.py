@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.handlers import build_registry
 from strata.broker.network.connection import (
     Handler,
@@ -20,7 +21,6 @@ from strata.broker.network.connection import (
     RequestQueueLimit,
     Response,
 )
-from strata.broker.server import BrokerState
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.codec import decode_response, encode_request
 from strata.protocol.error_codes import ErrorCode
@@ -203,6 +203,15 @@ def handler_returning(make: Callable[[], Any]) -> Handler:
     return handle
 
 
+async def serve_one_api(tmp_path: Path, api_key: ApiKey,
+                        make: Callable[[], Any]) -> tuple[asyncio.AbstractServer, Client]:
+    """A server answering ApiVersions and ``api_key`` (with ``make()``), and a client of it."""
+    state = broker_state(tmp_path)
+    state.registry = registry_with(api_key, handler_returning(make))
+    server, port = await serve(state)
+    return server, await Client.connect(port)
+
+
 @pytest.mark.parametrize("size", [10, 8 * 1024 * 1024])
 async def test_response_chunks_with_file_slices(tmp_path: Path, size: int) -> None:
     data = os.urandom(size)
@@ -210,12 +219,8 @@ async def test_response_chunks_with_file_slices(tmp_path: Path, size: int) -> No
     path.write_bytes(b"0123456789" + data)
     fd = os.open(path, os.O_RDONLY)
     try:
-        state = broker_state(tmp_path)
-        state.registry = registry_with(ApiKey.METADATA, handler_returning(
-            lambda: Response([b"head", FileSlice(fd, 10, size), b"", FileSlice(fd, 0, 0),
-                              b"tail"])))
-        server, port = await serve(state)
-        client = await Client.connect(port)
+        server, client = await serve_one_api(tmp_path, ApiKey.METADATA, lambda: Response(
+            [b"head", FileSlice(fd, 10, size), b"", FileSlice(fd, 0, 0), b"tail"]))
         for correlation_id in (1, 2):  # twice: the connection stays usable after a big slice
             client.send(ApiKey.METADATA, 0, correlation_id, topics=[])
             frame = await client.frame()
@@ -230,10 +235,7 @@ async def test_response_chunks_with_file_slices(tmp_path: Path, size: int) -> No
 
 
 async def test_no_response_when_the_handler_returns_none(tmp_path: Path) -> None:
-    state = broker_state(tmp_path)
-    state.registry = registry_with(ApiKey.METADATA, handler_returning(lambda: None))
-    server, port = await serve(state)
-    client = await Client.connect(port)
+    server, client = await serve_one_api(tmp_path, ApiKey.METADATA, lambda: None)
     client.send(ApiKey.METADATA, 0, 1, topics=[])
     api_versions(client, 3, 2)
     assert (await client.response(ApiKey.API_VERSIONS, 3))[0] == 2
@@ -248,10 +250,7 @@ def failing() -> Any:
 async def test_handler_failure_answers_unknown_server_error_where_there_is_a_field(
     tmp_path: Path,
 ) -> None:
-    state = broker_state(tmp_path)
-    state.registry = registry_with(ApiKey.INIT_PRODUCER_ID, handler_returning(failing))
-    server, port = await serve(state)
-    client = await Client.connect(port)
+    server, client = await serve_one_api(tmp_path, ApiKey.INIT_PRODUCER_ID, failing)
     client.send(ApiKey.INIT_PRODUCER_ID, 1, 9, transactional_id=None,
                 transaction_timeout_ms=1000)
     correlation_id, body = await client.response(ApiKey.INIT_PRODUCER_ID, 1)
@@ -263,10 +262,7 @@ async def test_handler_failure_answers_unknown_server_error_where_there_is_a_fie
 async def test_handler_failure_closes_when_the_response_has_no_error_field(
     tmp_path: Path,
 ) -> None:
-    state = broker_state(tmp_path)
-    state.registry = registry_with(ApiKey.METADATA, handler_returning(failing))
-    server, port = await serve(state)
-    client = await Client.connect(port)
+    server, client = await serve_one_api(tmp_path, ApiKey.METADATA, failing)
     client.send(ApiKey.METADATA, 0, 1, topics=[])
     assert await client.closed_by_peer()
     server.close()

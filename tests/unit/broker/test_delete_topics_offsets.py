@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.handlers.delete_topics import delete_topic
-from strata.broker.server import BrokerState
 from strata.protocol import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.storage.clock import ManualClock

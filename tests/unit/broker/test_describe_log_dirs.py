@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.handlers import describe_log_dirs, describe_producers
-from strata.broker.server import BrokerState
 from strata.protocol import ApiKey, encode_response
 from strata.protocol.codec import decode_response
 from strata.protocol.error_codes import ErrorCode

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.handlers.fetch import handle
 from strata.broker.network.connection import Response
-from strata.broker.server import BrokerState
 from strata.protocol import ApiKey
 from strata.protocol.messages import decode_response_body
 from strata.storage.file_records import FileSlice

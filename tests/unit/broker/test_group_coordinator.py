@@ -14,13 +14,13 @@ from typing import Any, TypeVar
 
 import pytest
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.group.classic_group import OffsetAndMetadata
 from strata.broker.group.coordinator import GroupCoordinator
 from strata.broker.group.member import JoinGroupResult, SyncGroupResult
 from strata.broker.group.membership import JoinRequest
 from strata.broker.group.metadata_manager import OFFSETS_TOPIC
 from strata.broker.group.state import GroupState
-from strata.broker.server import BrokerState
 from strata.protocol.error_codes import ErrorCode
 from strata.storage.clock import ManualClock
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.group.metadata_manager import OFFSETS_TOPIC, partition_for
 from strata.broker.handlers import (
     build_registry,
@@ -27,7 +28,6 @@ from strata.broker.handlers import (
     offset_fetch,
     sync_group,
 )
-from strata.broker.server import BrokerState
 from strata.protocol import ApiKey, encode_response
 from strata.protocol.error_codes import ErrorCode
 from strata.storage.clock import ManualClock

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.handlers.list_offsets import handle
-from strata.broker.server import BrokerState
 from strata.protocol import ApiKey, encode_response
 
 from .helpers import batch, broker_state, context, now_ms, request

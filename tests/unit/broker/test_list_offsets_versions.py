@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.handlers import served_versions
 from strata.broker.handlers.list_offsets import handle
-from strata.broker.server import BrokerState
 from strata.protocol import ApiKey
 from strata.protocol.codec import decode_request, encode_response
 from strata.protocol.header import RequestHeader, encode_request_header, request_header_version

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from strata.broker.server import BrokerState
+from strata.broker.broker_state import BrokerState
 from strata.protocol import ApiKey
 from strata.protocol.error_codes import ErrorCode
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.handlers.offset_for_leader_epoch import handle
-from strata.broker.server import BrokerState
 from strata.protocol import ApiKey, encode_response
 from strata.protocol.error_codes import ErrorCode
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.handlers.produce import encode_produce_response, handle
 from strata.broker.network.connection import Response
 from strata.broker.replication.replica_manager import PartitionAppendResult
-from strata.broker.server import BrokerState
 from strata.protocol import ApiKey, build_response
 from strata.protocol.messages import decode_response_body, encode_body
 from strata.storage.file_records import FileSlice

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.handlers import build_registry, served_versions
 from strata.broker.handlers.produce import refuse_removed_version
-from strata.broker.server import BrokerState
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.api_versions import api_versions_response
 from strata.protocol.error_codes import ErrorCode

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from strata.broker.broker_state import BrokerEndpoint, BrokerState
 from strata.broker.cluster.image import BrokerRegistration, ClusterImage, PartitionRegistration
 from strata.broker.handlers import served_versions
 from strata.broker.handlers.produce import (
@@ -22,7 +23,6 @@ from strata.broker.handlers.produce import (
 )
 from strata.broker.network.connection import Response
 from strata.broker.replication.replica_manager import PartitionAppendResult
-from strata.broker.server import BrokerEndpoint, BrokerState
 from strata.protocol import ApiKey, build_response
 from strata.protocol.codec import decode_request
 from strata.protocol.header import RequestHeader, encode_request_header, request_header_version

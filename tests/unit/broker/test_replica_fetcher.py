@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.config import BrokerConfig
 from strata.broker.handlers.create_topics import TopicSpec, create_topic
 from strata.broker.replication.partition import Partition
@@ -26,7 +27,7 @@ from strata.broker.replication.replica_fetcher import (
     whole_batches,
 )
 from strata.broker.replication.replica_manager import ReplicaManager
-from strata.broker.server import BrokerState, KafkaServer
+from strata.broker.server import KafkaServer
 from strata.storage.clock import SystemClock
 
 from .helpers import batch, log_manager

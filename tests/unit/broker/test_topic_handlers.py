@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.handlers import (
     create_partitions,
     create_topics,
     delete_topics,
     metadata,
 )
-from strata.broker.server import BrokerState
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 

@@ -29,11 +29,19 @@ class FakeStore:
             await self._called.wait_for(lambda: len(self.calls) >= count)
 
 
-async def test_refreshes_every_third_of_the_ttl_until_stopped() -> None:
+def keeping(lease_id: int, ttl_s: float, *, live: bool = True,
+            reachable: bool = True) -> tuple[FakeStore, LeaseKeeper, Lease]:
+    """A lease kept alive against a ``FakeStore`` that answers ``live`` or is unreachable."""
     store = FakeStore()
+    store.live, store.reachable = live, reachable
     keeper = LeaseKeeper(store.refresh)
-    lease = Lease(1, 0.3)
+    lease = Lease(lease_id, ttl_s)
     keeper.start(lease)
+    return store, keeper, lease
+
+
+async def test_refreshes_every_third_of_the_ttl_until_stopped() -> None:
+    store, keeper, lease = keeping(1, 0.3)
     keeper.start(lease)  # once per lease
     async with asyncio.timeout(2):
         await store.wait_calls(4)
@@ -47,11 +55,7 @@ async def test_refreshes_every_third_of_the_ttl_until_stopped() -> None:
 
 
 async def test_lost_when_the_store_says_the_lease_is_gone() -> None:
-    store = FakeStore()
-    store.live = False
-    keeper = LeaseKeeper(store.refresh)
-    lease = Lease(2, 0.3)
-    keeper.start(lease)
+    store, keeper, lease = keeping(2, 0.3, live=False)
     async with asyncio.timeout(2):
         await lease.wait_lost()
     assert len(store.calls) == 1
@@ -59,13 +63,9 @@ async def test_lost_when_the_store_says_the_lease_is_gone() -> None:
 
 
 async def test_lost_after_a_whole_ttl_without_a_successful_refresh() -> None:
-    store = FakeStore()
-    store.reachable = False
-    keeper = LeaseKeeper(store.refresh)
-    lease = Lease(3, 0.3)
     loop = asyncio.get_running_loop()
     started = loop.time()
-    keeper.start(lease)
+    store, keeper, lease = keeping(3, 0.3, reachable=False)
     async with asyncio.timeout(2):
         await lease.wait_lost()
     assert 0.3 <= loop.time() - started < 0.6
@@ -74,11 +74,7 @@ async def test_lost_after_a_whole_ttl_without_a_successful_refresh() -> None:
 
 
 async def test_a_store_that_comes_back_in_time_keeps_the_lease() -> None:
-    store = FakeStore()
-    store.reachable = False
-    keeper = LeaseKeeper(store.refresh)
-    lease = Lease(4, 0.4)
-    keeper.start(lease)
+    store, keeper, lease = keeping(4, 0.4, reachable=False)
     async with asyncio.timeout(2):
         await store.wait_calls(2)
         store.reachable = True

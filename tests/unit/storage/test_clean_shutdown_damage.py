@@ -76,6 +76,24 @@ def batch_positions(path: Path) -> list[tuple[int, rb.BatchHeader]]:
     return list(rb.iter_headers(path.read_bytes()))
 
 
+def corrupt_crc(path: Path, index: int) -> rb.BatchHeader:
+    """Flip the last byte of batch ``index`` of a ``.log``: framing intact, CRC wrong."""
+    position, header = batch_positions(path)[index]
+    raw = bytearray(path.read_bytes())
+    raw[position + header.size - 1] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    return header
+
+
+def assert_loads_whole(data: Path, log_end_offset: int) -> None:
+    """Partition 0 loads ending at ``log_end_offset``, every offset below it readable."""
+    lm = manager(data)
+    log = lm.get_log(TOPIC, 0)
+    assert log is not None and log.log_end_offset == log_end_offset
+    assert readable_offsets(log) == list(range(log_end_offset))
+    lm.shutdown()
+
+
 def test_torn_last_batch_after_clean_shutdown_is_recovered(tmp_path: Path) -> None:
     build(tmp_path)
     seg = last_log(tmp_path)
@@ -97,20 +115,13 @@ def test_garbage_appended_after_clean_shutdown_is_cut(tmp_path: Path, garbage: b
     seg = last_log(tmp_path)
     with seg.open("ab") as f:
         f.write(garbage)
-    lm = manager(tmp_path)
-    log = lm.get_log(TOPIC, 0)
-    assert log is not None and log.log_end_offset == 12
-    assert readable_offsets(log) == list(range(12))
-    lm.shutdown()
+    assert_loads_whole(tmp_path, 12)
 
 
 def test_bad_crc_in_the_last_batch_is_cut(tmp_path: Path) -> None:
     build(tmp_path)
     seg = last_log(tmp_path)
-    position, last = batch_positions(seg)[-1]
-    raw = bytearray(seg.read_bytes())
-    raw[position + last.size - 1] ^= 0xFF
-    seg.write_bytes(bytes(raw))
+    last = corrupt_crc(seg, -1)
     lm = manager(tmp_path)
     log = lm.get_log(TOPIC, 0)
     assert log is not None and log.log_end_offset == last.base_offset
@@ -120,10 +131,7 @@ def test_bad_crc_in_the_last_batch_is_cut(tmp_path: Path) -> None:
 def test_bad_crc_in_the_middle_of_the_last_segment_still_loads(tmp_path: Path) -> None:
     build(tmp_path, batches=40)
     seg = last_log(tmp_path)
-    position, middle = batch_positions(seg)[3]
-    raw = bytearray(seg.read_bytes())
-    raw[position + middle.size - 1] ^= 0xFF  # framing intact, CRC wrong
-    seg.write_bytes(bytes(raw))
+    middle = corrupt_crc(seg, 3)
     lm = manager(tmp_path)
     log = lm.get_log(TOPIC, 0)
     assert log is not None and log.log_end_offset == 40  # nothing acknowledged is cut
@@ -144,11 +152,7 @@ def test_damaged_index_after_clean_shutdown_is_rebuilt(tmp_path: Path, damage: s
             index.write_bytes(bytes(64))
         else:
             index.write_bytes(b"\x7f" * 64)
-    lm = manager(tmp_path)
-    log = lm.get_log(TOPIC, 0)
-    assert log is not None and log.log_end_offset == 12
-    assert readable_offsets(log) == list(range(12))
-    lm.shutdown()
+    assert_loads_whole(tmp_path, 12)
 
 
 def test_zero_length_last_log_loads_empty_tail(tmp_path: Path) -> None:
@@ -169,11 +173,7 @@ def test_missing_log_file_drops_only_its_indexes(tmp_path: Path) -> None:
     build(tmp_path, log_segment_bytes="700")
     segments = sorted((tmp_path / f"{TOPIC}-0").glob("*.log"))
     segments[-1].unlink()
-    lm = manager(tmp_path)
-    log = lm.get_log(TOPIC, 0)
-    assert log is not None and log.log_end_offset == int(segments[-1].stem)
-    assert readable_offsets(log) == list(range(int(segments[-1].stem)))
-    lm.shutdown()
+    assert_loads_whole(tmp_path, int(segments[-1].stem))
 
 
 @pytest.mark.parametrize("damage", ["torn", "garbage", "crc", "empty"])

@@ -605,7 +605,7 @@ def test_swap_is_refused_when_retention_removed_the_segments(tmp_path: Path,
 
 def test_replace_segments_leaves_old_files_to_the_logs_delayed_deletion(
         tmp_path: Path, clock: ManualClock) -> None:
-    from strata.storage.log import segment_config
+    from strata.storage.log_roll import segment_config
     from strata.storage.segment_swap import replace_segments
 
     config = segment_config(LogConfig())

@@ -19,9 +19,10 @@ from strata.storage.errors import (
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
 )
-from strata.storage.log import FetchDataInfo, Log
+from strata.storage.log import Log
 from strata.storage.log_config import LogConfig
 from strata.storage.log_loader import load_log
+from strata.storage.log_results import FetchDataInfo
 from strata.storage.records import Record, RecordSpec, build_batch, iter_records
 
 

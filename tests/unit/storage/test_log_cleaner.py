@@ -67,6 +67,25 @@ def logs() -> Logs:
     return Logs()
 
 
+def filled_log(tmp_path: Path, clock: ManualClock, logs: Logs, n: int = 100) -> Log:
+    """Partition a-0 in log dir d1, in ``logs``, with ``n`` records over 5 keys."""
+    log = logs.logs[("a", 0)] = open_log(tmp_path / "d1" / "a-0", clock)
+    fill(log, clock, n, keys=5)
+    return log
+
+
+def failing_cleaner(tmp_path: Path, clock: ManualClock, logs: Logs,
+                    monkeypatch: pytest.MonkeyPatch, error: Exception) -> LogCleaner:
+    """A cleaner of ``filled_log`` whose every round raises ``error``."""
+    filled_log(tmp_path, clock, logs)
+
+    def broken(*args: Any, **kw: Any) -> None:
+        raise error
+
+    monkeypatch.setattr(Cleaner, "clean", broken)
+    return LogCleaner(SMALL, [tmp_path / "d1"], logs, clock=clock)
+
+
 def keys_and_values(log: Log) -> dict[bytes | None, bytes | None]:
     from strata.storage.records import iter_records
 
@@ -193,8 +212,7 @@ def test_dirty_ratio_and_max_compaction_lag_decide(tmp_path: Path, clock: Manual
 
 
 def test_abort_pause_and_resume(tmp_path: Path, clock: ManualClock, logs: Logs) -> None:
-    log = logs.logs[("a", 0)] = open_log(tmp_path / "d1" / "a-0", clock)
-    fill(log, clock, 100, keys=5)
+    log = filled_log(tmp_path, clock, logs)
     manager = LogCleanerManager([tmp_path / "d1"], logs)
     tp = ("a", 0)
     assert manager.abort_and_pause_cleaning(tp) is False  # idle: just paused
@@ -261,16 +279,14 @@ def test_clean_one_compacts_and_checkpoints(tmp_path: Path, clock: ManualClock,
 
 
 def test_disabled_cleaner_does_nothing(tmp_path: Path, clock: ManualClock, logs: Logs) -> None:
-    log = logs.logs[("a", 0)] = open_log(tmp_path / "d1" / "a-0", clock)
-    fill(log, clock, 100, keys=5)
+    filled_log(tmp_path, clock, logs)
     config = CleanerConfig(enable=False, dedupe_buffer_size=1 << 20)
     assert LogCleaner(config, [tmp_path / "d1"], logs, clock=clock).clean_one(T0) is None
 
 
 def test_abort_during_a_round(tmp_path: Path, clock: ManualClock, logs: Logs,
                               monkeypatch: pytest.MonkeyPatch) -> None:
-    log = logs.logs[("a", 0)] = open_log(tmp_path / "d1" / "a-0", clock)
-    fill(log, clock, 200, keys=5)
+    log = filled_log(tmp_path, clock, logs, 200)
     cleaner = LogCleaner(SMALL, [tmp_path / "d1"], logs, clock=clock)
     real_append = LogSegment.append
     aborted: list[bool] = []
@@ -293,14 +309,7 @@ def test_abort_during_a_round(tmp_path: Path, clock: ManualClock, logs: Logs,
 
 def test_a_failing_log_is_marked_uncleanable(tmp_path: Path, clock: ManualClock, logs: Logs,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    log = logs.logs[("a", 0)] = open_log(tmp_path / "d1" / "a-0", clock)
-    fill(log, clock, 100, keys=5)
-    cleaner = LogCleaner(SMALL, [tmp_path / "d1"], logs, clock=clock)
-
-    def broken(*args: Any, **kw: Any) -> None:
-        raise RuntimeError("bug")
-
-    monkeypatch.setattr(Cleaner, "clean", broken)
+    cleaner = failing_cleaner(tmp_path, clock, logs, monkeypatch, RuntimeError("bug"))
     assert cleaner.clean_one(clock.milliseconds()) is None
     assert cleaner.manager.cleaning_state(("a", 0)) == "uncleanable"
     monkeypatch.undo()
@@ -311,14 +320,7 @@ def test_a_failing_log_is_marked_uncleanable(tmp_path: Path, clock: ManualClock,
 
 def test_disk_errors_propagate(tmp_path: Path, clock: ManualClock, logs: Logs,
                                monkeypatch: pytest.MonkeyPatch) -> None:
-    log = logs.logs[("a", 0)] = open_log(tmp_path / "d1" / "a-0", clock)
-    fill(log, clock, 100, keys=5)
-    cleaner = LogCleaner(SMALL, [tmp_path / "d1"], logs, clock=clock)
-
-    def broken(*args: Any, **kw: Any) -> None:
-        raise KafkaStorageError("EIO")
-
-    monkeypatch.setattr(Cleaner, "clean", broken)
+    cleaner = failing_cleaner(tmp_path, clock, logs, monkeypatch, KafkaStorageError("EIO"))
     with pytest.raises(KafkaStorageError):
         cleaner.clean_one(clock.milliseconds())
     assert cleaner.manager.cleaning_state(("a", 0)) is None  # not stuck in progress
@@ -349,8 +351,7 @@ def test_a_truncation_under_a_round_is_not_a_failure(tmp_path: Path, clock: Manu
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A truncation that was not announced with abort_and_pause_cleaning makes the round fail
     on vanished data; the partition must stay cleanable."""
-    log = logs.logs[("a", 0)] = open_log(tmp_path / "d1" / "a-0", clock)
-    fill(log, clock, 100, keys=5)
+    log = filled_log(tmp_path, clock, logs)
     cleaner = LogCleaner(SMALL, [tmp_path / "d1"], logs, clock=clock)
 
     def clean(self: Cleaner, *args: Any, **kw: Any) -> Any:
@@ -364,13 +365,7 @@ def test_a_truncation_under_a_round_is_not_a_failure(tmp_path: Path, clock: Manu
 
 def test_os_errors_are_storage_errors(tmp_path: Path, clock: ManualClock, logs: Logs,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    log = logs.logs[("a", 0)] = open_log(tmp_path / "d1" / "a-0", clock)
-    fill(log, clock, 100, keys=5)
-    cleaner = LogCleaner(SMALL, [tmp_path / "d1"], logs, clock=clock)
-
-    def broken(*args: Any, **kw: Any) -> None:
-        raise OSError(5, "Input/output error")
-
-    monkeypatch.setattr(Cleaner, "clean", broken)
+    cleaner = failing_cleaner(tmp_path, clock, logs, monkeypatch,
+                              OSError(5, "Input/output error"))
     with pytest.raises(KafkaStorageError, match="Input/output error"):
         cleaner.clean_one(clock.milliseconds())

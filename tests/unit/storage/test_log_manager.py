@@ -12,6 +12,7 @@ import pytest
 from strata.storage.checkpoints import OffsetCheckpointFile
 from strata.storage.clock import ManualClock
 from strata.storage.errors import KafkaStorageError, LogDirOfflineError
+from strata.storage.log import Log
 from strata.storage.log_manager import (
     CLEAN_SHUTDOWN_FILE,
     RECOVERY_POINT_CHECKPOINT,
@@ -24,6 +25,14 @@ from strata.storage.records import RecordSpec, build_batch
 
 def batch(value: bytes, ts: int = 1_700_000_000_000) -> bytes:
     return build_batch([RecordSpec(key=b"k", value=value, timestamp=ts)])
+
+
+def log_with(lm: LogManager, topic: str, values: list[bytes]) -> Log:
+    """Partition 0 of ``topic``, got or created, with one batch per value appended as leader."""
+    log = lm.get_or_create_log(topic, 0)
+    for value in values:
+        log.append_as_leader(batch(value), leader_epoch=0)
+    return log
 
 
 def manager(dirs: list[Path], clock: ManualClock, **config: str) -> LogManager:
@@ -46,9 +55,7 @@ def test_startup_writes_meta_properties_and_refuses_another_cluster(tmp_path: Pa
 def test_clean_shutdown_round_trip(tmp_path: Path) -> None:
     clock = ManualClock()
     lm = manager([tmp_path / "d"], clock)
-    log = lm.get_or_create_log("orders", 0)
-    for i in range(5):
-        log.append_as_leader(batch(b"v%d" % i), leader_epoch=0)
+    log = log_with(lm, "orders", [b"v%d" % i for i in range(5)])
     assert lm.get_or_create_log("orders", 0) is log
     lm.shutdown()
     assert (tmp_path / "d" / CLEAN_SHUTDOWN_FILE).exists()
@@ -65,9 +72,7 @@ def test_clean_shutdown_round_trip(tmp_path: Path) -> None:
 def test_unclean_restart_recovers(tmp_path: Path) -> None:
     clock = ManualClock()
     lm = manager([tmp_path / "d"], clock)
-    log = lm.get_or_create_log("t", 0)
-    for i in range(3):
-        log.append_as_leader(batch(b"x%d" % i), leader_epoch=0)
+    log_with(lm, "t", [b"x%d" % i for i in range(3)])
     # No shutdown: the process "died". The bytes reached the OS, so nothing is lost.
     lm2 = manager([tmp_path / "d"], clock)
     assert not lm2.had_clean_shutdown[tmp_path / "d"]
@@ -185,9 +190,7 @@ def test_high_watermark_comes_back_from_its_checkpoint_never_from_the_log_end(
         tmp_path: Path) -> None:
     clock = ManualClock()
     lm = manager([tmp_path / "d"], clock)
-    log = lm.get_or_create_log("orders", 0)
-    for i in range(5):
-        log.append_as_leader(batch(b"v%d" % i), leader_epoch=0)
+    log = log_with(lm, "orders", [b"v%d" % i for i in range(5)])
     log.maybe_increment_high_watermark(3)  # 3 and 4 are not replicated yet
     lm.checkpoint_high_watermarks()
     assert OffsetCheckpointFile(tmp_path / "d" / REPLICATION_OFFSET_CHECKPOINT).read() == {
@@ -208,9 +211,7 @@ def test_without_a_high_watermark_checkpoint_the_log_start_is_the_high_watermark
         tmp_path: Path) -> None:
     clock = ManualClock()
     lm = manager([tmp_path / "d"], clock)
-    log = lm.get_or_create_log("t", 0)
-    for i in range(3):
-        log.append_as_leader(batch(b"x%d" % i), leader_epoch=0)
+    log = log_with(lm, "t", [b"x%d" % i for i in range(3)])
     log.maybe_increment_high_watermark(3)
     lm.shutdown()
     (tmp_path / "d" / REPLICATION_OFFSET_CHECKPOINT).unlink()

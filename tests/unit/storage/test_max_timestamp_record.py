@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from strata.storage.clock import ManualClock
-from strata.storage.log import MAX_TIMESTAMP, Log
+from strata.storage.log import Log
 from strata.storage.log_config import LogConfig
 from strata.storage.log_loader import load_log
+from strata.storage.log_results import MAX_TIMESTAMP
 from strata.storage.records import RecordSpec, build_batch
 
 T0 = 1_700_000_000_000

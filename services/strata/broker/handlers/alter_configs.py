@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.handlers import ApiError
 from strata.broker.handlers.create_topics import check_topic_configs
 from strata.broker.handlers.describe_configs import (
@@ -33,7 +34,6 @@ from strata.broker.handlers.describe_configs import (
     topic_record,
 )
 from strata.broker.network.connection import RequestContext
-from strata.broker.server import BrokerState
 from strata.broker.topic_store import UnknownTopicError
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.handlers import ApiError
 from strata.broker.handlers.create_topics import (
     check_assignments,
@@ -27,7 +28,6 @@ from strata.broker.partition_capacity import (
     check_capacity,
     replicas_here,
 )
-from strata.broker.server import BrokerState
 from strata.broker.topic_store import UnknownTopicError
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode

@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.cluster.replica_placement import PlacementError
 from strata.broker.handlers import ApiError
 from strata.broker.network.connection import RequestContext
@@ -42,7 +43,6 @@ from strata.broker.partition_capacity import (
     check_capacity,
     replicas_here,
 )
-from strata.broker.server import BrokerState
 from strata.broker.topic_store import (
     TopicExistsError,
     TopicRecord,

@@ -18,8 +18,8 @@ import asyncio
 import logging
 from typing import Any
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.network.connection import RequestContext
-from strata.broker.server import BrokerState
 from strata.broker.topic_store import UnknownTopicError
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode

@@ -32,6 +32,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.config import (
     BROKER_SETTINGS,
     BROKER_UNIT_SYNONYMS,
@@ -41,7 +42,6 @@ from strata.broker.config import (
 )
 from strata.broker.handlers import ApiError
 from strata.broker.network.connection import RequestContext
-from strata.broker.server import BrokerState
 from strata.broker.topic_store import TopicRecord, invalid_topic_name_reason
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode

@@ -15,6 +15,7 @@ import enum
 from collections import Counter
 from typing import Any
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.config import ConfigType
 from strata.broker.handlers import ApiError
 from strata.broker.handlers.alter_configs import (
@@ -28,7 +29,6 @@ from strata.broker.handlers.describe_configs import (
     topic_config_type,
 )
 from strata.broker.network.connection import RequestContext
-from strata.broker.server import BrokerState
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response

@@ -30,11 +30,11 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.handlers import ApiError
 from strata.broker.handlers.create_topics import TopicSpec, create_topic
 from strata.broker.network.connection import RequestContext
 from strata.broker.security.authorization import authorized_operations
-from strata.broker.server import BrokerState
 from strata.broker.topic_store import TopicRecord, invalid_topic_name_reason
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode

@@ -53,10 +53,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from strata.broker.broker_state import BrokerEndpoint
 from strata.broker.cluster.image import ClusterImage
 from strata.broker.network.connection import RequestContext, Response
 from strata.broker.replication.replica_manager import PartitionAppendResult
-from strata.broker.server import BrokerEndpoint
 from strata.broker.topic_store import TopicStore
 from strata.protocol.error_codes import ErrorCode
 from strata.security.acl import AclOperation, ResourceType

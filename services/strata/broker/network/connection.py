@@ -89,7 +89,7 @@ from strata.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from strata.storage.file_records import FileSlice, pread_fully
 
 if TYPE_CHECKING:
-    from strata.broker.server import BrokerState
+    from strata.broker.broker_state import BrokerState
 
 logger = logging.getLogger(__name__)
 

@@ -45,11 +45,11 @@ from strata.broker.replication.follower_state import FollowerState
 from strata.protocol.error_codes import ErrorCode
 from strata.storage.errors import OffsetOutOfRangeError, StorageError
 from strata.storage.file_records import FileSlice
-from strata.storage.log import (
+from strata.storage.log import Log
+from strata.storage.log_results import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
-    Log,
     LogAppendInfo,
     TimestampAndOffset,
 )

@@ -16,29 +16,28 @@ from aiokafka.errors import KafkaError
 
 from ..model import (
     CONSUME_TIMEOUT_S,
+    DEFAULT_PRODUCE,
     FETCH_MAX_WAIT_MS,
+    REQUEST_TIMEOUT_MS,
     REQUEST_TIMEOUT_S,
     ClientError,
     ConsumedRecord,
     Delivery,
     OutRecord,
+    ProduceOptions,
+    ReadToEnd,
     split_rounds,
 )
+from .java_style import client_settings, found_offsets, take_polled
 
 T = TypeVar("T")
-_MS = int(REQUEST_TIMEOUT_S * 1000)
 
 
 class AiokafkaDriver:
     name = "aiokafka"
 
     def __init__(self, bootstrap: str) -> None:
-        self.common: dict[str, Any] = {
-            "bootstrap_servers": bootstrap,
-            "client_id": "strata-matrix-aiokafka",
-            "request_timeout_ms": _MS,
-            "retry_backoff_ms": 50,
-        }
+        self.common = client_settings(bootstrap, self.name)
 
     def _run(self, what: str, work: Callable[[], Awaitable[T]], timeout: float) -> T:
         async def bounded() -> T:
@@ -63,7 +62,7 @@ class AiokafkaDriver:
         async def work() -> None:
             response = await self._with_admin(lambda admin: admin.create_topics(
                 [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
-                timeout_ms=_MS,
+                timeout_ms=REQUEST_TIMEOUT_MS,
             ))
             _raise_on_errors(f"create_topics({topic!r})", response.to_object())
 
@@ -86,33 +85,26 @@ class AiokafkaDriver:
     def delete_topic(self, topic: str) -> None:
         async def work() -> None:
             response = await self._with_admin(
-                lambda admin: admin.delete_topics([topic], timeout_ms=_MS)
+                lambda admin: admin.delete_topics([topic], timeout_ms=REQUEST_TIMEOUT_MS)
             )
             _raise_on_errors(f"delete_topics({topic!r})", response.to_object())
 
         self._run(f"delete_topics({topic!r})", work, REQUEST_TIMEOUT_S + 5)
 
-    def produce(
-        self,
-        topic: str,
-        records: Sequence[OutRecord],
-        *,
-        compression: str = "none",
-        idempotent: bool = False,
-        rounds: int = 1,
-    ) -> list[Delivery]:
+    def produce(self, topic: str, records: Sequence[OutRecord],
+                options: ProduceOptions = DEFAULT_PRODUCE) -> list[Delivery]:
         async def work() -> list[Delivery]:
             producer = AIOKafkaProducer(
                 **self.common,
                 acks="all",
-                compression_type=None if compression == "none" else compression,
-                enable_idempotence=idempotent,
+                compression_type=options.compression_type,
+                enable_idempotence=options.idempotent,
                 linger_ms=20,
             )
             await producer.start()
             try:
                 deliveries: list[Delivery] = []
-                for batch in split_rounds(records, rounds):
+                for batch in split_rounds(records, options.rounds):
                     futures = [
                         await producer.send(
                             topic,
@@ -141,7 +133,7 @@ class AiokafkaDriver:
         )
 
     def consume(self, topic: str, end_offsets: Mapping[int, int]) -> list[ConsumedRecord]:
-        next_offset = dict.fromkeys(end_offsets, 0)
+        reading = ReadToEnd(end_offsets)
 
         async def work() -> list[ConsumedRecord]:
             consumer = self._consumer()
@@ -150,28 +142,16 @@ class AiokafkaDriver:
                 partitions = [TopicPartition(topic, p) for p in end_offsets]
                 consumer.assign(partitions)
                 await consumer.seek_to_beginning(*partitions)
-                out: list[ConsumedRecord] = []
-                while any(next_offset[p] < end for p, end in end_offsets.items()):
-                    batches = await consumer.getmany(timeout_ms=200)
-                    for tp, batch in batches.items():
-                        for m in batch:
-                            out.append(ConsumedRecord(
-                                partition=tp.partition,
-                                offset=m.offset,
-                                key=m.key,
-                                value=m.value,
-                                headers=tuple((k, v) for k, v in m.headers),
-                                timestamp=m.timestamp,
-                            ))
-                            next_offset[tp.partition] = m.offset + 1
-                return out
+                while reading.short():
+                    take_polled(await consumer.getmany(timeout_ms=200), reading)
+                return reading.records
             finally:
                 await consumer.stop()
 
         try:
             return self._run(f"consume {topic!r}", work, CONSUME_TIMEOUT_S)
         except ClientError as exc:
-            raise ClientError(f"{exc}; next offsets {next_offset}, wanted {end_offsets}") from exc
+            raise ClientError(f"{exc}; {reading.progress()}") from exc
 
     def offsets_for_times(
         self, topic: str, timestamps: Mapping[int, int]
@@ -185,10 +165,7 @@ class AiokafkaDriver:
                 )
             finally:
                 await consumer.stop()
-            return {
-                tp.partition: (None if found is None else found.offset)
-                for tp, found in answers.items()
-            }
+            return found_offsets(answers)
 
         return self._run(f"offsets_for_times({topic!r})", work, REQUEST_TIMEOUT_S + 5)
 

@@ -8,7 +8,6 @@ the broker's last stable offset must be right for it.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,17 +23,18 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ..model import (
-    CONSUME_TIMEOUT_S,
+    DEFAULT_PRODUCE,
     FETCH_MAX_WAIT_MS,
+    REQUEST_TIMEOUT_MS,
     REQUEST_TIMEOUT_S,
     ClientError,
     ConsumedRecord,
     Delivery,
     OutRecord,
+    ProduceOptions,
+    ReadToEnd,
     split_rounds,
 )
-
-_MS = int(REQUEST_TIMEOUT_S * 1000)
 
 
 class ConfluentKafkaDriver:
@@ -44,8 +44,8 @@ class ConfluentKafkaDriver:
         self.common: dict[str, Any] = {
             "bootstrap.servers": bootstrap,
             "client.id": "strata-matrix-confluent",
-            "socket.timeout.ms": _MS,
-            "socket.connection.setup.timeout.ms": _MS,
+            "socket.timeout.ms": REQUEST_TIMEOUT_MS,
+            "socket.connection.setup.timeout.ms": REQUEST_TIMEOUT_MS,
             "topic.metadata.refresh.interval.ms": 1000,
             "reconnect.backoff.ms": 50,
             "reconnect.backoff.max.ms": 500,
@@ -83,23 +83,16 @@ class ConfluentKafkaDriver:
         )
         _result(futures[topic], f"delete_topics({topic!r})")
 
-    def produce(
-        self,
-        topic: str,
-        records: Sequence[OutRecord],
-        *,
-        compression: str = "none",
-        idempotent: bool = False,
-        rounds: int = 1,
-    ) -> list[Delivery]:
+    def produce(self, topic: str, records: Sequence[OutRecord],
+                options: ProduceOptions = DEFAULT_PRODUCE) -> list[Delivery]:
         producer = Producer({
             **self.common,
             "acks": "all",
-            "compression.type": compression,
-            "enable.idempotence": idempotent,
+            "compression.type": options.compression,
+            "enable.idempotence": options.idempotent,
             "linger.ms": 20,  # let the records of a round share a batch per partition
-            "message.timeout.ms": _MS,
-            "request.timeout.ms": _MS,
+            "message.timeout.ms": REQUEST_TIMEOUT_MS,
+            "request.timeout.ms": REQUEST_TIMEOUT_MS,
         })
         reports: list[Delivery | str | None] = [None] * len(records)
 
@@ -113,7 +106,7 @@ class ConfluentKafkaDriver:
             return report
 
         index = 0
-        for batch in split_rounds(records, rounds):
+        for batch in split_rounds(records, options.rounds):
             for r in batch:
                 producer.produce(
                     topic,
@@ -147,14 +140,9 @@ class ConfluentKafkaDriver:
         consumer = self._consumer()
         try:
             consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in end_offsets])
-            next_offset = dict.fromkeys(end_offsets, 0)
-            out: list[ConsumedRecord] = []
-            deadline = time.monotonic() + CONSUME_TIMEOUT_S
-            while any(next_offset[p] < end for p, end in end_offsets.items()):
-                if time.monotonic() > deadline:
-                    raise ClientError(
-                        f"consume timed out: next offsets {next_offset}, wanted {end_offsets}"
-                    )
+            reading = ReadToEnd(end_offsets)
+            while reading.short():
+                reading.check_deadline()
                 msg = consumer.poll(0.2)
                 if msg is None:
                     continue
@@ -163,7 +151,7 @@ class ConfluentKafkaDriver:
                 _, timestamp = msg.timestamp()
                 partition, offset = msg.partition(), msg.offset()
                 assert partition is not None and offset is not None
-                out.append(ConsumedRecord(
+                reading.add(ConsumedRecord(
                     partition=partition,
                     offset=offset,
                     key=_bytes(msg.key()),
@@ -171,8 +159,7 @@ class ConfluentKafkaDriver:
                     headers=tuple((k, _bytes(v)) for k, v in (msg.headers() or [])),
                     timestamp=timestamp,
                 ))
-                next_offset[partition] = offset + 1
-            return out
+            return reading.records
         finally:
             consumer.close()
 

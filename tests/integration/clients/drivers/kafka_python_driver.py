@@ -9,42 +9,38 @@ would turn into a collection error, hence the guarded import.
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..model import (
-    CONSUME_TIMEOUT_S,
+    DEFAULT_PRODUCE,
     FETCH_MAX_WAIT_MS,
+    REQUEST_TIMEOUT_MS,
     REQUEST_TIMEOUT_S,
     ClientError,
     ConsumedRecord,
     Delivery,
     OutRecord,
+    ProduceOptions,
+    ReadToEnd,
     split_rounds,
 )
+from .java_style import client_settings, found_offsets, take_polled
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.errors import KafkaError
 
-_MS = int(REQUEST_TIMEOUT_S * 1000)
 
 
 class KafkaPythonDriver:
     name = "kafka-python"
 
     def __init__(self, bootstrap: str) -> None:
-        self.common: dict[str, Any] = {
-            "bootstrap_servers": bootstrap,
-            "client_id": "strata-matrix-kafka-python",
-            "request_timeout_ms": _MS,
-            "retry_backoff_ms": 50,
-            "reconnect_backoff_ms": 50,
-            "reconnect_backoff_max_ms": 500,
-        }
+        self.common = {**client_settings(bootstrap, self.name),
+                       "reconnect_backoff_ms": 50, "reconnect_backoff_max_ms": 500}
 
     def _admin(self) -> Any:
         return KafkaAdminClient(**self.common)
@@ -52,9 +48,8 @@ class KafkaPythonDriver:
     def create_topic(self, topic: str, partitions: int) -> None:
         admin = self._admin()
         try:
-            admin.create_topics(
-                {topic: {"num_partitions": partitions, "replication_factor": 1}}, timeout_ms=_MS
-            )
+            admin.create_topics({topic: {"num_partitions": partitions, "replication_factor": 1}},
+                                timeout_ms=REQUEST_TIMEOUT_MS)
         except KafkaError as exc:
             raise ClientError(f"create_topics({topic!r}): {exc!r}") from exc
         finally:
@@ -75,32 +70,25 @@ class KafkaPythonDriver:
     def delete_topic(self, topic: str) -> None:
         admin = self._admin()
         try:
-            admin.delete_topics([topic], timeout_ms=_MS)
+            admin.delete_topics([topic], timeout_ms=REQUEST_TIMEOUT_MS)
         except KafkaError as exc:
             raise ClientError(f"delete_topics({topic!r}): {exc!r}") from exc
         finally:
             admin.close()
 
-    def produce(
-        self,
-        topic: str,
-        records: Sequence[OutRecord],
-        *,
-        compression: str = "none",
-        idempotent: bool = False,
-        rounds: int = 1,
-    ) -> list[Delivery]:
+    def produce(self, topic: str, records: Sequence[OutRecord],
+                options: ProduceOptions = DEFAULT_PRODUCE) -> list[Delivery]:
         producer = KafkaProducer(
             **self.common,
             acks="all",
-            compression_type=None if compression == "none" else compression,
-            enable_idempotence=idempotent,
+            compression_type=options.compression_type,
+            enable_idempotence=options.idempotent,
             linger_ms=20,
-            max_block_ms=_MS,
+            max_block_ms=REQUEST_TIMEOUT_MS,
         )
         try:
             deliveries: list[Delivery] = []
-            for batch in split_rounds(records, rounds):
+            for batch in split_rounds(records, options.rounds):
                 futures = [
                     producer.send(
                         topic,
@@ -141,26 +129,11 @@ class KafkaPythonDriver:
             partitions = [TopicPartition(topic, p) for p in end_offsets]
             consumer.assign(partitions)
             consumer.seek_to_beginning(*partitions)
-            next_offset = dict.fromkeys(end_offsets, 0)
-            out: list[ConsumedRecord] = []
-            deadline = time.monotonic() + CONSUME_TIMEOUT_S
-            while any(next_offset[p] < end for p, end in end_offsets.items()):
-                if time.monotonic() > deadline:
-                    raise ClientError(
-                        f"consume timed out: next offsets {next_offset}, wanted {end_offsets}"
-                    )
-                for tp, batch in consumer.poll(timeout_ms=200).items():
-                    for m in batch:
-                        out.append(ConsumedRecord(
-                            partition=tp.partition,
-                            offset=m.offset,
-                            key=m.key,
-                            value=m.value,
-                            headers=tuple((k, v) for k, v in m.headers),
-                            timestamp=m.timestamp,
-                        ))
-                        next_offset[tp.partition] = m.offset + 1
-            return out
+            reading = ReadToEnd(end_offsets)
+            while reading.short():
+                reading.check_deadline()
+                take_polled(consumer.poll(timeout_ms=200), reading)
+            return reading.records
         finally:
             consumer.close()
 
@@ -176,7 +149,4 @@ class KafkaPythonDriver:
             raise ClientError(f"offsets_for_times({topic!r}): {exc!r}") from exc
         finally:
             consumer.close()
-        return {
-            tp.partition: (None if found is None else found.offset)
-            for tp, found in answers.items()
-        }
+        return found_offsets(answers)

@@ -20,11 +20,13 @@ from typing import Any, Final
 
 from ..model import (
     CONSUME_TIMEOUT_S,
+    DEFAULT_PRODUCE,
     REQUEST_TIMEOUT_S,
     ClientError,
     ConsumedRecord,
     Delivery,
     OutRecord,
+    ProduceOptions,
 )
 
 JS_DIR: Final = Path(__file__).resolve().parents[2] / "js"
@@ -94,22 +96,15 @@ class KafkajsDriver:
     def delete_topic(self, topic: str) -> None:
         self._call("deleteTopic", {"topic": topic}, REQUEST_TIMEOUT_S + 10)
 
-    def produce(
-        self,
-        topic: str,
-        records: Sequence[OutRecord],
-        *,
-        compression: str = "none",
-        idempotent: bool = False,
-        rounds: int = 1,
-    ) -> list[Delivery]:
+    def produce(self, topic: str, records: Sequence[OutRecord],
+                options: ProduceOptions = DEFAULT_PRODUCE) -> list[Delivery]:
         result = self._call(
             "produce",
             {
                 "topic": topic,
-                "compression": compression,
-                "idempotent": idempotent,
-                "rounds": rounds,
+                "compression": options.compression,
+                "idempotent": options.idempotent,
+                "rounds": options.rounds,
                 "records": [
                     {
                         "key": _b64(r.key),

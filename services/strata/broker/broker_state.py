@@ -1,0 +1,136 @@
+"""``BrokerState``: the shared, explicit server state every handler gets (uvicorn's pattern).
+
+Owns what a request handler may reach: the broker config, node and cluster ids, the clock, the
+``LogManager``, the ``ReplicaManager``, the ``TopicStore``, the producer id manager, the handler
+registry, metrics, the cluster (with ``metadata.store``), SCRAM credentials, the authorizer,
+the advertised endpoints per listener and the ``GroupCoordinator``. Handlers get it through
+``RequestContext.state``; nothing is global. ``KafkaServer.start`` builds it once.
+
+Invariant: mutated only on the event loop; after startup only the control-plane handlers
+change it (the topic store, the replica manager, the log manager's configs). The broker-level
+config in force is static < dynamic cluster default < dynamic for this node
+(``effective_broker_config``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from strata.broker.cluster.cluster import Cluster
+from strata.broker.config import BrokerConfig
+from strata.broker.group.coordinator import GroupCoordinator, group_config, offsets_topic_config
+from strata.broker.metrics.broker_metrics import BrokerMetrics
+from strata.broker.network.connection import Handler
+from strata.broker.producer_id_manager import ProducerIdManager
+from strata.broker.quotas.broker_quotas import BrokerQuotas
+from strata.broker.replication.replica_manager import ReplicaManager
+from strata.broker.security.authorization import BrokerAuthorizer
+from strata.broker.topic_store import TopicStore
+from strata.protocol.registry import HandlerRegistry
+from strata.security.credentials import CredentialStore
+from strata.storage.clock import Clock
+from strata.storage.log_manager import LogManager
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    """A live broker as clients see it."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(eq=False)
+class BrokerState:
+    """Everything a handler may use, built once by ``KafkaServer.start``."""
+
+    config: BrokerConfig
+    node_id: int
+    cluster_id: str
+    clock: Clock
+    log_manager: LogManager
+    replica_manager: ReplicaManager
+    topic_store: TopicStore
+    producer_id_manager: ProducerIdManager
+    advertised_host: str
+    advertised_port: int
+    registry: HandlerRegistry[Handler] = field(default_factory=HandlerRegistry)
+    metrics: BrokerMetrics | None = None
+    cluster: Cluster | None = None  # set when metadata.store is (a multi-broker cluster)
+    credentials: CredentialStore | None = None  # SCRAM users (strata.broker.security)
+    authorizer: BrokerAuthorizer | None = None  # ACLs, with authorizer.class.name
+    quotas: BrokerQuotas | None = None  # client quotas (strata.broker.quotas)
+    # listener name -> (host, port) advertised; the first listener is advertised_host/_port
+    advertised_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
+    group_coordinator: GroupCoordinator = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.group_coordinator = GroupCoordinator(
+            group=group_config(self.config), offsets=offsets_topic_config(self.config),
+            clock=self.clock, replica_manager=self.replica_manager,
+            topic_store=self.topic_store, create_topic=self.create_internal_topic)
+
+    def live_brokers(self, listener: str | None = None) -> list[BrokerEndpoint]:
+        """The brokers clients are told about (Metadata, DescribeCluster), by node id: the
+        registered ones in a cluster, else this one. With ``listener``, each broker's endpoint
+        of that listener (a broker without one is left out, as in Kafka); else its first."""
+        if self.cluster is not None:
+            out = []
+            for _, b in sorted(self.cluster.image.brokers.items()):
+                endpoint = b.endpoint(listener) if listener else (b.host, b.port)
+                if endpoint is not None:
+                    out.append(BrokerEndpoint(b.node_id, endpoint[0], endpoint[1], b.rack))
+            return out
+        host, port = self.advertised_endpoints.get(
+            listener or "", (self.advertised_host, self.advertised_port))
+        return [BrokerEndpoint(self.node_id, host, port, self.config.get("broker.rack") or None)]
+
+    def live_broker_ids(self) -> set[int]:
+        if self.cluster is not None:
+            return set(self.cluster.image.brokers)
+        return {self.node_id}
+
+    @property
+    def controller_id(self) -> int:
+        """The active controller's node id (-1: none now; this broker while it is alone)."""
+        if self.cluster is not None:
+            controller = self.cluster.image.controller
+            return controller.node_id if controller is not None else -1
+        return self.node_id
+
+    async def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
+                                    configs: Mapping[str, str]) -> None:
+        """Register and host an internal topic (``__consumer_offsets``), its replication factor
+        capped at the live brokers."""
+        from strata.broker.handlers import ApiError  # handlers import this module
+        from strata.broker.handlers.create_topics import TopicSpec, create_topic
+        from strata.protocol.error_codes import ErrorCode
+
+        live = max(len(self.live_broker_ids()), 1)
+        spec = TopicSpec(name, partitions, min(replication_factor, live), configs)
+        try:
+            await create_topic(self, spec)
+        except ApiError as exc:  # another broker of the cluster created it first
+            if exc.error_code != ErrorCode.topic_already_exists:
+                raise
+
+    def broker_defaults(self) -> dict[str, str]:
+        """The broker-level config in force: static (file/env/flags) < dynamic cluster default
+        < dynamic for this node. What the ``LogManager`` resolves topic configs against."""
+        return effective_broker_config(self.config, self.topic_store, self.node_id)
+
+    def apply_broker_defaults(self) -> None:
+        """Push ``broker_defaults()`` and every topic's overrides to the logs (after a change)."""
+        self.log_manager.broker_config = self.broker_defaults()
+        for record in self.topic_store.topics().values():
+            self.log_manager.set_topic_config(record.name, record.configs)
+
+
+def effective_broker_config(
+    config: BrokerConfig, store: TopicStore, node_id: int
+) -> dict[str, str]:
+    return {**config.log_manager_props(), **store.broker_configs(""),
+            **store.broker_configs(str(node_id))}
