@@ -60,8 +60,10 @@ import uvloop
 from strata.broker.cluster.cluster import Cluster
 from strata.broker.cluster.image import ClusterImage
 from strata.broker.config import BrokerConfig, ConfigError
+from strata.broker.fetch_session import FetchSessionCache
 from strata.broker.group.coordinator import GroupCoordinator, group_config, offsets_topic_config
 from strata.broker.metrics.broker_metrics import BrokerMetrics
+from strata.broker.metrics.fetch_session_metrics import FetchSessionMetrics
 from strata.broker.network.connection import Handler, KafkaConnection, RequestQueueLimit
 from strata.broker.network.http import HealthServer
 from strata.broker.network.listeners import advertised_endpoints, listener_security
@@ -128,12 +130,16 @@ class BrokerState:
     # listener name -> (host, port) advertised; the first listener is advertised_host/_port
     advertised_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
     group_coordinator: GroupCoordinator = field(init=False)
+    fetch_sessions: FetchSessionCache = field(init=False)
 
     def __post_init__(self) -> None:
         self.group_coordinator = GroupCoordinator(
             group=group_config(self.config), offsets=offsets_topic_config(self.config),
             clock=self.clock, replica_manager=self.replica_manager,
             topic_store=self.topic_store, create_topic=self.create_internal_topic)
+        self.fetch_sessions = FetchSessionCache(
+            self.config.get_int("max.incremental.fetch.session.cache.slots"),
+            self.config.get_int("min.incremental.fetch.session.eviction.ms"))
 
     def live_brokers(self, listener: str | None = None) -> list[BrokerEndpoint]:
         """The brokers clients are told about (Metadata, DescribeCluster), by node id: the
@@ -298,6 +304,7 @@ class KafkaServer:
             replica_manager=replica_manager, controller=controller_state)
         replica_manager.log_metrics = metrics.log
         replica_manager.replication_metrics = metrics.replication
+        FetchSessionMetrics(metrics.registry, state.fetch_sessions)
         self._http.metrics = metrics
         if cluster is not None:
             def on_configs(image: ClusterImage) -> None:

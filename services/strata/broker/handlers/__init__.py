@@ -84,7 +84,7 @@ def build_registry() -> HandlerRegistry[Handler]:
     )
     routes: list[tuple[ApiKey, int, int, Handler]] = [
         (ApiKey.PRODUCE, 3, 8, produce.handle),
-        (ApiKey.FETCH, 4, 11, fetch.handle),
+        (ApiKey.FETCH, 4, 18, fetch.handle),
         (ApiKey.LIST_OFFSETS, 1, 5, list_offsets.handle),
         (ApiKey.METADATA, 0, 8, metadata.handle),
         (ApiKey.API_VERSIONS, 0, 3, api_versions.handle),
