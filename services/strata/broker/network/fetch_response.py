@@ -67,6 +67,7 @@ MIN_VERSION = 4
 MAX_VERSION = 18
 FIRST_FLEXIBLE_VERSION = 12
 FIRST_TOPIC_ID_VERSION = 13
+FIRST_NODE_ENDPOINTS_VERSION = 16
 
 _HEADER_V4 = struct.Struct(">ii")  # throttle_time_ms, topic count
 _HEADER_V7 = struct.Struct(">ihii")  # throttle_time_ms, error_code, session_id, topic count
@@ -207,7 +208,7 @@ def _encode_flexible(version: int, topics: Sequence[TopicResults], read_committe
             tags = entry[2] if len(entry) > 2 else None
             append(_partition_tags(tags) if tags is not None else _NO_TAGS)
         append(_NO_TAGS)  # the topic's
-    if node_endpoints:
+    if node_endpoints and version >= FIRST_NODE_ENDPOINTS_VERSION:
         value = _node_endpoints(node_endpoints)
         append(b"\x01\x00" + uvarint(len(value)) + value)
     else:
