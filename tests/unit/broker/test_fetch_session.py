@@ -9,8 +9,8 @@ import uuid
 from strata.broker.fetch_session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
-    FetchContext,
     INVALID_SESSION_ID,
+    FetchContext,
     FetchPartition,
     FetchSessionCache,
     PartitionAnswer,
