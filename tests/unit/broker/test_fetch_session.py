@@ -201,3 +201,21 @@ def test_a_smaller_session_does_not_evict_a_larger_one() -> None:
     incremental(c, big, 1, now=EVICTION_MS + 1)
     assert open_session(c, part(0), now=EVICTION_MS + 2) == INVALID_SESSION_ID
     assert c.get(big) is not None
+
+
+def test_the_cache_is_exported_as_prometheus_series() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from strata.broker.metrics.fetch_session_metrics import FetchSessionMetrics
+
+    c = cache(max_entries=1)
+    registry = CollectorRegistry(auto_describe=False)
+    FetchSessionMetrics(registry, c)
+    first = open_session(c, part(0), part(1))
+    incremental(c, first, 1)
+    open_session(c, part(0), now=EVICTION_MS + 5)  # evicts the stale first one
+    text = generate_latest(registry).decode()
+    assert "strata_fetch_session_incremental_fetch_sessions 1.0" in text
+    assert "strata_fetch_session_incremental_fetch_partitions_cached 1.0" in text
+    assert "strata_fetch_session_evictions_total 1.0" in text
+    assert "strata_fetch_session_incremental_fetches_total 1.0" in text

@@ -342,3 +342,8 @@ def test_flexible_encoder_is_byte_identical_to_kio(tmp_path: Path, version: int,
             assert decoded.node_endpoints[0].rack == "r1"
     finally:
         os.close(fd)
+
+
+def test_served_range() -> None:
+    served = served_versions()[ApiKey.FETCH]
+    assert (served.min_version, served.max_version) == (VERSIONS.start, VERSIONS.stop - 1)

@@ -128,3 +128,8 @@ async def test_authorized_operations(state: BrokerState, version: int) -> None:
         assert not hasattr(resp, "cluster_authorized_operations")
     plain = await round_trip(state, version, metadata_request(version, [("t", ZERO)]))
     assert plain.topics[0].topic_authorized_operations == AUTHORIZED_OPERATIONS_OMITTED
+
+
+def test_served_range() -> None:
+    served = served_versions()[ApiKey.METADATA]
+    assert (served.min_version, served.max_version) == (VERSIONS.start, VERSIONS.stop - 1)
