@@ -44,7 +44,7 @@ import random
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 from strata.protocol.error_codes import ErrorCode
 
@@ -115,8 +115,7 @@ class FetchPartition:
         return must_respond
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionAnswer:
+class PartitionAnswer(NamedTuple):
     """What a fetch answered for a partition, as far as the session needs to know."""
 
     error_code: int
@@ -170,6 +169,12 @@ class FetchContext:
     @property
     def incremental(self) -> bool:
         return self.session is not None
+
+    @property
+    def needs_answers(self) -> bool:
+        """Whether ``complete`` reads the answers (a sessionless fetch keeps every one)."""
+        return self.session is not None or (self._create is not None
+                                             and self._cache is not None)
 
     def complete(self, answers: Sequence[PartitionAnswer], now_ms: int
                  ) -> tuple[int, list[int]]:

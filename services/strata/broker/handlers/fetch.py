@@ -44,7 +44,7 @@ the cause instead and logs nothing.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from strata.broker.fetch_session import (
@@ -154,12 +154,16 @@ async def handle(ctx: RequestContext, request: Any) -> Response:
             if result.error_code in _LEADER_ERRORS and p.topic is not None:
                 leader = _current_leader(state, ctx.listener, p.topic, p.partition, endpoints)
                 tags[i] = tags.get(i, PartitionTags())._replace(current_leader=leader)
-    session_id, kept = context.complete(
-        [PartitionAnswer(r.error_code, r.high_watermark, r.last_stable_offset,
-                         r.log_start_offset, r.size, i in tags and
-                         tags[i].diverging_epoch is not None)
-         for i, r in enumerate(answered)],
-        state.clock.milliseconds())
+    kept: Sequence[int]
+    if context.needs_answers:
+        session_id, kept = context.complete(
+            [PartitionAnswer(r.error_code, r.high_watermark, r.last_stable_offset,
+                             r.log_start_offset, r.size, i in tags and
+                             tags[i].diverging_epoch is not None)
+             for i, r in enumerate(answered)],
+            state.clock.milliseconds())
+    else:
+        session_id, kept = 0, range(len(answered))
     topics: list[TopicResults] = []
     last: str | uuid.UUID | None = None
     partitions: list[Any] = []

@@ -79,7 +79,9 @@ _COUNT = struct.Struct(">i")
 _PARTITION_V4 = struct.Struct(">ihqqii")
 _PARTITION_V5 = struct.Struct(">ihqqqii")
 _PARTITION_V11 = struct.Struct(">ihqqqiii")
-_PARTITION_V12 = struct.Struct(">ihqqq")  # then aborted, preferred replica, records, tags
+# ... log_start_offset, aborted_transactions (compact: 0 null, 1 empty), preferred_read_replica;
+# then the records' varint length, the records, the tags
+_PARTITION_V12 = struct.Struct(">ihqqqBi")
 _EPOCH_END_OFFSET = struct.Struct(">iq")
 _LEADER_ID_AND_EPOCH = struct.Struct(">ii")
 _INT32 = struct.Struct(">i")
@@ -87,9 +89,6 @@ _INT32 = struct.Struct(">i")
 NULL_ARRAY = -1
 NO_PREFERRED_READ_REPLICA = -1
 _NO_TAGS = b"\x00"
-# aborted_transactions (empty / null) and preferred_read_replica -1, flexible form
-_MIDDLE_COMMITTED = b"\x01\xff\xff\xff\xff"
-_MIDDLE_UNCOMMITTED = b"\x00\xff\xff\xff\xff"
 
 
 class PartitionTags(NamedTuple):
@@ -176,7 +175,8 @@ def encode_fetch_response(
 def _encode_flexible(version: int, topics: Sequence[TopicResults], read_committed: bool,
                      throttle_time_ms: int, error_code: int, session_id: int,
                      node_endpoints: Sequence[NodeEndpoint]) -> Response:
-    middle = _MIDDLE_COMMITTED if read_committed else _MIDDLE_UNCOMMITTED
+    aborted = 1 if read_committed else 0  # compact array: empty / null
+    pack = _PARTITION_V12.pack
     by_id = version >= FIRST_TOPIC_ID_VERSION
     chunks: list[bytes | FileSlice] = []
     errors: list[int] = [error_code] if error_code else []
@@ -195,10 +195,9 @@ def _encode_flexible(version: int, topics: Sequence[TopicResults], read_committe
         for entry in partitions:
             index, result = entry[0], entry[1]
             size = result.size
-            append(_PARTITION_V12.pack(index, result.error_code, result.high_watermark,
-                                       result.last_stable_offset, result.log_start_offset))
-            append(middle)
-            append(uvarint(size + 1))
+            append(pack(index, result.error_code, result.high_watermark,
+                        result.last_stable_offset, result.log_start_offset, aborted,
+                        NO_PREFERRED_READ_REPLICA) + uvarint(size + 1))
             if result.error_code:
                 errors.append(result.error_code)
             if size:
