@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from strata.broker.cluster.cluster import Cluster
 from strata.broker.config import BrokerConfig
+from strata.broker.fetch_session import FetchSessionCache
 from strata.broker.group.coordinator import GroupCoordinator, group_config, offsets_topic_config
 from strata.broker.metrics.broker_metrics import BrokerMetrics
 from strata.broker.network.connection import Handler
@@ -66,12 +67,16 @@ class BrokerState:
     # listener name -> (host, port) advertised; the first listener is advertised_host/_port
     advertised_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
     group_coordinator: GroupCoordinator = field(init=False)
+    fetch_sessions: FetchSessionCache = field(init=False)
 
     def __post_init__(self) -> None:
         self.group_coordinator = GroupCoordinator(
             group=group_config(self.config), offsets=offsets_topic_config(self.config),
             clock=self.clock, replica_manager=self.replica_manager,
             topic_store=self.topic_store, create_topic=self.create_internal_topic)
+        self.fetch_sessions = FetchSessionCache(
+            self.config.get_int("max.incremental.fetch.session.cache.slots"),
+            self.config.get_int("min.incremental.fetch.session.eviction.ms"))
 
     def live_brokers(self, listener: str | None = None) -> list[BrokerEndpoint]:
         """The brokers clients are told about (Metadata, DescribeCluster), by node id: the

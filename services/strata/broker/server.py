@@ -56,6 +56,7 @@ from strata.broker.cluster.cluster import Cluster
 from strata.broker.cluster.image import ClusterImage
 from strata.broker.config import BrokerConfig, ConfigError
 from strata.broker.metrics.broker_metrics import BrokerMetrics
+from strata.broker.metrics.fetch_session_metrics import FetchSessionMetrics
 from strata.broker.network.connection import KafkaConnection, RequestQueueLimit
 from strata.broker.network.http import HealthServer
 from strata.broker.network.listeners import advertised_endpoints, listener_security
@@ -190,6 +191,7 @@ class KafkaServer:
             quotas=lambda: state.quotas)
         replica_manager.log_metrics = metrics.log
         replica_manager.replication_metrics = metrics.replication
+        FetchSessionMetrics(metrics.registry, state.fetch_sessions)
         self._http.metrics = metrics
         if cluster is not None:
             def on_configs(image: ClusterImage) -> None:

@@ -1,4 +1,4 @@
-"""Fetch v4-v11 handler: reads, isolation, sessions declined, long poll, leader epochs; the
+"""Fetch v4-v11 handler: reads, isolation, sessions, long poll, leader epochs; the
 response decoded by kio from the bytes the connection would send."""
 
 from __future__ import annotations
@@ -100,10 +100,12 @@ async def test_read_committed_reads_to_the_lso(state: BrokerState) -> None:
     assert len(bytes(follower.responses[0].partitions[0].records)) == 2 * len(batch(b"a"))
 
 
-async def test_incremental_sessions_are_declined(state: BrokerState) -> None:
+async def test_a_full_fetch_creates_a_session_and_an_unknown_one_is_refused(
+        state: BrokerState) -> None:
     await produce(state, "t", 0, b"a")
     new_session = await fetch(state, 11, [("t", 0, 0)], session_epoch=0)
-    assert (new_session.error_code, new_session.session_id) == (0, 0)
+    assert new_session.error_code == 0 and new_session.session_id > 0
+    assert state.fetch_sessions.get(new_session.session_id) is not None
     assert bytes(new_session.responses[0].partitions[0].records)
     incremental = await fetch(state, 11, [], session_id=123, session_epoch=4)
     assert (incremental.error_code, incremental.responses) == (70, ())

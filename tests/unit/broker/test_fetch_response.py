@@ -124,8 +124,10 @@ def test_kafka_python_decodes_it(records_file: tuple[int, bytes, bytes], version
 
 
 def test_rejects_versions_it_does_not_write() -> None:
-    with pytest.raises(ValueError, match="v12"):
-        encode_fetch_response(12, [], read_committed=False)
+    with pytest.raises(ValueError, match="v19"):
+        encode_fetch_response(19, [], read_committed=False)
+    with pytest.raises(ValueError, match="v3"):
+        encode_fetch_response(3, [], read_committed=False)
 
 
 def test_request_header_is_not_part_of_the_body() -> None:

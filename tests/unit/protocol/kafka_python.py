@@ -73,7 +73,8 @@ def kafka_python_plain(message: Any) -> Any:
     """A decoded kafka-python message in the sample representation (Kafka's names, int32s)."""
     plain = _plain(message.to_dict(json=False))
     if message.API_KEY == 3 and message.type == "response" and message.version >= 8:
-        plain["cluster_authorized_operations"] = plain.pop("authorized_operations")
+        if message.version <= 10:  # Metadata v11 dropped the cluster's
+            plain["cluster_authorized_operations"] = plain.pop("authorized_operations")
         for topic in plain["topics"]:
             topic["topic_authorized_operations"] = topic.pop("authorized_operations")
     if message.API_KEY == 60 and message.type == "response":  # DescribeCluster: same rename

@@ -92,8 +92,8 @@ def test_fallback_only_for_apiversions() -> None:
 
 
 def test_other_apis_at_unserved_versions_are_misbehaviour() -> None:
-    frame = encode_request_header(RequestHeader(ApiKey.METADATA, 12, 1, "c"), 2) + b"\x00"
-    with pytest.raises(UnsupportedVersion, match="served versions are 0-8") as caught:
+    frame = encode_request_header(RequestHeader(ApiKey.METADATA, 14, 1, "c"), 2) + b"\x00"
+    with pytest.raises(UnsupportedVersion, match="served versions are 0-13") as caught:
         decode_request(frame, SUPPORTED_VERSIONS)
     assert caught.value.peer_misbehaved
 

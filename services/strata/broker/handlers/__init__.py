@@ -159,9 +159,9 @@ def build_registry() -> BrokerRegistry:
     )
     routes: list[tuple[ApiKey, int, int, Handler]] = [
         (ApiKey.PRODUCE, 3, 13, produce.handle),
-        (ApiKey.FETCH, 4, 11, fetch.handle),
+        (ApiKey.FETCH, 4, 18, fetch.handle),
         (ApiKey.LIST_OFFSETS, 1, 11, list_offsets.handle),
-        (ApiKey.METADATA, 0, 8, metadata.handle),
+        (ApiKey.METADATA, 0, 13, metadata.handle),
         (ApiKey.API_VERSIONS, 0, 3, api_versions.handle),
         (ApiKey.CREATE_TOPICS, 2, 4, create_topics.handle),
         (ApiKey.DELETE_TOPICS, 1, 3, delete_topics.handle),

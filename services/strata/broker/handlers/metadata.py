@@ -1,10 +1,18 @@
-"""Metadata (key 3, v0-8): brokers, controller, cluster id, and topics with their partitions.
+"""Metadata (key 3, v0-13): brokers, controller, cluster id, and topics with their partitions.
 
 Answers from the ``TopicStore`` (which topics exist) and the ``ReplicaManager`` (what each hosted
-partition looks like). Kafka's rules:
+partition looks like). Kafka's rules (``KafkaApis.handleTopicMetadataRequest``):
 
 * which topics: v0 with an empty list, or v1+ with a null list, means every topic; otherwise the
   names asked for, in order (duplicates answered once);
+* topic ids (KIP-516): every topic carries its ``topic_id`` from v10 (the zero UUID when it does
+  not exist or may not be described). Asking by id (a non-zero ``topic_id``, or a null name) is
+  refused at v10-11, where Kafka never implemented it: the whole request is answered as Kafka's
+  ``MetadataRequest.getErrorResponse`` answers an InvalidRequestException — every topic asked
+  for with INVALID_REQUEST, its name ("" for null) and id, no partitions. From v12 ids are
+  resolved (names then ignored): an unknown id is UNKNOWN_TOPIC_ID with a null name, an id the
+  principal may not Describe is TOPIC_AUTHORIZATION_FAILED with the id and a null name (ids are
+  not secret; names are);
 * an unknown name: INVALID_TOPIC_EXCEPTION if it is not a legal name; else, when
   ``auto.create.topics.enable`` is on and the request allows it (``allow_auto_topic_creation``,
   v4+; always before v4), the topic is created with the broker defaults and this answer says
@@ -14,20 +22,23 @@ partition looks like). Kafka's rules:
   partition registered but not hosted (its log dir is offline) is LEADER_NOT_AVAILABLE with
   leader -1 and this node among the offline replicas (v5+).
 
-Authorization (with ``authorizer.class.name``, Kafka's ``handleTopicMetadataRequest``): a
-request for every topic lists only the topics the principal may Describe; a name asked for
-that it may not Describe is TOPIC_AUTHORIZATION_FAILED (existing or not: nothing leaks);
-auto-creation needs Create on the Cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED.
-``include_topic_authorized_operations`` / ``include_cluster_authorized_operations`` (v8) fill
-the ``*_authorized_operations`` bit fields; otherwise they say "not requested" (INT32 min).
+Authorization (with ``authorizer.class.name``): a request for every topic lists only the
+topics the principal may Describe; a name asked for that it may not Describe is
+TOPIC_AUTHORIZATION_FAILED (existing or not: nothing leaks); auto-creation needs Create on the
+Cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED. ``include_topic_authorized_operations``
+(v8+) fills ``topic_authorized_operations``; ``include_cluster_authorized_operations`` fills
+``cluster_authorized_operations`` at v8-10 only (v11 dropped both fields in favour of
+DescribeCluster); unrequested, they say "not requested" (INT32 min).
 
 Brokers: this node with the advertised host and port; the controller is this node (v1+); the
-cluster id from ``meta.properties`` (v2+). Topic ids appear only from v10, which is not served.
+cluster id from ``meta.properties`` (v2+). The top-level ``error_code`` (v13, KIP-1102) is
+NONE: Strata never asks a client to re-bootstrap.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any, Final
 
 from strata.broker.broker_state import BrokerState
@@ -49,6 +60,8 @@ from strata.storage.errors import StorageError
 logger = logging.getLogger(__name__)
 
 INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state"})
+ZERO_UUID: Final = uuid.UUID(int=0)
+FIRST_TOPIC_ID_VERSION: Final = 12  # topics asked for by id (v10-11 have the field, unused)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -56,9 +69,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.header.api_version
     requested = request.topics
     store = state.topic_store
+    topics: list[dict[str, object]] = []
     if requested is None or (version == 0 and not requested):
         names = [n for n in sorted(store.topics())
                  if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, n)]
+        allow_auto_create = False
+    elif version >= 10 and any(_by_id(t) for t in requested):
+        if version < FIRST_TOPIC_ID_VERSION:
+            return _response(ctx, version, [
+                {**_topic_error(t.name or "", ErrorCode.invalid_request),
+                 "topic_id": t.topic_id or ZERO_UUID} for t in requested])
+        names, topics = _names_of_ids(ctx, [t.topic_id or ZERO_UUID for t in requested])
+        if any(t.name is None and not (t.topic_id and t.topic_id.int) for t in requested):
+            topics.append(_topic_error("", ErrorCode.invalid_request))  # neither name nor id
         allow_auto_create = False
     else:
         names = list(dict.fromkeys(t.name for t in requested))
@@ -66,7 +89,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             version < 4 or bool(request.allow_auto_topic_creation)
         )
     with_topic_ops = version >= 8 and bool(request.include_topic_authorized_operations)
-    topics = []
     for name in names:
         record = store.get(name)
         if name is not None and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC,
@@ -89,9 +111,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         else:
             topics.append(_topic_error(name, ErrorCode.unknown_topic_or_partition))
     cluster_ops = AUTHORIZED_OPERATIONS_OMITTED
-    if version >= 8 and request.include_cluster_authorized_operations:
+    if 8 <= version <= 10 and request.include_cluster_authorized_operations:
         cluster_ops = authorized_operations(state.authorizer, ctx.principal, ctx.client_host,
                                             ResourceType.CLUSTER)
+    return _response(ctx, version, topics, cluster_ops)
+
+
+def _response(ctx: RequestContext, version: int, topics: list[dict[str, object]],
+              cluster_ops: int = AUTHORIZED_OPERATIONS_OMITTED) -> Any:
+    state = ctx.state
     return build_response(ApiKey.METADATA, version, {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
@@ -100,7 +128,33 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         "controller_id": state.controller_id,
         "topics": topics,
         "cluster_authorized_operations": cluster_ops,
+        "error_code": ErrorCode.none,
     })
+
+
+def _by_id(topic: Any) -> bool:
+    """Whether a v10+ request topic is named by id (a non-zero id, or a null name)."""
+    return topic.name is None or (topic.topic_id is not None and topic.topic_id.int != 0)
+
+
+def _names_of_ids(ctx: RequestContext, topic_ids: list[uuid.UUID]
+                  ) -> tuple[list[str], list[dict[str, object]]]:
+    """The names of the topics asked for by id that may be described, and the answers for the
+    other ids (unknown: UNKNOWN_TOPIC_ID; not describable: TOPIC_AUTHORIZATION_FAILED)."""
+    by_id = {record.topic_id: name for name, record in ctx.state.topic_store.topics().items()}
+    names: list[str] = []
+    refused: list[dict[str, object]] = []
+    for topic_id in dict.fromkeys(i for i in topic_ids if i.int != 0):
+        name = by_id.get(topic_id)
+        if name is None:
+            refused.append({**_topic_error(None, ErrorCode.unknown_topic_id),
+                            "topic_id": topic_id})
+        elif not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            refused.append({**_topic_error(None, ErrorCode.topic_authorization_failed),
+                            "topic_id": topic_id})
+        else:
+            names.append(name)
+    return names, refused
 
 
 async def _auto_create(state: BrokerState, name: str) -> ErrorCode:
@@ -180,6 +234,6 @@ def _cluster_partitions(state: BrokerState, record: TopicRecord) -> list[dict[st
     return partitions
 
 
-def _topic_error(name: str, error: ErrorCode) -> dict[str, object]:
-    return {"error_code": error, "name": name, "is_internal": False, "partitions": [],
-            "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+def _topic_error(name: str | None, error: ErrorCode) -> dict[str, object]:
+    return {"error_code": error, "name": name, "topic_id": ZERO_UUID, "is_internal": False,
+            "partitions": [], "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
