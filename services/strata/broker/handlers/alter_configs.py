@@ -1,4 +1,4 @@
-"""AlterConfigs (key 33, v0-1): replace a resource's whole set of dynamic configs.
+"""AlterConfigs (key 33, v0-2; v2 is v1, flexible): replace a resource's whole dynamic config.
 
 Also owns applying a config change, which IncrementalAlterConfigs shares (``alter_resource``):
 validate, persist in the ``TopicStore``, then push to the logs through the ``LogManager``

@@ -1,4 +1,4 @@
-"""CreateTopics (key 19, v2-4), and the one place topics are created (Metadata auto-creates too).
+"""CreateTopics (key 19, v2-7), and the one place topics are created (Metadata auto-creates too).
 
 Kafka's rules, per topic, in the order Kafka checks them (each failure answers that topic only):
 
@@ -19,7 +19,14 @@ Kafka's rules, per topic, in the order Kafka checks them (each failure answers t
   its open file limit, or ``strata.max.partitions.per.broker``): POLICY_VIOLATION, also for
   ``validate_only`` and for Metadata's auto-creation (Strata's own rule).
 
-``validate_only`` runs every check and creates nothing. A created topic gets a new topic id, is
+``validate_only`` runs every check and creates nothing.
+
+The answer (v5+) repeats what was (or, with ``validate_only``, would be) created:
+``num_partitions``, ``replication_factor`` and every config of the topic as DescribeConfigs
+shows it (value, source, read-only, sensitive: values of sensitive configs are null); without
+DescribeConfigs on the topic the configs are left out and ``topic_config_error_code`` (a tagged
+field) is TOPIC_AUTHORIZATION_FAILED. v7 adds the new ``topic_id`` (zero for ``validate_only``:
+no topic exists). A failed topic gets -1, -1, no configs. A created topic gets a new topic id, is
 written to the ``TopicStore`` first (the registry is the truth), then every partition is hosted
 as leader at epoch 0 by the ``ReplicaManager`` (creating its log). In a cluster the topic and
 its partitions' replicas (placed rack-aware over the live brokers, or as assigned) are written
@@ -36,6 +43,7 @@ from typing import Any
 
 from strata.broker.cluster.replica_placement import PlacementError
 from strata.broker.handlers import ApiError
+from strata.broker.handlers.describe_configs import describe_topic
 from strata.broker.network.connection import RequestContext
 from strata.broker.partition_capacity import (
     PartitionCapacityError,
@@ -223,7 +231,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     cluster_create = ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER)
     results = []
     for topic in request.topics:
-        error, message, spec = ErrorCode.none, None, None
+        error, message, spec, record = ErrorCode.none, None, None, None
         try:
             if counts[topic.name] > 1:
                 raise ApiError(ErrorCode.invalid_request,
@@ -235,20 +243,39 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 raise ApiError(ErrorCode.topic_authorization_failed, "Authorization failed.")
             spec = resolve(state, topic)
             check_topic_capacity(state, spec)
-            if not request.validate_only:
-                await create_topic(state, spec)
+            if request.validate_only:
+                record = TopicRecord.new(spec.name, spec.partitions, spec.replication_factor,
+                                         spec.configs)
+            else:
+                record = await create_topic(state, spec)
         except ApiError as exc:
             error, message = exc.error_code, exc.message
         except StorageError as exc:
             error, message = ErrorCode(exc.error_code), str(exc)
-        results.append({
-            "name": topic.name,
-            "error_code": error,
-            "error_message": message,
-            "num_partitions": spec.partitions if spec and not error else -1,
-            "replication_factor": spec.replication_factor if spec and not error else -1,
-            "configs": None,
-            "topic_config_error_code": 0,
-        })
+        results.append(topic_result(ctx, topic.name, error, message, record,
+                                    created=not request.validate_only))
     return build_response(ApiKey.CREATE_TOPICS, ctx.header.api_version,
                           {"throttle_time_ms": 0, "topics": results})
+
+
+def topic_result(ctx: RequestContext, name: str, error: ErrorCode, message: str | None,
+                 record: TopicRecord | None, *, created: bool) -> dict[str, Any]:
+    """One ``CreatableTopicResult``; v5+ fields as Kafka fills them (see the module docstring)."""
+    result: dict[str, Any] = {
+        "name": name, "error_code": error, "error_message": message, "topic_id": None,
+        "num_partitions": -1, "replication_factor": -1, "configs": [],
+        "topic_config_error_code": ErrorCode.none,
+    }
+    if record is None or error:
+        return result
+    result.update(num_partitions=record.partitions,
+                  replication_factor=record.replication_factor,
+                  topic_id=record.topic_id if created else None)
+    if not ctx.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name):
+        result["topic_config_error_code"] = ErrorCode.topic_authorization_failed
+        return result
+    result["configs"] = [
+        {"name": e.name, "value": None if e.sensitive else e.value, "read_only": e.read_only,
+         "config_source": int(e.source), "is_sensitive": e.sensitive}
+        for e in describe_topic(ctx.state, record)]
+    return result

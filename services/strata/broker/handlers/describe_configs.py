@@ -1,4 +1,4 @@
-"""DescribeConfigs (key 32, v1-3): topic and broker configs, where each value comes from.
+"""DescribeConfigs (key 32, v1-4): topic and broker configs, where each value comes from.
 
 Owns the config *view* the alter handlers share: resource and source enums (Kafka's numbers),
 the layers a broker-level value can come from, and the config type of each key.
@@ -21,7 +21,8 @@ AlterConfigs) on the topic, else TOPIC_AUTHORIZATION_FAILED; on the Cluster for 
 resources, else CLUSTER_AUTHORIZATION_FAILED.
 
 ``configuration_keys`` null means every key; a list means those keys only (Kafka's rule, so an
-empty list answers none). v3 adds ``config_type`` and, when asked, ``documentation``.
+empty list answers none). v3 adds ``config_type`` and, when asked, ``documentation``; v4 is
+v3 in the flexible encoding.
 """
 
 from __future__ import annotations
@@ -88,6 +89,11 @@ class ConfigEntry:
     config_type: ConfigType
     documentation: str
     synonyms: tuple[tuple[str, str | None, ConfigSource], ...] = ()
+
+    @property
+    def sensitive(self) -> bool:
+        """A PASSWORD config: its value is never sent (Kafka's rule)."""
+        return int(self.config_type) == ConfigType.PASSWORD
 
 
 # ------------------------------------------------------------------ types
@@ -270,7 +276,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for entry in entries:
             if wanted is not None and entry.name not in wanted:
                 continue
-            sensitive = int(entry.config_type) == ConfigType.PASSWORD  # never sent (Kafka)
+            sensitive = entry.sensitive
             configs.append({
                 "name": entry.name,
                 "value": None if sensitive else entry.value,
