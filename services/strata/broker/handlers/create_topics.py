@@ -14,7 +14,8 @@ Kafka's rules, per topic, in the order Kafka checks them (each failure answers t
 * manual ``assignments`` exclude both counts (INVALID_REQUEST), must cover partitions 0..n-1 once
   each and name only live brokers (INVALID_REPLICA_ASSIGNMENT);
 * ``configs``: every name a topic config of ``strata.storage.log_config.TOPIC_CONFIGS`` with a
-  valid value, none null: INVALID_CONFIG;
+  valid value, none null: INVALID_CONFIG; the deprecated ``message.format.version`` is accepted
+  and ignored with a warning, as Kafka 3.x does (every batch is message format v2 anyway);
 * more partition replicas on this broker than it can hold (``partition_capacity``: derived from
   its open file limit, or ``strata.max.partitions.per.broker``): POLICY_VIOLATION, also for
   ``validate_only`` and for Metadata's auto-creation (Strata's own rule).
@@ -36,10 +37,11 @@ to the metadata store in one transaction, and each broker hosts its replicas whe
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from strata.broker.cluster.replica_placement import PlacementError
 from strata.broker.handlers import ApiError
@@ -63,6 +65,11 @@ from strata.protocol.messages import build_response
 from strata.security.acl import AclOperation, ResourceType
 from strata.storage.errors import InvalidConfigError, StorageError
 from strata.storage.log_config import LogConfig
+
+logger = logging.getLogger(__name__)
+
+IGNORED_TOPIC_CONFIGS: Final = frozenset({"message.format.version"})
+"""Deprecated topic configs Kafka 3.x accepts and ignores (Kafka 4 removed them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,12 +130,19 @@ def check_assignments(state: BrokerState, assignments: Sequence[Sequence[int]]) 
 
 
 def check_topic_configs(state: BrokerState, configs: Mapping[str, str | None]) -> dict[str, str]:
-    """The configs as a plain mapping if every one is a valid topic config; else INVALID_CONFIG."""
+    """The configs as a plain mapping if every one is a valid topic config; else INVALID_CONFIG.
+
+    ``IGNORED_TOPIC_CONFIGS`` are accepted, logged at WARNING and left out (Kafka 3.x's rule)."""
     out: dict[str, str] = {}
     for name, value in configs.items():
         if value is None:
             raise ApiError(ErrorCode.invalid_config,
                              f"Null value not supported for topic configs: {name}")
+        if name in IGNORED_TOPIC_CONFIGS:
+            logger.warning("Topic configuration %s is deprecated and will be ignored: %s=%s "
+                           "(every record batch is written in message format v2)", name, name,
+                           value)
+            continue
         out[name] = value
     try:
         LogConfig.from_props(out, state.broker_defaults())
