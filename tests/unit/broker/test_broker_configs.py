@@ -243,3 +243,11 @@ async def test_unknown_topic_configs_are_still_refused(tmp_path: Path) -> None:
     await add_topics(state, ("t", 1))
     result = await alter(state, TOPIC, "t", {"message.format.verzion": "3.0"})
     assert result.error_code == INVALID_CONFIG
+
+
+async def test_append_to_a_list_broker_setting_starts_from_its_default(tmp_path: Path) -> None:
+    state = broker_state(tmp_path)
+    result = await incremental(state, BROKER, "1", ("sasl.enabled.mechanisms", APPEND, "PLAIN"))
+    assert (result.error_code, result.error_message) == (0, None)
+    assert state.topic_store.broker_configs("1") == {
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"}

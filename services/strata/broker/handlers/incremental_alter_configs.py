@@ -20,7 +20,7 @@ from collections import Counter
 from typing import Any
 
 from strata.broker.broker_logger import LoggerConfigError, alter_logger_levels
-from strata.broker.config import ConfigType
+from strata.broker.config import SETTINGS_BY_NAME, ConfigType
 from strata.broker.handlers import ApiError
 from strata.broker.handlers.alter_configs import (
     alter_each,
@@ -67,6 +67,8 @@ def _list_value_in_force(state: BrokerState, resource_type: int, resource_name: 
             raise ApiError(ErrorCode.invalid_request,
                            f"Config value append is not allowed for config key: {name}")
         raw = configs.get(name) or state.broker_defaults().get(name)
+        if raw is None and name in SETTINGS_BY_NAME:
+            raw = state.config.get(name)  # a broker setting's default (sasl.enabled.mechanisms)
         if raw is None:
             raw = next((c.default for c in TOPIC_CONFIGS if c.broker_key == name), "")
     return [item.strip() for item in raw.split(",") if item.strip()]
