@@ -22,7 +22,15 @@ The brokers form one cluster on a metadata store: ``--metadata sqlite`` (the def
 launcher starts on free ports, data in ``<data-dir>/etcd``, stopped after the brokers).
 ``--brokers N`` (default 3) caps ``default.replication.factor`` and
 ``offsets.topic.replication.factor`` at N.
-``broker_properties`` is pure (no I/O) so tests can check the generated configuration.
+
+Broker settings: ``-o key=value`` (``--override``, repeatable) sets a broker config of every
+broker, by Kafka's name, over the launcher's own choices; the keys the launcher sets per broker
+to keep its contract (``LAUNCHER_KEYS``: node id, listeners, data and HTTP ports, metadata
+store, rack) are refused. ``--racks a,b,c`` gives broker i ``broker.rack`` = the i-th rack,
+round-robin when there are fewer racks than brokers (so replicas spread over racks, KIP-36). A
+malformed option is refused before anything starts (exit 2).
+``broker_properties`` and ``parse_dev_settings`` are pure (no I/O) so tests can check the
+generated configuration.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -47,6 +55,41 @@ READY_TIMEOUT_S = 120.0
 DEFAULT_BROKERS = 3
 DEFAULT_ADMIN_PORT = 8080
 INTERNAL_TOPICS = ("__consumer_offsets",)
+LAUNCHER_KEYS = frozenset({
+    "node.id", "broker.id", "listeners", "advertised.listeners", "log.dirs", "log.dir",
+    "http.port", "metadata.store", "broker.rack",
+})
+
+
+@dataclass(frozen=True)
+class DevSettings:
+    """What ``-o`` and ``--racks`` add to the brokers' properties."""
+
+    overrides: Mapping[str, str]
+    racks: tuple[str, ...] = ()
+
+    def rack_of(self, node_id: int) -> str | None:
+        return self.racks[node_id % len(self.racks)] if self.racks else None
+
+
+def parse_dev_settings(overrides: Sequence[str], racks: str | None) -> DevSettings:
+    """``-o`` items and the ``--racks`` list; ``ValueError`` naming the bad one."""
+    parsed: dict[str, str] = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"-o {item!r} is not key=value")
+        if key in LAUNCHER_KEYS:
+            raise ValueError(f"-o {key}: set by strata dev for each broker"
+                             + (" (use --racks)" if key == "broker.rack" else ""))
+        parsed[key] = value.strip()
+    rack_list: tuple[str, ...] = ()
+    if racks is not None:
+        rack_list = tuple(r.strip() for r in racks.split(","))
+        if not all(rack_list):
+            raise ValueError(f"--racks {racks!r}: expected rack names separated by commas")
+    return DevSettings(parsed, rack_list)
 
 
 @dataclass(frozen=True)
@@ -62,9 +105,11 @@ class DevBroker:
 def broker_properties(
     node_id: int, kafka_port: int, http_port: int, log_dir: Path, brokers: int,
     extra: Mapping[str, str] | None = None, *, metadata_store: str | None = None,
+    rack: str | None = None,
 ) -> dict[str, str]:
     """The properties of dev broker ``node_id`` (Kafka's names); ``metadata_store`` is the
-    cluster's ``metadata.store`` URL."""
+    cluster's ``metadata.store`` URL, ``extra`` the ``-o`` settings, ``rack`` its
+    ``broker.rack``."""
     props = {
         "node.id": str(node_id),
         "listeners": f"PLAINTEXT://127.0.0.1:{kafka_port}",
@@ -78,6 +123,8 @@ def broker_properties(
     }
     if metadata_store:
         props["metadata.store"] = metadata_store
+    if rack is not None:
+        props["broker.rack"] = rack
     props.update(extra or {})
     return props
 
@@ -229,8 +276,14 @@ def cluster_ready(bootstrap: str, brokers: int) -> bool:
 
 
 def run_dev(brokers: int, data_dir: Path, kafka_port: int, metadata: str = "sqlite",
-            admin_port: int = DEFAULT_ADMIN_PORT) -> int:
+            admin_port: int = DEFAULT_ADMIN_PORT, overrides: Sequence[str] = (),
+            racks: str | None = None) -> int:
     """Run the local cluster until SIGINT/SIGTERM; the process exit code."""
+    try:
+        settings = parse_dev_settings(overrides, racks)
+    except ValueError as exc:
+        print(f"strata dev: {exc}", file=sys.stderr)
+        return 2
     if brokers < 1:
         print("strata dev: --brokers must be at least 1", file=sys.stderr)
         return 2
@@ -267,7 +320,8 @@ def run_dev(brokers: int, data_dir: Path, kafka_port: int, metadata: str = "sqli
         node_dir = data_dir / f"broker-{i}"
         config_path = data_dir / f"broker-{i}.properties"
         props = broker_properties(i, kafka_port + i, http_port, node_dir / "logs", brokers,
-                                  metadata_store=store_url)
+                                  settings.overrides, metadata_store=store_url,
+                                  rack=settings.rack_of(i))
         config_path.write_text(format_properties(props))
         members.append(DevBroker(i, kafka_port + i, http_port, node_dir, config_path,
                                  data_dir / f"broker-{i}.log"))

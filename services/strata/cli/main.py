@@ -112,12 +112,22 @@ def dev(
         int, typer.Option("--admin-port", help="Port of the REST admin API (0: a free port, "
                           "-1: no admin service).")
     ] = 8080,
+    override: Annotated[
+        list[str] | None,
+        typer.Option("--override", "-o", help="A broker setting key=value for every broker "
+                     "(repeatable).")
+    ] = None,
+    racks: Annotated[
+        str | None,
+        typer.Option("--racks", help="Comma-separated racks: broker i gets the i-th "
+                     "(round-robin) as broker.rack.")
+    ] = None,
 ) -> None:
     """Run a local cluster until Ctrl-C: prints the bootstrap address, then READY."""
     from strata.cli.dev import default_data_dir, run_dev
 
     raise typer.Exit(run_dev(brokers, data_dir or default_data_dir(), kafka_port, metadata,
-                             admin_port))
+                             admin_port, override or [], racks))
 
 
 app.add_typer(topic.app, name="topic")

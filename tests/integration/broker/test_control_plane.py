@@ -274,7 +274,7 @@ def test_api_versions_v99_gets_error_35_with_a_v0_body(broker: BrokerProcess) ->
         assert (correlation_id, error_code) == (1234, 35)
         entries = [struct.unpack_from(">hhh", frame, 10 + 6 * i) for i in range(count)]
         assert len(frame) == 10 + 6 * count
-        assert (ApiKey.API_VERSIONS, 0, 3) in entries
+        assert (ApiKey.API_VERSIONS, 0, 4) in entries
         assert (ApiKey.METADATA, 0, 13) in entries
         # Same connection, a served version now.
         assert ApiKey.CREATE_TOPICS in api_versions_v3(sock, 1235)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.handlers import served_versions
 from strata.broker.handlers.fetch import handle
 from strata.broker.network.connection import RequestContext, Response
@@ -23,7 +24,6 @@ from strata.broker.network.fetch_response import (
     encode_fetch_response,
 )
 from strata.broker.replication.replica_manager import FetchPartitionResult
-from strata.broker.broker_state import BrokerState
 from strata.protocol import ApiKey, build_response
 from strata.protocol.codec import decode_request, encode_request
 from strata.protocol.error_codes import ErrorCode

@@ -46,7 +46,7 @@ def unsupported_request(version: int, correlation_id: int = 77) -> bytes:
     return encode_request_header(header, 2) + b"\x0bsome-client\x061.2.3\x00"
 
 
-@pytest.mark.parametrize("version", [4, 5, 999, -1])
+@pytest.mark.parametrize("version", [5, 6, 999, -1])
 def test_unsupported_apiversions_version_is_negotiation_not_misbehaviour(version: int) -> None:
     with pytest.raises(UnsupportedVersion) as caught:
         decode_request(unsupported_request(version), SUPPORTED_VERSIONS)
@@ -57,14 +57,14 @@ def test_unsupported_apiversions_version_is_negotiation_not_misbehaviour(version
 def test_fallback_is_a_v0_body_with_error_35_and_the_full_list() -> None:
     ranges = registry_ranges()
     with pytest.raises(UnsupportedVersion) as caught:
-        decode_request(unsupported_request(4, correlation_id=1234), SUPPORTED_VERSIONS)
+        decode_request(unsupported_request(5, correlation_id=1234), SUPPORTED_VERSIONS)
     frame = encode_unsupported_version_response(caught.value.header, ranges)
     correlation_id, error_code, entries = read_v0_fallback(frame)
     assert correlation_id == 1234  # response header v0: no tagged fields
     assert error_code == ErrorCode.unsupported_version == 35
     assert entries == [(k, r.min_version, r.max_version) for k, r in sorted(ranges.items())]
     assert len({key for key, _, _ in entries}) == len(entries) == len(SUPPORTED_VERSIONS)
-    assert (ApiKey.API_VERSIONS, 0, 3) in entries
+    assert (ApiKey.API_VERSIONS, 0, 4) in entries
 
 
 def test_fallback_decodes_with_kafka_python_and_with_our_client_side() -> None:

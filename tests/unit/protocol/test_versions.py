@@ -17,14 +17,14 @@ SUPPORTED_VERSIONS = served_versions()
 # The version table, written here a second time on purpose, as the
 # expectation the table is checked against.
 EXPECTED = {
-    "API_VERSIONS": (0, 3),
+    "API_VERSIONS": (0, 4),
     "METADATA": (0, 13),
     "PRODUCE": (3, 13),
     "FETCH": (4, 18),
     "LIST_OFFSETS": (1, 11),
-    "CREATE_TOPICS": (2, 4),
-    "DELETE_TOPICS": (1, 3),
-    "INIT_PRODUCER_ID": (0, 1),
+    "CREATE_TOPICS": (2, 7),
+    "DELETE_TOPICS": (1, 6),
+    "INIT_PRODUCER_ID": (0, 5),
     "FIND_COORDINATOR": (0, 6),
     "JOIN_GROUP": (0, 9),
     "SYNC_GROUP": (0, 5),
@@ -34,25 +34,25 @@ EXPECTED = {
     "OFFSET_FETCH": (1, 9),
     "DESCRIBE_GROUPS": (0, 6),
     "LIST_GROUPS": (0, 5),
-    "DESCRIBE_CONFIGS": (1, 3),
-    "ALTER_CONFIGS": (0, 1),
+    "DESCRIBE_CONFIGS": (1, 4),
+    "ALTER_CONFIGS": (0, 2),
     "INCREMENTAL_ALTER_CONFIGS": (0, 1),
-    "CREATE_PARTITIONS": (0, 1),
-    "DELETE_RECORDS": (0, 1),
+    "CREATE_PARTITIONS": (0, 3),
+    "DELETE_RECORDS": (0, 2),
     "DELETE_GROUPS": (0, 2),
     "OFFSET_DELETE": (0, 0),
-    "OFFSET_FOR_LEADER_EPOCH": (2, 3),
-    "DESCRIBE_CLUSTER": (0, 1),
+    "OFFSET_FOR_LEADER_EPOCH": (2, 4),
+    "DESCRIBE_CLUSTER": (0, 2),
     "ELECT_LEADERS": (0, 2),
-    "ALTER_PARTITION_REASSIGNMENTS": (0, 0),
+    "ALTER_PARTITION_REASSIGNMENTS": (0, 1),
     "LIST_PARTITION_REASSIGNMENTS": (0, 0),
     "SASL_HANDSHAKE": (0, 1),
-    "SASL_AUTHENTICATE": (0, 1),
+    "SASL_AUTHENTICATE": (0, 2),
     "DESCRIBE_USER_SCRAM_CREDENTIALS": (0, 0),
     "ALTER_USER_SCRAM_CREDENTIALS": (0, 0),
-    "DESCRIBE_ACLS": (1, 1),
-    "CREATE_ACLS": (1, 1),
-    "DELETE_ACLS": (1, 1),
+    "DESCRIBE_ACLS": (1, 3),
+    "CREATE_ACLS": (1, 3),
+    "DELETE_ACLS": (1, 3),
     "DESCRIBE_LOG_DIRS": (1, 5),
     "DESCRIBE_PRODUCERS": (0, 0),
     "DESCRIBE_CLIENT_QUOTAS": (0, 1),
@@ -79,13 +79,8 @@ def test_every_served_version_has_kio_classes() -> None:
             assert request.__version__ == response.__version__ == version
 
 
-# APIs whose newest served version is still a non-flexible one although Kafka has flexible
-# versions of them (KIP-482): each leaves this set when it is raised.
-NOT_YET_FLEXIBLE = {
-    "ALTER_CONFIGS", "CREATE_ACLS", "CREATE_PARTITIONS", "CREATE_TOPICS", "DELETE_ACLS",
-    "DELETE_RECORDS", "DELETE_TOPICS", "DESCRIBE_ACLS", "DESCRIBE_CONFIGS",
-    "INIT_PRODUCER_ID", "OFFSET_FOR_LEADER_EPOCH", "SASL_AUTHENTICATE",
-}
+# Every API Kafka has flexible versions of (KIP-482) is served up to one of them.
+NOT_YET_FLEXIBLE: set[str] = set()
 
 
 def test_apis_are_served_up_to_their_flexible_versions() -> None:

@@ -13,8 +13,10 @@ restates a range. Invariants (unit tests in tests/unit/broker/test_handler_regis
   DescribeCluster, Alter/ListPartitionReassignments and Describe/AlterUserScramCredentials
   (flexible-only), the classic group and offset APIs (FindCoordinator, JoinGroup, SyncGroup,
   Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups),
-  Produce v9-13 and ListOffsets v6-11, served up to their newest versions. Other APIs are
-  raised to flexible versions once tagged fields are handled end to end.
+  Produce v9-13, Fetch v12-18, Metadata v9-13, ListOffsets v6-11, and the admin APIs
+  (ApiVersions, Create/DeleteTopics, CreatePartitions, Describe/AlterConfigs, DeleteRecords,
+  InitProducerId, the ACL and SASL APIs, OffsetForLeaderEpoch): each up to the newest version
+  kio has, InitProducerId to v5, below KIP-939's transactions.
 
 Removed but advertised: Kafka 4 removed Produce v0-v2 (KIP-896) yet still lists Produce from
 v0 in ApiVersions, because librdkafka releases before the fix of KAFKA-18659 decide from
@@ -24,8 +26,8 @@ does the same: ``version_ranges()`` (what ApiVersions lists) starts at the adver
 gets the API's refusal (every partition UNSUPPORTED_VERSION), never a closed connection.
 
 Not registered yet, on purpose: the transaction APIs (not built; an InitProducerId with a
-transactional id gets a clear error instead). The ACL APIs are served at v1 only (kio, like
-Kafka 4, has no v0; every client in use speaks v1).
+transactional id gets a clear error instead). The ACL APIs start at v1 (kio, like
+Kafka 4, has no v0).
 
 A handler is ``async def handle(ctx: RequestContext, request) -> response`` (see
 ``strata.broker.network.connection``); per-resource refusals inside a handler are
@@ -162,14 +164,14 @@ def build_registry() -> BrokerRegistry:
         (ApiKey.FETCH, 4, 18, fetch.handle),
         (ApiKey.LIST_OFFSETS, 1, 11, list_offsets.handle),
         (ApiKey.METADATA, 0, 13, metadata.handle),
-        (ApiKey.API_VERSIONS, 0, 3, api_versions.handle),
-        (ApiKey.CREATE_TOPICS, 2, 4, create_topics.handle),
-        (ApiKey.DELETE_TOPICS, 1, 3, delete_topics.handle),
-        (ApiKey.DELETE_RECORDS, 0, 1, delete_records.handle),
-        (ApiKey.INIT_PRODUCER_ID, 0, 1, init_producer_id.handle),
-        (ApiKey.DESCRIBE_CONFIGS, 1, 3, describe_configs.handle),
-        (ApiKey.ALTER_CONFIGS, 0, 1, alter_configs.handle),
-        (ApiKey.CREATE_PARTITIONS, 0, 1, create_partitions.handle),
+        (ApiKey.API_VERSIONS, 0, 4, api_versions.handle),
+        (ApiKey.CREATE_TOPICS, 2, 7, create_topics.handle),
+        (ApiKey.DELETE_TOPICS, 1, 6, delete_topics.handle),
+        (ApiKey.DELETE_RECORDS, 0, 2, delete_records.handle),
+        (ApiKey.INIT_PRODUCER_ID, 0, 5, init_producer_id.handle),
+        (ApiKey.DESCRIBE_CONFIGS, 1, 4, describe_configs.handle),
+        (ApiKey.ALTER_CONFIGS, 0, 2, alter_configs.handle),
+        (ApiKey.CREATE_PARTITIONS, 0, 3, create_partitions.handle),
         (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, incremental_alter_configs.handle),
         (ApiKey.FIND_COORDINATOR, 0, 6, find_coordinator.handle),
         (ApiKey.JOIN_GROUP, 0, 9, join_group.handle),
@@ -182,18 +184,18 @@ def build_registry() -> BrokerRegistry:
         (ApiKey.LIST_GROUPS, 0, 5, list_groups.handle),
         (ApiKey.DELETE_GROUPS, 0, 2, delete_groups.handle),
         (ApiKey.OFFSET_DELETE, 0, 0, offset_delete.handle),
-        (ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 3, offset_for_leader_epoch.handle),
-        (ApiKey.DESCRIBE_CLUSTER, 0, 1, describe_cluster.handle),
+        (ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, offset_for_leader_epoch.handle),
+        (ApiKey.DESCRIBE_CLUSTER, 0, 2, describe_cluster.handle),
         (ApiKey.ELECT_LEADERS, 0, 2, elect_leaders.handle),
-        (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0, alter_partition_reassignments.handle),
+        (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1, alter_partition_reassignments.handle),
         (ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, list_partition_reassignments.handle),
         (ApiKey.SASL_HANDSHAKE, 0, 1, sasl_handshake.handle),
-        (ApiKey.SASL_AUTHENTICATE, 0, 1, sasl_authenticate.handle),
+        (ApiKey.SASL_AUTHENTICATE, 0, 2, sasl_authenticate.handle),
         (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, describe_user_scram_credentials.handle),
         (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, alter_user_scram_credentials.handle),
-        (ApiKey.DESCRIBE_ACLS, 1, 1, describe_acls.handle),
-        (ApiKey.CREATE_ACLS, 1, 1, create_acls.handle),
-        (ApiKey.DELETE_ACLS, 1, 1, delete_acls.handle),
+        (ApiKey.DESCRIBE_ACLS, 1, 3, describe_acls.handle),
+        (ApiKey.CREATE_ACLS, 1, 3, create_acls.handle),
+        (ApiKey.DELETE_ACLS, 1, 3, delete_acls.handle),
         (ApiKey.DESCRIBE_LOG_DIRS, 1, 5, describe_log_dirs.handle),
         (ApiKey.DESCRIBE_PRODUCERS, 0, 0, describe_producers.handle),
         (ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, describe_client_quotas.handle),

@@ -1,4 +1,4 @@
-"""AlterConfigs (key 33, v0-1): replace a resource's whole set of dynamic configs.
+"""AlterConfigs (key 33, v0-2; v2 is v1, flexible): replace a resource's whole dynamic config.
 
 Also owns applying a config change, which IncrementalAlterConfigs shares (``alter_resource``):
 validate, persist in the ``TopicStore``, then push to the logs through the ``LogManager``
@@ -9,8 +9,9 @@ Rules (Kafka's, KRaft flavour):
 * topic resources: the topic must exist (UNKNOWN_TOPIC_OR_PARTITION); every key must be a topic
   config of ``TOPIC_CONFIGS`` with a valid value (INVALID_CONFIG);
 * broker resources: the name is this node id or "" (the cluster default), else
-  INVALID_REQUEST; only the broker defaults of topic configs (``log.retention.ms``...) can be
-  changed dynamically, others are INVALID_CONFIG;
+  INVALID_REQUEST; the keys must be Kafka's dynamic broker configs, per-broker ones on a node
+  id only (``strata.broker.dynamic_broker_config``), else INVALID_CONFIG; they are stored in
+  the metadata store (``TopicStore.set_broker_configs``) and the broker defaults re-applied;
 * a null value is INVALID_REQUEST; a resource named twice in one request is INVALID_REQUEST;
   other resource types are INVALID_REQUEST;
 * ``validate_only`` checks and changes nothing;
@@ -20,14 +21,17 @@ Rules (Kafka's, KRaft flavour):
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from strata.broker.broker_state import BrokerState
+from strata.broker.dynamic_broker_config import (
+    InvalidDynamicConfig,
+    check_dynamic_broker_configs,
+)
 from strata.broker.handlers import ApiError
 from strata.broker.handlers.create_topics import check_topic_configs
 from strata.broker.handlers.describe_configs import (
-    DYNAMIC_BROKER_KEYS,
     ConfigResourceType,
     broker_scope,
     check_config_access,
@@ -69,10 +73,10 @@ async def alter_resource(state: BrokerState, resource_type: int, resource_name: 
         state.log_manager.set_topic_config(resource_name, checked)
     elif resource_type == ConfigResourceType.BROKER:
         scope = broker_scope(state, resource_name)
-        static = sorted(set(configs) - DYNAMIC_BROKER_KEYS)
-        if static:
-            raise ApiError(ErrorCode.invalid_config,
-                           f"Cannot update these configs dynamically: {', '.join(static)}")
+        try:
+            check_dynamic_broker_configs(configs, per_broker=scope != "")
+        except InvalidDynamicConfig as exc:
+            raise ApiError(ErrorCode.invalid_config, str(exc)) from None
         _check_broker_defaults(state, scope, configs)
         if validate_only:
             return
@@ -115,10 +119,11 @@ def result(resource: Any, error: ErrorCode, message: str | None) -> dict[str, ob
 
 
 async def alter_each(
-    ctx: RequestContext, request: Any, new_configs: Callable[[Any], dict[str, str]]
+    ctx: RequestContext, request: Any, alter: Callable[[Any], Awaitable[None]]
 ) -> list[dict[str, object]]:
-    """Apply ``new_configs(resource)`` to each resource of an AlterConfigs or
-    IncrementalAlterConfigs request; one result per resource, errors per resource."""
+    """Run ``alter(resource)`` for each resource of an AlterConfigs or IncrementalAlterConfigs
+    request once it is authorized and named once; one result per resource, errors per
+    resource."""
     repeated = duplicates(request.resources)
     responses = []
     for resource in request.resources:
@@ -129,8 +134,7 @@ async def alter_each(
                                f"Duplicate resource {resource.resource_name} in the request")
             check_config_access(ctx, int(resource.resource_type), resource.resource_name,
                                 AclOperation.ALTER_CONFIGS)
-            await alter_resource(ctx.state, int(resource.resource_type), resource.resource_name,
-                                 new_configs(resource), bool(request.validate_only))
+            await alter(resource)
         except ApiError as exc:
             error, message = exc.error_code, exc.message
         except StorageError as exc:
@@ -140,8 +144,11 @@ async def alter_each(
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    responses = await alter_each(
-        ctx, request,
-        lambda resource: {c.name: non_null(c.name, c.value) for c in resource.configs})
+    async def alter(resource: Any) -> None:
+        configs = {c.name: non_null(c.name, c.value) for c in resource.configs}
+        await alter_resource(ctx.state, int(resource.resource_type), resource.resource_name,
+                             configs, bool(request.validate_only))
+
+    responses = await alter_each(ctx, request, alter)
     return build_response(ApiKey.ALTER_CONFIGS, ctx.header.api_version,
                           {"throttle_time_ms": 0, "responses": responses})

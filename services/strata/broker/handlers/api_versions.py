@@ -1,4 +1,4 @@
-"""ApiVersions (key 18, v0-3): which APIs and versions this broker serves.
+"""ApiVersions (key 18, v0-4): which APIs, versions and features this broker serves.
 
 The list is the handler registry's ``version_ranges()`` (never typed here), encoded by
 ``strata.protocol.api_versions``. A request at a version we do not serve never reaches this
@@ -6,6 +6,14 @@ handler: the connection answers it with the v0 fallback and error 35 (KIP-511).
 
 v3 requests carry ``client_software_name`` / ``client_software_version``; like Kafka, values
 outside ``[a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])?`` get INVALID_REQUEST (with the list).
+
+Features (KIP-584, tagged fields of v3+): ``SUPPORTED_FEATURES`` is every feature flag this
+broker knows with the levels it can run. Strata serves level 0 only of ``group.version`` (no
+KIP-848 consumer group protocol) and of ``transaction.version`` (no transactions), so nothing
+is finalized above 0: ``finalized_features`` is empty and ``finalized_features_epoch`` is -1
+(Kafka's "no finalized features"), and ``zk_migration_ready`` is false (there is no ZooKeeper).
+A feature whose lowest level is 0 is listed from v4 only: v3 readers (Java clients before
+3.9) reject a range starting at 0 (KIP-1022), which is why Kafka filters them the same way.
 """
 
 from __future__ import annotations
@@ -14,10 +22,22 @@ import re
 from typing import Any, Final
 
 from strata.broker.network.connection import RequestContext
+from strata.protocol.api_keys import ApiKey
 from strata.protocol.api_versions import api_versions_response
 from strata.protocol.error_codes import ErrorCode
+from strata.protocol.messages import build_response
+from strata.protocol.registry import VersionRange
 
 _SOFTWARE: Final = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+SUPPORTED_FEATURES: Final = {
+    "group.version": VersionRange(0, 0),
+    "transaction.version": VersionRange(0, 0),
+}
+"""Feature name -> the levels this broker supports (Kafka's feature names)."""
+
+NO_FINALIZED_FEATURES_EPOCH: Final = -1
+FIRST_VERSION_WITH_LEVEL_ZERO: Final = 4
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -28,4 +48,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         and _SOFTWARE.fullmatch(request.client_software_version)
     ):
         error = ErrorCode.invalid_request
-    return api_versions_response(version, ctx.state.registry.version_ranges(), error_code=error)
+    response = api_versions_response(version, ctx.state.registry.version_ranges(),
+                                     error_code=error)
+    if version < 3:
+        return response
+    features = [{"name": name, "min_version": levels.min_version,
+                 "max_version": levels.max_version}
+                for name, levels in sorted(SUPPORTED_FEATURES.items())
+                if levels.min_version > 0 or version >= FIRST_VERSION_WITH_LEVEL_ZERO]
+    return build_response(ApiKey.API_VERSIONS, version, {
+        "error_code": response.error_code, "api_keys": response.api_keys,
+        "throttle_time_ms": 0, "supported_features": features, "finalized_features": [],
+        "finalized_features_epoch": NO_FINALIZED_FEATURES_EPOCH, "zk_migration_ready": False,
+    })

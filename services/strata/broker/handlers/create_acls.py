@@ -1,4 +1,4 @@
-"""CreateAcls (key 30, v1): store ACL bindings; one result per creation, in request order.
+"""CreateAcls (key 30, v1-3): store ACL bindings; one result per creation, in request order.
 
 Kafka's rules: without an authorizer every creation is SECURITY_DISABLED; the caller needs
 Alter on the Cluster (else every creation is CLUSTER_AUTHORIZATION_FAILED); a creation that is
@@ -8,6 +8,9 @@ The valid ones are written together (``BrokerAuthorizer.create``: the metadata s
 transaction, or ``acls.json``); creating an existing binding succeeds and changes nothing. The
 answer is sent once this broker enforces the new bindings; the others follow within one
 metadata watch event.
+
+Versions: v2 is v1 in the flexible encoding; v3 allows resource type USER (7), which the
+ACL model already has.
 """
 
 from __future__ import annotations

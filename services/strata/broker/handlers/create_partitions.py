@@ -1,4 +1,6 @@
-"""CreatePartitions (key 37, v0-1): grow a topic's partition count (never shrink it).
+"""CreatePartitions (key 37, v0-3): grow a topic's partition count (never shrink it).
+
+v2 is v1 in the flexible encoding; v3 changes nothing on the wire.
 
 Per topic, Kafka's rules: a name given twice in one request is INVALID_REQUEST; without Alter
 on the topic (with an authorizer), TOPIC_AUTHORIZATION_FAILED; an unknown

@@ -1,4 +1,4 @@
-"""CreateTopics (key 19, v2-4), and the one place topics are created (Metadata auto-creates too).
+"""CreateTopics (key 19, v2-7), and the one place topics are created (Metadata auto-creates too).
 
 Kafka's rules, per topic, in the order Kafka checks them (each failure answers that topic only):
 
@@ -14,12 +14,20 @@ Kafka's rules, per topic, in the order Kafka checks them (each failure answers t
 * manual ``assignments`` exclude both counts (INVALID_REQUEST), must cover partitions 0..n-1 once
   each and name only live brokers (INVALID_REPLICA_ASSIGNMENT);
 * ``configs``: every name a topic config of ``strata.storage.log_config.TOPIC_CONFIGS`` with a
-  valid value, none null: INVALID_CONFIG;
+  valid value, none null: INVALID_CONFIG; the deprecated ``message.format.version`` is accepted
+  and ignored with a warning, as Kafka 3.x does (every batch is message format v2 anyway);
 * more partition replicas on this broker than it can hold (``partition_capacity``: derived from
   its open file limit, or ``strata.max.partitions.per.broker``): POLICY_VIOLATION, also for
   ``validate_only`` and for Metadata's auto-creation (Strata's own rule).
 
-``validate_only`` runs every check and creates nothing. A created topic gets a new topic id, is
+``validate_only`` runs every check and creates nothing.
+
+The answer (v5+) repeats what was (or, with ``validate_only``, would be) created:
+``num_partitions``, ``replication_factor`` and every config of the topic as DescribeConfigs
+shows it (value, source, read-only, sensitive: values of sensitive configs are null); without
+DescribeConfigs on the topic the configs are left out and ``topic_config_error_code`` (a tagged
+field) is TOPIC_AUTHORIZATION_FAILED. v7 adds the new ``topic_id`` (zero for ``validate_only``:
+no topic exists). A failed topic gets -1, -1, no configs. A created topic gets a new topic id, is
 written to the ``TopicStore`` first (the registry is the truth), then every partition is hosted
 as leader at epoch 0 by the ``ReplicaManager`` (creating its log). In a cluster the topic and
 its partitions' replicas (placed rack-aware over the live brokers, or as assigned) are written
@@ -29,14 +37,16 @@ to the metadata store in one transaction, and each broker hosts its replicas whe
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from strata.broker.broker_state import BrokerState
 from strata.broker.cluster.replica_placement import PlacementError
 from strata.broker.handlers import ApiError
+from strata.broker.handlers.describe_configs import describe_topic
 from strata.broker.network.connection import RequestContext
 from strata.broker.partition_capacity import (
     PartitionCapacityError,
@@ -55,6 +65,11 @@ from strata.protocol.messages import build_response
 from strata.security.acl import AclOperation, ResourceType
 from strata.storage.errors import InvalidConfigError, StorageError
 from strata.storage.log_config import LogConfig
+
+logger = logging.getLogger(__name__)
+
+IGNORED_TOPIC_CONFIGS: Final = frozenset({"message.format.version"})
+"""Deprecated topic configs Kafka 3.x accepts and ignores (Kafka 4 removed them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,12 +130,19 @@ def check_assignments(state: BrokerState, assignments: Sequence[Sequence[int]]) 
 
 
 def check_topic_configs(state: BrokerState, configs: Mapping[str, str | None]) -> dict[str, str]:
-    """The configs as a plain mapping if every one is a valid topic config; else INVALID_CONFIG."""
+    """The configs as a plain mapping if every one is a valid topic config; else INVALID_CONFIG.
+
+    ``IGNORED_TOPIC_CONFIGS`` are accepted, logged at WARNING and left out (Kafka 3.x's rule)."""
     out: dict[str, str] = {}
     for name, value in configs.items():
         if value is None:
             raise ApiError(ErrorCode.invalid_config,
                              f"Null value not supported for topic configs: {name}")
+        if name in IGNORED_TOPIC_CONFIGS:
+            logger.warning("Topic configuration %s is deprecated and will be ignored: %s=%s "
+                           "(every record batch is written in message format v2)", name, name,
+                           value)
+            continue
         out[name] = value
     try:
         LogConfig.from_props(out, state.broker_defaults())
@@ -223,7 +245,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     cluster_create = ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER)
     results = []
     for topic in request.topics:
-        error, message, spec = ErrorCode.none, None, None
+        error, message, spec, record = ErrorCode.none, None, None, None
         try:
             if counts[topic.name] > 1:
                 raise ApiError(ErrorCode.invalid_request,
@@ -235,20 +257,39 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 raise ApiError(ErrorCode.topic_authorization_failed, "Authorization failed.")
             spec = resolve(state, topic)
             check_topic_capacity(state, spec)
-            if not request.validate_only:
-                await create_topic(state, spec)
+            if request.validate_only:
+                record = TopicRecord.new(spec.name, spec.partitions, spec.replication_factor,
+                                         spec.configs)
+            else:
+                record = await create_topic(state, spec)
         except ApiError as exc:
             error, message = exc.error_code, exc.message
         except StorageError as exc:
             error, message = ErrorCode(exc.error_code), str(exc)
-        results.append({
-            "name": topic.name,
-            "error_code": error,
-            "error_message": message,
-            "num_partitions": spec.partitions if spec and not error else -1,
-            "replication_factor": spec.replication_factor if spec and not error else -1,
-            "configs": None,
-            "topic_config_error_code": 0,
-        })
+        results.append(topic_result(ctx, topic.name, error, message, record,
+                                    created=not request.validate_only))
     return build_response(ApiKey.CREATE_TOPICS, ctx.header.api_version,
                           {"throttle_time_ms": 0, "topics": results})
+
+
+def topic_result(ctx: RequestContext, name: str, error: ErrorCode, message: str | None,
+                 record: TopicRecord | None, *, created: bool) -> dict[str, Any]:
+    """One ``CreatableTopicResult``; v5+ fields as Kafka fills them (see the module docstring)."""
+    result: dict[str, Any] = {
+        "name": name, "error_code": error, "error_message": message, "topic_id": None,
+        "num_partitions": -1, "replication_factor": -1, "configs": [],
+        "topic_config_error_code": ErrorCode.none,
+    }
+    if record is None or error:
+        return result
+    result.update(num_partitions=record.partitions,
+                  replication_factor=record.replication_factor,
+                  topic_id=record.topic_id if created else None)
+    if not ctx.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name):
+        result["topic_config_error_code"] = ErrorCode.topic_authorization_failed
+        return result
+    result["configs"] = [
+        {"name": e.name, "value": None if e.sensitive else e.value, "read_only": e.read_only,
+         "config_source": int(e.source), "is_sensitive": e.sensitive}
+        for e in describe_topic(ctx.state, record)]
+    return result

@@ -1,9 +1,12 @@
-"""DeleteAcls (key 31, v1): remove the ACL bindings each filter selects; per filter, the removed.
+"""DeleteAcls (key 31, v1-3): remove the ACL bindings each filter selects; per filter, the removed.
 
 Kafka's rules: without an authorizer every filter is SECURITY_DISABLED; the caller needs Alter
 on the Cluster (else every filter is CLUSTER_AUTHORIZATION_FAILED); a filter with an UNKNOWN
 field is INVALID_REQUEST. A binding selected by two filters is listed under both and removed
 once. The answer is sent once this broker no longer enforces the removed bindings.
+
+Versions: v2 is v1 in the flexible encoding; v3 allows resource type USER (7), which the
+ACL model already has.
 """
 
 from __future__ import annotations

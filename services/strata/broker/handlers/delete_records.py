@@ -1,4 +1,6 @@
-"""DeleteRecords v0-v1: move partitions' log start offsets up (the AdminClient's deleteRecords).
+"""DeleteRecords v0-v2: move partitions' log start offsets up (the AdminClient's deleteRecords).
+
+v2 is v1 in the flexible encoding.
 
 Per partition: ``offset`` -1 means the high watermark; an offset above the HW (or another
 negative one) is OFFSET_OUT_OF_RANGE; an offset below the current log start offset changes

@@ -1,10 +1,13 @@
-"""DescribeAcls (key 29, v1): the ACL bindings a filter selects, grouped by resource pattern.
+"""DescribeAcls (key 29, v1-3): the ACL bindings a filter selects, grouped by resource pattern.
 
 Kafka's rules (``KafkaApis.handleDescribeAcls``): without an authorizer (no
 ``authorizer.class.name``) the answer is SECURITY_DISABLED; the caller needs Describe on the
 Cluster (CLUSTER_AUTHORIZATION_FAILED); a filter with an UNKNOWN field is INVALID_REQUEST.
 The filter's semantics are ``strata.security.acl.AclBindingFilter``'s (ANY / MATCH).
 Answers come from this broker's view, which includes every write it made itself.
+
+Versions: v2 is v1 in the flexible encoding; v3 allows resource type USER (7), which the
+ACL model already has.
 """
 
 from __future__ import annotations

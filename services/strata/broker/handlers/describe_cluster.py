@@ -1,10 +1,13 @@
-"""DescribeCluster (key 60, v0-1, flexible): the cluster id, the controller and the brokers.
+"""DescribeCluster (key 60, v0-2, flexible): the cluster id, the controller and the brokers.
 
 What admin tools ask instead of Metadata (KIP-700): ``AdminClient.describe_cluster`` in
 librdkafka and the Java client, ``kafka-cluster.sh``. The brokers and controller are the ones
 Metadata reports (``BrokerState.live_brokers`` / ``controller_id``). v1 adds
 ``endpoint_type`` (KIP-919): 1 asks for brokers; 2 asks for controllers, which a broker
-refuses with UNSUPPORTED_ENDPOINT_TYPE, as Kafka's brokers do. ``cluster_authorized_operations``
+refuses with UNSUPPORTED_ENDPOINT_TYPE, as Kafka's brokers do. v2 adds ``include_fenced_brokers``
+and each broker's ``is_fenced`` (KIP-1073): the brokers listed are the registered ones, and a
+broker whose registration lapsed is no longer registered (``broker_lifecycle``), so none is
+fenced and the flag adds no broker. ``cluster_authorized_operations``
 is INT32_MIN ("not requested" or no authorizer), as in Metadata.
 
 Authorization: Describe on the Cluster, else CLUSTER_AUTHORIZATION_FAILED;
@@ -38,7 +41,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         "throttle_time_ms": 0, "error_code": ErrorCode.none, "error_message": None,
         "endpoint_type": endpoint_type, "cluster_id": state.cluster_id,
         "controller_id": state.controller_id,
-        "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+        "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack,
+                     "is_fenced": False}
                     for b in state.live_brokers(ctx.listener)],
         "cluster_authorized_operations": cluster_ops,
     }

@@ -1,4 +1,4 @@
-"""DescribeConfigs (key 32, v1-3): topic and broker configs, where each value comes from.
+"""DescribeConfigs (key 32, v1-4): topic and broker configs, where each value comes from.
 
 Owns the config *view* the alter handlers share: resource and source enums (Kafka's numbers),
 the layers a broker-level value can come from, and the config type of each key.
@@ -12,16 +12,25 @@ sets it, in that order, under the topic key and its broker keys (``retention.ms`
 ``log.retention.ms``, ``log.retention.minutes``, ``log.retention.hours``), ending with the
 default. Unknown topic: UNKNOWN_TOPIC_OR_PARTITION; illegal name: INVALID_TOPIC_EXCEPTION.
 
-Broker resources (type 4): the resource name is this node id (every broker setting, the
-``log.*`` defaults dynamically alterable, the rest read-only) or "" (the dynamic cluster
-defaults only). Another id, or BROKER_LOGGER (8), is INVALID_REQUEST.
+Broker resources (type 4): the resource name is this node id or "" (the dynamic cluster
+defaults only); another id is INVALID_REQUEST. For this node: every broker setting, every
+``log.*`` default, and every other dynamic key set in some layer (``log.cleaner.threads``,
+``listener.name.<l>.<key>``...), each with the source of its value, highest first:
+DYNAMIC_BROKER_CONFIG (AlterConfigs on this node), DYNAMIC_DEFAULT_BROKER_CONFIG (on ""),
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG; with ``include_synonyms``, every layer setting it. A key
+is read-only unless it is one of Kafka's dynamic broker configs
+(``strata.broker.dynamic_broker_config``); PASSWORD values are never sent.
+
+Broker-logger resources (type 8, named by this node's id): the broker's Python loggers and
+their levels (``strata.broker.broker_logger``), source DYNAMIC_BROKER_LOGGER_CONFIG.
 
 Authorization (shared with the alter handlers, ``check_config_access``): DescribeConfigs (or
 AlterConfigs) on the topic, else TOPIC_AUTHORIZATION_FAILED; on the Cluster for broker
 resources, else CLUSTER_AUTHORIZATION_FAILED.
 
 ``configuration_keys`` null means every key; a list means those keys only (Kafka's rule, so an
-empty list answers none). v3 adds ``config_type`` and, when asked, ``documentation``.
+empty list answers none). v3 adds ``config_type`` and, when asked, ``documentation``; v4 is
+v3 in the flexible encoding.
 """
 
 from __future__ import annotations
@@ -32,14 +41,18 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from strata.broker.broker_logger import logger_levels
 from strata.broker.broker_state import BrokerState
 from strata.broker.config import (
     BROKER_SETTINGS,
     BROKER_UNIT_SYNONYMS,
+    CLEANER_KEYS,
     LOG_DEFAULT_KEYS,
     UNIT_SYNONYM_KEYS,
     ConfigType,
 )
+from strata.broker.dynamic_broker_config import config_type as dynamic_config_type
+from strata.broker.dynamic_broker_config import is_dynamic
 from strata.broker.handlers import ApiError
 from strata.broker.network.connection import RequestContext
 from strata.broker.topic_store import TopicRecord, invalid_topic_name_reason
@@ -73,9 +86,6 @@ class ConfigSource(enum.IntEnum):
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
 
-DYNAMIC_BROKER_KEYS: Final = LOG_DEFAULT_KEYS | UNIT_SYNONYM_KEYS
-"""Broker keys AlterConfigs may set on a broker resource: the defaults of topic configs."""
-
 _BROKER_SETTING_NAMES: Final = frozenset(s.name for s in BROKER_SETTINGS)
 
 
@@ -88,6 +98,11 @@ class ConfigEntry:
     config_type: ConfigType
     documentation: str
     synonyms: tuple[tuple[str, str | None, ConfigSource], ...] = ()
+
+    @property
+    def sensitive(self) -> bool:
+        """A PASSWORD config: its value is never sent (Kafka's rule)."""
+        return int(self.config_type) == ConfigType.PASSWORD
 
 
 # ------------------------------------------------------------------ types
@@ -125,7 +140,7 @@ def broker_key_type(key: str) -> ConfigType:
         return topic_config_type(cdef)
     if key in UNIT_SYNONYM_KEYS:
         return ConfigType.INT if key.endswith("hours") else ConfigType.LONG
-    return ConfigType.STRING
+    return dynamic_config_type(key)
 
 
 # ------------------------------------------------------------------ layers
@@ -176,13 +191,16 @@ def describe_broker(state: BrokerState, scope: str) -> Iterator[ConfigEntry]:
                               ((key, value, source),))
         return
     layers = broker_layers(state)
-    explicit = state.config.explicit()
     for setting in BROKER_SETTINGS:
-        origin = (ConfigSource.STATIC_BROKER_CONFIG if setting.name in explicit
-                  else ConfigSource.DEFAULT_CONFIG)
-        current = state.config.get(setting.name)
-        yield ConfigEntry(setting.name, current, origin, True, setting.type, setting.doc,
-                          ((setting.name, current, origin),))
+        synonyms: list[tuple[str, str | None, ConfigSource]] = [
+            (setting.name, values[setting.name], source) for source, values in layers
+            if setting.name in values]
+        synonyms.append((setting.name, setting.default, ConfigSource.DEFAULT_CONFIG))
+        _, current, origin = synonyms[0]
+        if origin is ConfigSource.DEFAULT_CONFIG:
+            current = state.config.get(setting.name)  # a default derived from other settings
+        yield ConfigEntry(setting.name, current, origin, not is_dynamic(setting.name),
+                          setting.type, setting.doc, tuple(synonyms))
     resolved = LogConfig.from_props({}, state.broker_defaults()).to_props()
     for cdef in TOPIC_CONFIGS:
         broker_key = cdef.broker_key
@@ -193,12 +211,14 @@ def describe_broker(state: BrokerState, scope: str) -> Iterator[ConfigEntry]:
         synonyms.append((broker_key, cdef.default, ConfigSource.DEFAULT_CONFIG))
         yield ConfigEntry(broker_key, resolved[cdef.name], synonyms[0][2], False,
                           topic_config_type(cdef), cdef.doc, tuple(synonyms))
-    for key in sorted(UNIT_SYNONYM_KEYS):
-        for source, values in layers:
-            if key in values:
-                yield ConfigEntry(key, values[key], source, False, broker_key_type(key), "",
-                                  ((key, values[key], source),))
-                break
+    described = _BROKER_SETTING_NAMES | LOG_DEFAULT_KEYS
+    others = {key for _, values in layers for key in values} - described
+    for key in sorted(others):
+        if key not in UNIT_SYNONYM_KEYS and not is_dynamic(key) and key not in CLEANER_KEYS:
+            continue  # an unknown static key: logged at start-up, not a config of Strata's
+        synonyms = [(key, values[key], source) for source, values in layers if key in values]
+        yield ConfigEntry(key, synonyms[0][1], synonyms[0][2], not is_dynamic(key),
+                          broker_key_type(key), "", tuple(synonyms))
 
 
 def broker_scope(state: BrokerState, resource_name: str) -> str:
@@ -249,6 +269,13 @@ def _entries(state: BrokerState, resource: Any) -> list[ConfigEntry]:
         return list(describe_topic(state, topic_record(state, resource.resource_name)))
     if resource_type == ConfigResourceType.BROKER:
         return list(describe_broker(state, broker_scope(state, resource.resource_name)))
+    if resource_type == ConfigResourceType.BROKER_LOGGER:
+        if broker_scope(state, resource.resource_name) == "":
+            raise ApiError(ErrorCode.invalid_request,
+                           "The BROKER_LOGGER resource must name this broker's id")
+        source = ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG
+        return [ConfigEntry(name, level, source, False, ConfigType.STRING, "")
+                for name, level in logger_levels()]
     raise ApiError(ErrorCode.invalid_request,
                    f"Unsupported resource type {resource_type} for DescribeConfigs")
 
@@ -270,7 +297,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for entry in entries:
             if wanted is not None and entry.name not in wanted:
                 continue
-            sensitive = int(entry.config_type) == ConfigType.PASSWORD  # never sent (Kafka)
+            sensitive = entry.sensitive
             configs.append({
                 "name": entry.name,
                 "value": None if sensitive else entry.value,

@@ -47,6 +47,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from strata.broker.broker_state import BrokerState
 from strata.broker.fetch_session import (
     FetchContext,
     FetchPartition,
@@ -63,7 +64,6 @@ from strata.broker.network.fetch_response import (
 )
 from strata.broker.replication.partition import FetchIsolation, PartitionError, error_code_of
 from strata.broker.replication.replica_manager import FetchPartitionResult, PartitionFetchInfo
-from strata.broker.broker_state import BrokerState
 from strata.protocol.error_codes import ErrorCode
 from strata.security.acl import AclOperation, ResourceType
 from strata.storage.errors import StorageError

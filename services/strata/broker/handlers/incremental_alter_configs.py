@@ -7,6 +7,10 @@ dynamic configs through ``alter_configs.alter_resource``, so validation, persist
 application are AlterConfigs' (see there). Kafka's errors: a key twice in one resource, an
 unknown operation, a null value for SET/APPEND/SUBTRACT, APPEND/SUBTRACT on a non-list config:
 INVALID_REQUEST (APPEND/SUBTRACT on an unknown key: INVALID_CONFIG).
+
+BROKER_LOGGER resources (named by this broker's id, else INVALID_REQUEST) change the level of
+the broker's loggers until it restarts (``strata.broker.broker_logger``: SET and DELETE only);
+AlterConfigs does not serve them (INVALID_REQUEST), as in Kafka.
 """
 
 from __future__ import annotations
@@ -15,17 +19,20 @@ import enum
 from collections import Counter
 from typing import Any
 
+from strata.broker.broker_logger import LoggerConfigError, alter_logger_levels
 from strata.broker.broker_state import BrokerState
-from strata.broker.config import ConfigType
+from strata.broker.config import SETTINGS_BY_NAME, ConfigType
 from strata.broker.handlers import ApiError
 from strata.broker.handlers.alter_configs import (
     alter_each,
+    alter_resource,
     current_configs,
     non_null,
 )
 from strata.broker.handlers.describe_configs import (
     ConfigResourceType,
     broker_key_type,
+    broker_scope,
     topic_config_type,
 )
 from strata.broker.network.connection import RequestContext
@@ -60,6 +67,8 @@ def _list_value_in_force(state: BrokerState, resource_type: int, resource_name: 
             raise ApiError(ErrorCode.invalid_request,
                            f"Config value append is not allowed for config key: {name}")
         raw = configs.get(name) or state.broker_defaults().get(name)
+        if raw is None and name in SETTINGS_BY_NAME:
+            raw = state.config.get(name)  # a broker setting's default (sasl.enabled.mechanisms)
         if raw is None:
             raw = next((c.default for c in TOPIC_CONFIGS if c.broker_key == name), "")
     return [item.strip() for item in raw.split(",") if item.strip()]
@@ -99,9 +108,38 @@ def apply_operations(state: BrokerState, resource: Any) -> dict[str, str]:
     return configs
 
 
+def alter_broker_loggers(state: BrokerState, resource: Any, validate_only: bool) -> None:
+    """Set or reset logger levels of a BROKER_LOGGER resource (``broker_logger``'s rules)."""
+    broker_scope(state, resource.resource_name)
+    if resource.resource_name != str(state.node_id):
+        raise ApiError(ErrorCode.invalid_request,
+                       "The BROKER_LOGGER resource must name this broker's id")
+    names = Counter(c.name for c in resource.configs)
+    repeated = sorted(name for name, count in names.items() if count > 1)
+    if repeated:
+        raise ApiError(ErrorCode.invalid_request,
+                       f"Error due to duplicate config keys: {', '.join(repeated)}")
+    try:
+        alter_logger_levels([(c.name, int(c.config_operation), c.value)
+                             for c in resource.configs], validate_only=validate_only)
+    except LoggerConfigError as exc:
+        code = (ErrorCode.invalid_request if exc.error_name == "INVALID_REQUEST"
+                else ErrorCode.invalid_config)
+        raise ApiError(code, str(exc)) from None
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     state = ctx.state
-    responses = await alter_each(ctx, request,
-                                 lambda resource: apply_operations(state, resource))
+    validate_only = bool(request.validate_only)
+
+    async def alter(resource: Any) -> None:
+        resource_type = int(resource.resource_type)
+        if resource_type == ConfigResourceType.BROKER_LOGGER:
+            alter_broker_loggers(state, resource, validate_only)
+            return
+        await alter_resource(state, resource_type, resource.resource_name,
+                             apply_operations(state, resource), validate_only)
+
+    responses = await alter_each(ctx, request, alter)
     return build_response(ApiKey.INCREMENTAL_ALTER_CONFIGS, ctx.header.api_version,
                           {"throttle_time_ms": 0, "responses": responses})

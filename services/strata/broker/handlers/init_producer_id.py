@@ -1,4 +1,4 @@
-"""InitProducerId v0-v1: producer ids for idempotent producers (transactions are refused).
+"""InitProducerId v0-v5: producer ids for idempotent producers (transactions are refused).
 
 * ``transactional_id`` null — an idempotent producer (the default in the Java client and
   kafka-python 3, opt-in in librdkafka): a new producer id from ``ProducerIdManager`` (unique
@@ -15,6 +15,13 @@
   ``max.block.ms`` and report a timeout, hiding the cause); TRANSACTIONAL_ID_AUTHORIZATION_FAILED
   is fatal too but blames ACLs that do not exist. The broker logs why at WARNING.
   (librdkafka stops even earlier: it needs FindCoordinator for a transaction coordinator.)
+
+v3 adds the producer's current ``producer_id`` / ``producer_epoch`` (KIP-360, so a producer
+can bump its epoch after an error): both -1, or both set, else INVALID_REQUEST (Kafka's check).
+For an idempotent producer Kafka ignores them and always hands out a new producer id at epoch
+0, and so does Strata; they only matter to a transaction coordinator. v4 (PRODUCER_FENCED
+instead of INVALID_PRODUCER_EPOCH) and v5 (KIP-890 transactions) change only transactional
+answers. v6 (KIP-939 two-phase commit) is not served: it is a transaction feature.
 
 Authorization (Kafka's, KIP-679): an idempotent producer needs IdempotentWrite on the Cluster
 or Write on some topic (CLUSTER_AUTHORIZATION_FAILED); a transactional id needs Write on it
@@ -47,6 +54,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if transactional_id and not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
                                               transactional_id):
         return _response(version, ErrorCode.transactional_id_authorization_failed)
+    if (getattr(request, "producer_id", -1) == -1) != (getattr(request, "producer_epoch", -1)
+                                                      == -1):
+        return _response(version, ErrorCode.invalid_request)
     if transactional_id is None:
         producer_id = await ctx.state.producer_id_manager.generate_producer_id()
         return _response(version, ErrorCode.none, producer_id, 0)

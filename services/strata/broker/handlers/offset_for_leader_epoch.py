@@ -1,4 +1,4 @@
-"""OffsetForLeaderEpoch (key 23, v2-3): where each leader epoch ended in the leader's log.
+"""OffsetForLeaderEpoch (key 23, v2-4): where each leader epoch ended in the leader's log.
 
 Followers (KIP-101) ask it before fetching, to truncate a log that diverged after a leader
 change; consumers (KIP-320) ask it to validate their position after the leader epoch in the
@@ -18,7 +18,7 @@ Authorization: ClusterAction on the Cluster (a follower's right) or Describe on 
 else TOPIC_AUTHORIZATION_FAILED for its partitions (Kafka's rule).
 
 v3 adds ``replica_id`` (-1 from consumers, the follower's node id from brokers); v2 has none
-and is treated as a consumer's.
+and is treated as a consumer's. v4 is v3 in the flexible encoding.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SaslAuthenticate (key 36, v0-1): one round of the SASL exchange chosen by SaslHandshake.
+"""SaslAuthenticate (key 36, v0-2): one round of the SASL exchange chosen by SaslHandshake.
 
 A failure answers SASL_AUTHENTICATION_FAILED with Kafka's message; the session is then FAILED
 and the connection closes it after ``connection.failed.authentication.delay.ms``
