@@ -73,11 +73,21 @@ def create_user(user: str, password: str, *where: str) -> None:
     assert done.returncode == 0, f"strata users create: {done.stdout}{done.stderr}"
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on 127.0.0.1 that was free a moment ago, and never handed out before in this
+    test run: the kernel may give a released ephemeral port to the next caller at once, and two
+    brokers configured with the same port (one's Kafka listener, another's HTTP port) would
+    fail in ways that have nothing to do with what a test checks."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 class BrokerStartError(RuntimeError):

@@ -22,7 +22,7 @@ from strata.broker.config import BrokerConfig
 from strata.broker.fetch_session import FetchSessionCache
 from strata.broker.group.coordinator import GroupCoordinator, group_config, offsets_topic_config
 from strata.broker.metrics.broker_metrics import BrokerMetrics
-from strata.broker.network.connection import Handler
+from strata.broker.network.request_context import Handler
 from strata.broker.producer_id_manager import ProducerIdManager
 from strata.broker.quotas.broker_quotas import BrokerQuotas
 from strata.broker.replication.replica_manager import ReplicaManager

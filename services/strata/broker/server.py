@@ -177,7 +177,7 @@ class KafkaServer:
         )
         state.registry = build_registry()
         state.authorizer = await open_authorizer(config, cluster, log_dirs[0])
-        state.quotas = await open_quotas(cluster, log_dirs[0], QuotaWindow())
+        state.quotas = await open_quotas(cluster, log_dirs[0], quota_window(config))
         def controller_state() -> tuple[bool, int]:
             if cluster is None:
                 return True, 0
@@ -309,6 +309,16 @@ def _bind(host: str, port: int) -> socket.socket:
         raise
     sock.setblocking(False)
     return sock
+
+
+def quota_window(config: BrokerConfig) -> QuotaWindow:
+    """``quota.window.num`` samples of ``quota.window.size.seconds`` (each at least 1)."""
+    samples = config.get_int("quota.window.num")
+    seconds = config.get_int("quota.window.size.seconds")
+    for key, value in (("quota.window.num", samples), ("quota.window.size.seconds", seconds)):
+        if value < 1:
+            raise ConfigError(f"{key} must be at least 1, got {value}")
+    return QuotaWindow(samples, seconds * 1000)
 
 
 def _cluster_id_from_disk(log_dirs: list[Path]) -> str:

@@ -12,26 +12,21 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..broker_process import free_port
 from ..process_control import log_tail, signal_and_wait
 
 STARTUP_TIMEOUT_S = 20.0
+
 MISSING = (
     "etcd is not installed: `make test` installs Debian's etcd-server (make etcd); "
     "the metadata contract suite runs against a real etcd"
 )
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class EtcdProcess:

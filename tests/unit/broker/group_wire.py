@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from strata.broker.broker_state import BrokerState
 from strata.broker.handlers import build_registry
-from strata.broker.network.connection import RequestContext
+from strata.broker.network.request_context import RequestContext
 from strata.protocol import (
     ApiKey,
     RequestHeader,

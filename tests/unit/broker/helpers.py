@@ -11,7 +11,7 @@ from typing import Any
 
 from strata.broker.broker_state import BrokerState
 from strata.broker.config import BrokerConfig
-from strata.broker.network.connection import RequestContext
+from strata.broker.network.request_context import RequestContext
 from strata.broker.producer_id_manager import ProducerIdManager
 from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.topic_store import FileTopicStore

@@ -14,13 +14,8 @@ import pytest
 
 from strata.broker.broker_state import BrokerState
 from strata.broker.handlers import build_registry
-from strata.broker.network.connection import (
-    Handler,
-    KafkaConnection,
-    RequestContext,
-    RequestQueueLimit,
-    Response,
-)
+from strata.broker.network.connection import KafkaConnection, RequestQueueLimit
+from strata.broker.network.request_context import Handler, RequestContext, Response
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.codec import decode_response, encode_request
 from strata.protocol.error_codes import ErrorCode

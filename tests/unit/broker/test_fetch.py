@@ -11,7 +11,7 @@ import pytest
 
 from strata.broker.broker_state import BrokerState
 from strata.broker.handlers.fetch import handle
-from strata.broker.network.connection import Response
+from strata.broker.network.request_context import Response
 from strata.protocol import ApiKey
 from strata.protocol.messages import decode_response_body
 from strata.storage.file_records import FileSlice

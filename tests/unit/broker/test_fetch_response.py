@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from strata.broker.network.connection import Response
 from strata.broker.network.fetch_response import encode_fetch_response
+from strata.broker.network.request_context import Response
 from strata.broker.replication.replica_manager import FetchPartitionResult
 from strata.protocol import ApiKey, build_response
 from strata.protocol.messages import encode_body

@@ -17,12 +17,12 @@ import pytest
 from strata.broker.broker_state import BrokerState
 from strata.broker.handlers import served_versions
 from strata.broker.handlers.fetch import handle
-from strata.broker.network.connection import RequestContext, Response
 from strata.broker.network.fetch_response import (
     NodeEndpoint,
     PartitionTags,
     encode_fetch_response,
 )
+from strata.broker.network.request_context import RequestContext, Response
 from strata.broker.replication.replica_manager import FetchPartitionResult
 from strata.protocol import ApiKey, build_response
 from strata.protocol.codec import decode_request, encode_request

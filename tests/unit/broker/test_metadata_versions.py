@@ -15,7 +15,7 @@ import pytest
 from strata.broker.broker_state import BrokerState
 from strata.broker.handlers import served_versions
 from strata.broker.handlers.metadata import handle
-from strata.broker.network.connection import RequestContext
+from strata.broker.network.request_context import RequestContext
 from strata.protocol import ApiKey
 from strata.protocol.codec import decode_request, decode_response, encode_request, encode_response
 from strata.protocol.error_codes import ErrorCode

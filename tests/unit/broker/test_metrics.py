@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from strata.broker.handlers import fetch, produce
 from strata.broker.metrics.broker_metrics import BrokerMetrics
-from strata.broker.network.connection import Response
+from strata.broker.network.request_context import Response
 from strata.broker.replication.partition import FetchIsolation
 from strata.broker.replication.replica_manager import PartitionFetchInfo
 from strata.protocol import ApiKey, build_response

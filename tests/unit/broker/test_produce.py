@@ -12,7 +12,7 @@ import pytest
 
 from strata.broker.broker_state import BrokerState
 from strata.broker.handlers.produce import encode_produce_response, handle
-from strata.broker.network.connection import Response
+from strata.broker.network.request_context import Response
 from strata.broker.replication.replica_manager import PartitionAppendResult
 from strata.protocol import ApiKey, build_response
 from strata.protocol.messages import decode_response_body, encode_body

@@ -21,7 +21,7 @@ from strata.broker.handlers.produce import (
     handle,
     topic_name,
 )
-from strata.broker.network.connection import Response
+from strata.broker.network.request_context import Response
 from strata.broker.replication.replica_manager import PartitionAppendResult
 from strata.protocol import ApiKey, build_response
 from strata.protocol.codec import decode_request

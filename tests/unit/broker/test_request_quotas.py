@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
+from strata.broker.handlers import fetch
 from strata.broker.quotas.broker_quotas import BrokerQuotas
 from strata.broker.quotas.client_quota_manager import QuotaWindow
 from strata.broker.quotas.client_quotas import (
+    CLIENT_ID,
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
     USER,
@@ -17,13 +20,12 @@ from strata.broker.quotas.quota_store import FileQuotaStore
 from strata.broker.quotas.request_quotas import (
     charge_fetch,
     charge_produce,
-    is_consumer_fetch,
     quota_user,
     throttle_plan,
 )
 from strata.protocol.api_keys import ApiKey
 
-from .helpers import request
+from .helpers import batch, broker_state, context, request
 
 
 def test_kip_219_versions_mute_after_the_answer_older_ones_delay_it() -> None:
@@ -43,13 +45,31 @@ def test_the_user_is_the_principal_name() -> None:
 
 def _fetch(replica_id: int) -> object:
     return request(ApiKey.FETCH, 11, replica_id=replica_id, max_wait_ms=0, min_bytes=1,
-                   max_bytes=1, isolation_level=0, session_id=0, session_epoch=-1, topics=[],
+                   max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                   topics=[{"topic": "t", "partitions": [{
+                       "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                       "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
                    forgotten_topics_data=[], rack_id="")
 
 
-def test_followers_are_not_charged_as_consumers() -> None:
-    assert is_consumer_fetch(_fetch(-1))
-    assert not is_consumer_fetch(_fetch(2))
+async def test_a_consumer_fetch_is_charged_and_throttled_a_followers_is_not(
+        tmp_path: Path) -> None:
+    state = broker_state(tmp_path, ("t", 1))
+    state.replica_manager.get_partition_or_error("t", 0).append_records_to_leader(
+        batch(b"x" * 5000), required_acks=1)
+    state.quotas = BrokerQuotas(FileQuotaStore(tmp_path), QuotaWindow(11, 1000))
+    configured, _ = ClientQuotas().alter([Alteration([(CLIENT_ID, None)],
+                                                     {CONSUMER_BYTE_RATE: 100})])
+    state.quotas.apply(configured)
+    follower = context(state, ApiKey.FETCH, 11)
+    await fetch.handle(follower, _fetch(2))
+    assert follower.throttle_time_ms == 0
+    consumer = context(state, ApiKey.FETCH, 11)
+    response = await fetch.handle(consumer, _fetch(-1))
+    assert consumer.throttle_time_ms > 0
+    first = response.chunks[0]
+    assert isinstance(first, bytes)  # FetchResponse v11 opens with throttle_time_ms:INT32
+    assert struct.unpack_from(">i", first)[0] == consumer.throttle_time_ms
 
 
 def test_only_the_users_quota_throttles_and_only_its_own_kind(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from kio.serial import entity_reader
 
 from strata.broker.handlers import build_registry
-from strata.broker.network.connection import RequestContext
+from strata.broker.network.request_context import RequestContext
 from strata.broker.server import BrokerState
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.codec import decode_request, encode_request, encode_response

@@ -1,7 +1,7 @@
 """``GroupCoordinator``: the broker's classic group coordinator — groups, offsets, timers, loading.
 
-Kafka's ``GroupCoordinator`` runtime around the pure parts (``group``, ``group_state``,
-``group_membership``) and the log (``group_metadata_manager``). Owns:
+Kafka's ``GroupCoordinator`` runtime around the pure parts (``classic_group``, ``state``,
+``membership``, ``rebalance``) and the log (``metadata_manager``). Owns:
 
 * the groups this broker coordinates, by id: those of the ``__consumer_offsets`` partitions it
   leads and has loaded (``on_election`` replays a partition; until that is done its groups
@@ -24,6 +24,10 @@ Kafka's ``GroupCoordinator`` runtime around the pure parts (``group``, ``group_s
   ``offsets.topic.num.partitions`` partitions and ``cleanup.policy=compact``.
 
 Event-loop only; no locks (Kafka's group locks are the loop's single thread here).
+
+Over 500 lines on purpose: it is the one door of every group API (each entry point is a few
+lines around the pure modules above, which already hold the group logic); cutting the doors
+apart would spread the ownership and loading checks each of them starts with.
 """
 
 from __future__ import annotations

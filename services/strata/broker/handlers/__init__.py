@@ -137,6 +137,7 @@ def build_registry() -> BrokerRegistry:
         describe_groups,
         describe_log_dirs,
         describe_producers,
+        describe_topic_partitions,
         describe_user_scram_credentials,
         elect_leaders,
         fetch,
@@ -198,6 +199,7 @@ def build_registry() -> BrokerRegistry:
         (ApiKey.DELETE_ACLS, 1, 3, delete_acls.handle),
         (ApiKey.DESCRIBE_LOG_DIRS, 1, 5, describe_log_dirs.handle),
         (ApiKey.DESCRIBE_PRODUCERS, 0, 0, describe_producers.handle),
+        (ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, describe_topic_partitions.handle),
         (ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, describe_client_quotas.handle),
         (ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, alter_client_quotas.handle),
     ]
@@ -214,7 +216,7 @@ def served_versions() -> Mapping[ApiKey, VersionRange]:
     return build_registry().served_ranges()
 
 
-from strata.broker.network.connection import Handler  # noqa: E402 - after ApiError (import cycle)
+from strata.broker.network.request_context import Handler  # noqa: E402 - after ApiError (import cycle)
 
 __all__ = ["ApiError", "BrokerRegistry", "Handler", "Refusal", "build_registry",
            "served_versions"]

@@ -37,7 +37,7 @@ from strata.broker.handlers.describe_configs import (
     check_config_access,
     topic_record,
 )
-from strata.broker.network.connection import RequestContext
+from strata.broker.network.request_context import RequestContext
 from strata.broker.topic_store import UnknownTopicError
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode

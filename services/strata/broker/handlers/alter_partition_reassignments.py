@@ -20,7 +20,7 @@ from typing import Any
 
 from strata.broker.cluster.cluster import Cluster
 from strata.broker.cluster.partition_admin import PartitionAdminError, alter_reassignment
-from strata.broker.network.connection import RequestContext
+from strata.broker.network.request_context import RequestContext
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from strata.broker.network.connection import RequestContext
+from strata.broker.network.request_context import RequestContext
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.api_versions import api_versions_response
 from strata.protocol.error_codes import ErrorCode

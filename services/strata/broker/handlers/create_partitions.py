@@ -24,12 +24,13 @@ from strata.broker.handlers.create_topics import (
     check_replication_factor,
     host_partitions,
 )
-from strata.broker.network.connection import RequestContext
+from strata.broker.network.request_context import RequestContext
 from strata.broker.partition_capacity import (
     PartitionCapacityError,
     check_capacity,
     replicas_here,
 )
+from strata.broker.quotas.request_quotas import MutationQuota
 from strata.broker.topic_store import UnknownTopicError
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
@@ -38,7 +39,8 @@ from strata.security.acl import AclOperation, ResourceType
 from strata.storage.errors import StorageError
 
 
-async def _create_partitions(state: BrokerState, topic: Any, validate_only: bool) -> None:
+async def _create_partitions(state: BrokerState, topic: Any, validate_only: bool,
+                             quota: MutationQuota) -> None:
     record = state.topic_store.get(topic.name)
     if record is None:
         raise ApiError(ErrorCode.unknown_topic_or_partition,
@@ -71,6 +73,9 @@ async def _create_partitions(state: BrokerState, topic: Any, validate_only: bool
         raise ApiError(ErrorCode.policy_violation, str(exc)) from None
     if validate_only:
         return
+    if not quota.admit(added):
+        raise ApiError(ErrorCode.throttling_quota_exceeded,
+                       "The throttling quota has been exceeded.")
     old_count = record.partitions
     try:
         if state.cluster is not None:
@@ -89,6 +94,8 @@ async def _create_partitions(state: BrokerState, topic: Any, validate_only: bool
 async def handle(ctx: RequestContext, request: Any) -> Any:
     state = ctx.state
     counts = Counter(t.name for t in request.topics)
+    quota = MutationQuota(state.quotas, ctx.principal, ctx.header.client_id,
+                          ctx.header.api_key, ctx.header.api_version, state.clock.milliseconds())
     results = []
     for topic in request.topics:
         error, message = ErrorCode.none, None
@@ -98,11 +105,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                  f"Duplicate topic in request: {topic.name}")
             if not ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, topic.name):
                 raise ApiError(ErrorCode.topic_authorization_failed, "Authorization failed.")
-            await _create_partitions(state, topic, bool(request.validate_only))
+            await _create_partitions(state, topic, bool(request.validate_only), quota)
         except ApiError as exc:
             error, message = exc.error_code, exc.message
         except StorageError as exc:
             error, message = ErrorCode(exc.error_code), str(exc)
         results.append({"name": topic.name, "error_code": error, "error_message": message})
+    ctx.throttle_time_ms = max(ctx.throttle_time_ms, quota.throttle_time_ms())
     return build_response(ApiKey.CREATE_PARTITIONS, ctx.header.api_version,
-                          {"throttle_time_ms": 0, "results": results})
+                          {"throttle_time_ms": ctx.throttle_time_ms, "results": results})

@@ -47,12 +47,13 @@ from strata.broker.broker_state import BrokerState
 from strata.broker.cluster.replica_placement import PlacementError
 from strata.broker.handlers import ApiError
 from strata.broker.handlers.describe_configs import describe_topic
-from strata.broker.network.connection import RequestContext
+from strata.broker.network.request_context import RequestContext
 from strata.broker.partition_capacity import (
     PartitionCapacityError,
     check_capacity,
     replicas_here,
 )
+from strata.broker.quotas.request_quotas import MutationQuota
 from strata.broker.topic_store import (
     TopicExistsError,
     TopicRecord,
@@ -243,6 +244,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     state = ctx.state
     counts = Counter(t.name for t in request.topics)
     cluster_create = ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER)
+    quota = MutationQuota(state.quotas, ctx.principal, ctx.header.client_id,
+                          ctx.header.api_key, ctx.header.api_version, state.clock.milliseconds())
     results = []
     for topic in request.topics:
         error, message, spec, record = ErrorCode.none, None, None, None
@@ -257,6 +260,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 raise ApiError(ErrorCode.topic_authorization_failed, "Authorization failed.")
             spec = resolve(state, topic)
             check_topic_capacity(state, spec)
+            if not request.validate_only and not quota.admit(spec.partitions):
+                raise ApiError(ErrorCode.throttling_quota_exceeded,
+                               "The throttling quota has been exceeded.")
             if request.validate_only:
                 record = TopicRecord.new(spec.name, spec.partitions, spec.replication_factor,
                                          spec.configs)
@@ -268,8 +274,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             error, message = ErrorCode(exc.error_code), str(exc)
         results.append(topic_result(ctx, topic.name, error, message, record,
                                     created=not request.validate_only))
+    ctx.throttle_time_ms = max(ctx.throttle_time_ms, quota.throttle_time_ms())
     return build_response(ApiKey.CREATE_TOPICS, ctx.header.api_version,
-                          {"throttle_time_ms": 0, "topics": results})
+                          {"throttle_time_ms": ctx.throttle_time_ms, "topics": results})
 
 
 def topic_result(ctx: RequestContext, name: str, error: ErrorCode, message: str | None,

@@ -25,7 +25,8 @@ import uuid
 from typing import Any
 
 from strata.broker.broker_state import BrokerState
-from strata.broker.network.connection import RequestContext
+from strata.broker.network.request_context import RequestContext
+from strata.broker.quotas.request_quotas import MutationQuota
 from strata.broker.topic_store import UnknownTopicError
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
@@ -75,6 +76,8 @@ def resolve(state: BrokerState, name: str | None,
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     state = ctx.state
+    quota = MutationQuota(state.quotas, ctx.principal, ctx.header.client_id,
+                          ctx.header.api_key, ctx.header.api_version, state.clock.milliseconds())
     results = []
     for asked_name, asked_id in dict.fromkeys(requested_topics(request)):
         name, topic_id, error = resolve(state, asked_name, asked_id)
@@ -92,6 +95,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             topic_id = asked_id
         elif not state.config.delete_topic_enable:
             error = ErrorCode.topic_deletion_disabled
+        elif name is not None and not quota.admit(_partitions(state, name)):
+            error = ErrorCode.throttling_quota_exceeded
+            message = "The throttling quota has been exceeded."
         elif name is not None:
             try:
                 await delete_topic(state, name)
@@ -100,5 +106,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 topic_id = asked_id
         results.append({"name": name, "topic_id": topic_id,
                         "error_code": error, "error_message": message})
+    ctx.throttle_time_ms = max(ctx.throttle_time_ms, quota.throttle_time_ms())
     return build_response(ApiKey.DELETE_TOPICS, ctx.header.api_version,
-                          {"throttle_time_ms": 0, "responses": results})
+                          {"throttle_time_ms": ctx.throttle_time_ms, "responses": results})
+
+
+def _partitions(state: BrokerState, name: str) -> int:
+    record = state.topic_store.get(name)
+    return 0 if record is None else record.partitions

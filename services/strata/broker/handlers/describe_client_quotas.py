@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from strata.broker.network.connection import RequestContext
+from strata.broker.network.request_context import RequestContext
 from strata.broker.quotas.client_quotas import FilterComponent, QuotaRequestError
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode, error_code_for

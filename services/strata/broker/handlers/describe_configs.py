@@ -54,7 +54,7 @@ from strata.broker.config import (
 from strata.broker.dynamic_broker_config import config_type as dynamic_config_type
 from strata.broker.dynamic_broker_config import is_dynamic
 from strata.broker.handlers import ApiError
-from strata.broker.network.connection import RequestContext
+from strata.broker.network.request_context import RequestContext
 from strata.broker.topic_store import TopicRecord, invalid_topic_name_reason
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode

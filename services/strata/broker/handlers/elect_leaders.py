@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from strata.broker.cluster.partition_admin import PREFERRED, PartitionAdminError, elect_leader
-from strata.broker.network.connection import RequestContext
+from strata.broker.network.request_context import RequestContext
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response

@@ -30,6 +30,11 @@ partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carries ``curre
 (the leader and its epoch as the metadata knows them, -1 if none) and the response's
 ``node_endpoints`` lists those leaders.
 
+Client quotas (``consumer_byte_rate``, consumers only): one fetch reads at most what the
+client's quota allows in a quota window (Kafka caps ``max_bytes`` so), its records' bytes are
+charged to the quota, and a throttle time is answered in ``throttle_time_ms`` (the connection
+then mutes the client for it, ``strata.broker.quotas.request_quotas``).
+
 Authorization (with ``authorizer.class.name``): a follower needs ClusterAction on the Cluster,
 a consumer Read on each topic; a partition refused is TOPIC_AUTHORIZATION_FAILED (Kafka
 answers a follower without ClusterAction so, too).
@@ -54,7 +59,6 @@ from strata.broker.fetch_session import (
     PartitionAnswer,
     PartitionKey,
 )
-from strata.broker.network.connection import RequestContext, Response
 from strata.broker.network.fetch_response import (
     FIRST_TOPIC_ID_VERSION,
     NodeEndpoint,
@@ -62,6 +66,8 @@ from strata.broker.network.fetch_response import (
     TopicResults,
     encode_fetch_response,
 )
+from strata.broker.network.request_context import RequestContext, Response
+from strata.broker.quotas.request_quotas import charge_fetch, quota_user
 from strata.broker.replication.partition import FetchIsolation, PartitionError, error_code_of
 from strata.broker.replication.replica_manager import FetchPartitionResult, PartitionFetchInfo
 from strata.protocol.error_codes import ErrorCode
@@ -138,16 +144,26 @@ async def handle(ctx: RequestContext, request: Any) -> Response:
         fetch_infos.append(((name, p.partition), info))
         slots.append(None)
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
+    max_bytes = request.max_bytes
+    quota = state.quotas.fetch if state.quotas is not None and replica_id < 0 else None
+    if quota is not None and quota.enabled:
+        window = quota.max_value_in_window(quota_user(ctx.principal), ctx.header.client_id or "")
+        if window is not None:  # one fetch may not take more than a quota window allows
+            max_bytes = max(0, min(max_bytes, int(window)))
     results = [] if not fetch_infos and slots else await replica_manager.fetch_messages(
         fetch_infos,
         max_wait_ms=max_wait_ms,
         min_bytes=request.min_bytes,
-        max_bytes=request.max_bytes,
+        max_bytes=max_bytes,
         isolation=isolation,
         replica_id=replica_id,
     )
     read = iter(results)
     answered = [slot if slot is not None else next(read) for slot in slots]
+    if quota is not None:
+        ctx.throttle_time_ms = max(ctx.throttle_time_ms, charge_fetch(
+            state.quotas, ctx.principal, ctx.header.client_id,
+            sum(r.size for r in results), state.clock.milliseconds()))
     endpoints: dict[int, NodeEndpoint] = {}
     if version >= 16:
         for i, (p, result) in enumerate(zip(context.partitions, answered, strict=True)):
@@ -176,7 +192,8 @@ async def handle(ctx: RequestContext, request: Any) -> Response:
             last = topic
         partitions.append((p.partition, answered[i], tags.get(i)))
     return encode_fetch_response(version, topics, read_committed=read_committed,
-                                 session_id=session_id, node_endpoints=list(endpoints.values()))
+                                 session_id=session_id, node_endpoints=list(endpoints.values()),
+                                 throttle_time_ms=ctx.throttle_time_ms)
 
 
 def _fetch_context(state: BrokerState, request: Any, version: int,

@@ -35,7 +35,7 @@ from strata.broker.handlers.describe_configs import (
     broker_scope,
     topic_config_type,
 )
-from strata.broker.network.connection import RequestContext
+from strata.broker.network.request_context import RequestContext
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from strata.broker.group.membership import JoinRequest
-from strata.broker.network.connection import RequestContext
+from strata.broker.network.request_context import RequestContext
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.messages import build_response
 from strata.security.acl import AclOperation, ResourceType

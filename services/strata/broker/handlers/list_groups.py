@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from strata.broker.network.connection import RequestContext
+from strata.broker.network.request_context import RequestContext
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.messages import build_response
 from strata.security.acl import AclOperation, ResourceType

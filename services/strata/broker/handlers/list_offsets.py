@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from strata.broker.network.connection import RequestContext
+from strata.broker.network.request_context import RequestContext
 from strata.broker.replication.partition import NONE, FetchIsolation, PartitionError
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode

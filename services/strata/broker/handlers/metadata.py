@@ -44,7 +44,7 @@ from typing import Any, Final
 from strata.broker.broker_state import BrokerState
 from strata.broker.handlers import ApiError
 from strata.broker.handlers.create_topics import TopicSpec, create_topic
-from strata.broker.network.connection import RequestContext
+from strata.broker.network.request_context import RequestContext
 from strata.broker.security.authorization import authorized_operations
 from strata.broker.topic_store import TopicRecord, invalid_topic_name_reason
 from strata.protocol.api_keys import ApiKey
@@ -95,7 +95,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                                   name):
             topics.append(_topic_error(name, ErrorCode.topic_authorization_failed))
         elif record is not None:
-            topic = _topic(state, record)
+            topic = describe_topic(state, record)
             if with_topic_ops:
                 topic["topic_authorized_operations"] = authorized_operations(
                     state.authorizer, ctx.principal, ctx.client_host, ResourceType.TOPIC, name)
@@ -174,7 +174,9 @@ async def _auto_create(state: BrokerState, name: str) -> ErrorCode:
     return ErrorCode.leader_not_available
 
 
-def _topic(state: BrokerState, record: TopicRecord) -> dict[str, object]:
+def describe_topic(state: BrokerState, record: TopicRecord) -> dict[str, object]:
+    """One existing topic as Metadata (and DescribeTopicPartitions) describe it: its id, its
+    partitions with leader, epoch, replicas, ISR and offline replicas."""
     partitions = (_cluster_partitions(state, record) if state.cluster is not None
                   else _local_partitions(state, record))
     return {

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from strata.broker.network.connection import RequestContext
+from strata.broker.network.request_context import RequestContext
 from strata.broker.replication.partition import NONE, PartitionError, error_code_of
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode

@@ -55,7 +55,7 @@ from typing import Any, NamedTuple
 
 from strata.broker.broker_state import BrokerEndpoint
 from strata.broker.cluster.image import ClusterImage
-from strata.broker.network.connection import RequestContext, Response
+from strata.broker.network.request_context import RequestContext, Response
 from strata.broker.replication.replica_manager import PartitionAppendResult
 from strata.broker.topic_store import TopicStore
 from strata.protocol.error_codes import ErrorCode

@@ -57,21 +57,15 @@ import os
 import struct
 import time
 import typing
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from strata.broker.network.error_response import error_response
 from strata.broker.network.listeners import ListenerSecurity
 from strata.broker.network.pre_authentication import ConnectionSecurity
+from strata.broker.network.request_context import RequestContext, Response
 from strata.broker.network.request_queue_limit import RequestQueueLimit
-from strata.broker.network.security_session import SecuritySession
-from strata.broker.quotas.request_quotas import (
-    charge_fetch,
-    charge_produce,
-    is_consumer_fetch,
-    throttle_plan,
-)
+from strata.broker.quotas.request_quotas import charge_produce, throttle_plan
 from strata.broker.security.authorization import AuthorizationFailed
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.api_versions import encode_unsupported_version_response
@@ -84,8 +78,6 @@ from strata.protocol.header import (
     encode_response_header,
     response_header_version,
 )
-from strata.security import principal as principals
-from strata.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from strata.storage.file_records import FileSlice, pread_fully
 
 if TYPE_CHECKING:
@@ -100,58 +92,7 @@ _SIZE: Final = struct.Struct(">i")
 _PEER_GONE: Final = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.EBADF})
 
 
-@dataclass(slots=True)
-class RequestContext:
-    """What a handler knows about a request besides its body."""
-
-    header: RequestHeader
-    client_host: str
-    client_port: int
-    state: BrokerState
-    listener: str = "PLAINTEXT"  # the listener name the request came in on
-    session: SecuritySession | None = None
-    throttle_time_ms: int = 0  # client-quota throttle the response carries (quotas)
-
-    @property
-    def principal(self) -> str:
-        """``User:alice``, ``User:CN=...`` or ``User:ANONYMOUS`` (what ACLs check)."""
-        return self.session.principal if self.session is not None else principals.ANONYMOUS
-
-    def authorize(self, operation: AclOperation, resource_type: ResourceType,
-                  name: str = CLUSTER_NAME) -> bool:
-        """May this request's principal, from its host, do ``operation`` on the resource?"""
-        authorizer = self.state.authorizer
-        return authorizer is None or authorizer.authorize(
-            self.principal, self.client_host, operation, resource_type, name)
-
-    def require(self, operation: AclOperation, resource_type: ResourceType,
-                name: str = CLUSTER_NAME) -> None:
-        """``AuthorizationFailed`` (the whole request refused) unless ``authorize``."""
-        if not self.authorize(operation, resource_type, name):
-            raise AuthorizationFailed(resource_type, name, operation)
-
-
-@dataclass(slots=True)
-class Response:
-    """A pre-encoded response body in chunks, written in order after the response header.
-
-    ``FileSlice`` chunks go out with ``os.sendfile``; the connection adds size and header.
-    ``error_codes``: the error codes the encoded body carries (top level and per partition),
-    for the request metrics, which cannot read the bytes."""
-
-    chunks: list[bytes | FileSlice]
-    error_codes: tuple[int, ...] = ()
-
-    @property
-    def size(self) -> int:
-        return sum(c.length if isinstance(c, FileSlice) else len(c) for c in self.chunks)
-
-
-Handler = Callable[[RequestContext, Any], Awaitable[Any]]
-"""``async def handle(ctx, request) -> kio response body | Response | None`` (None: no answer)."""
-
-__all__ = ["ConnectionClosed", "Handler", "KafkaConnection", "RequestContext",
-           "RequestQueueLimit", "Response"]
+__all__ = ["ConnectionClosed", "KafkaConnection", "RequestQueueLimit"]
 
 
 class ConnectionClosed(Exception):
@@ -419,11 +360,6 @@ class KafkaConnection(asyncio.Protocol):
             requests = metrics.requests
             requests.received_bytes.inc(len(frame) + 4)
             requests.observe(header.api_key, time.perf_counter() - started, body)
-        if (header.api_key == ApiKey.FETCH and isinstance(result, Response)
-                and state.quotas is not None and is_consumer_fetch(request.body)):
-            context.throttle_time_ms = max(context.throttle_time_ms, charge_fetch(
-                state.quotas, context.principal, header.client_id, result.size,
-                state.clock.milliseconds()))
         throttle = throttle_plan(header.api_key, header.api_version, context.throttle_time_ms)
         if throttle is not None and throttle.delay_response:
             await self._hold(throttle.delay_s)  # before KIP-219: the answer itself waits

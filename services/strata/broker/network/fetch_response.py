@@ -59,7 +59,7 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from strata.broker.network.connection import Response
+from strata.broker.network.request_context import Response
 from strata.broker.replication.replica_manager import FetchPartitionResult
 from strata.storage.file_records import FileSlice
 

@@ -2,7 +2,8 @@
 
 Owns the ``ClientQuotas`` this broker enforces and the three ``ClientQuotaManager`` s that
 measure against them (``produce``: ``producer_byte_rate``, ``fetch``: ``consumer_byte_rate``,
-``request``: ``request_percentage``), with Kafka's window (``quota.window.num`` samples of
+``request``: ``request_percentage``) and the ``controller_mutation_rate`` token buckets
+(``mutation``), with Kafka's window (``quota.window.num`` samples of
 ``quota.window.size.seconds``). Where the configuration comes from:
 
 - a cluster: the metadata image (``ClusterImage.client_quotas``), at start-up and on every
@@ -17,13 +18,12 @@ re-read), so a DescribeClientQuotas right after an AlterClientQuotas sees it.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
+from strata.broker.file_follower import FileFollower
 from strata.broker.quotas.client_quota_manager import ClientQuotaManager, QuotaWindow
 from strata.broker.quotas.client_quotas import (
     CONSUMER_BYTE_RATE,
@@ -35,6 +35,7 @@ from strata.broker.quotas.client_quotas import (
     FilterComponent,
     QuotaRequestError,
 )
+from strata.broker.quotas.controller_mutation_quota import ControllerMutationQuotaManager
 from strata.broker.quotas.quota_store import FileQuotaStore, MetadataQuotaStore, QuotaStore
 
 if TYPE_CHECKING:
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-FILE_POLL_S: Final = 1.0
 WaitForRevision = Callable[[int], Awaitable[object]]
 
 
@@ -58,9 +58,9 @@ class BrokerQuotas:
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, window)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, window)
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, window)
+        self.mutation = ControllerMutationQuotaManager(window)
         self._wait_for_revision = wait_for_revision
-        self._poll: asyncio.Task[None] | None = None
-        self._stamp: tuple[int, int, int] | None = None
+        self._follower: FileFollower | None = None
 
     @property
     def managers(self) -> tuple[ClientQuotaManager, ...]:
@@ -72,6 +72,7 @@ class BrokerQuotas:
         self.quotas = quotas
         for manager in self.managers:
             manager.update_quotas(quotas)
+        self.mutation.update_quotas(quotas)
         logger.info("client quotas now %d entities", len(quotas.entries))
 
     # ---------------------------------------------------------------- keeping current
@@ -84,32 +85,17 @@ class BrokerQuotas:
 
     async def start_file(self) -> None:
         """A single broker: load ``client-quotas.json`` and follow other writers."""
-        await self._reload_file()
-        self._poll = asyncio.get_running_loop().create_task(self._poll_file(),
-                                                            name="strata-quota-file")
-
-    async def _reload_file(self) -> None:
         assert isinstance(self.store, FileQuotaStore)
-        self._stamp = await asyncio.to_thread(self.store.stamp)
+        self._follower = FileFollower(self.store.file, self._load_file, "client quotas")
+        await self._follower.start()
+
+    async def _load_file(self) -> None:
         quotas, _ = await self.store.quotas()
         self.apply(quotas)
 
-    async def _poll_file(self) -> None:
-        assert isinstance(self.store, FileQuotaStore)
-        while True:
-            await asyncio.sleep(FILE_POLL_S)
-            try:
-                if await asyncio.to_thread(self.store.stamp) != self._stamp:
-                    await self._reload_file()
-            except (OSError, ValueError) as exc:
-                logger.warning("cannot read %s: %s (keeping the quotas in force)",
-                               self.store.path, exc)
-
     async def close(self) -> None:
-        if self._poll is not None:
-            self._poll.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poll
+        if self._follower is not None:
+            await self._follower.close()
 
     # ---------------------------------------------------------------- API
     def describe(self, components: Sequence[FilterComponent], strict: bool
@@ -126,8 +112,8 @@ class BrokerQuotas:
         if isinstance(self.store, MetadataQuotaStore):
             if revision and self._wait_for_revision is not None:
                 await self._wait_for_revision(revision)
-        elif not validate_only:
-            await self._reload_file()
+        elif not validate_only and self._follower is not None:
+            await self._follower.reload_now()
         return results
 
     def expire_inactive(self, now_ms: int) -> int:

@@ -5,13 +5,19 @@ Owns the per-request rules of Kafka's byte-rate quotas (KIP-13, KIP-219):
 - who is charged: the principal's name (``User:alice`` -> ``alice``; unauthenticated clients
   are ``ANONYMOUS``) and the request header's client id, resolved to a quota and its shared
   sensor by ``ClientQuotas.resolve``;
-- what: a Produce request its size in bytes, before it is handled (its response carries the
-  throttle time); a Fetch response its size in bytes once built;
+- what: a Produce request its size in bytes, before it is handled (the connection charges it;
+  its response carries the throttle time); a consumer's Fetch its records' bytes once read
+  (the fetch handler charges it, after capping the read at one quota window);
 - how the throttle is served (``ThrottlePlan``): from the versions at which Kafka's clients
   throttle themselves (Produce v6, Fetch v8; KIP-219) the response goes out at once carrying
   ``throttle_time_ms`` and the connection then reads nothing for that long (Kafka mutes the
   channel); at older versions the response itself is held back for the throttle time, as
   Kafka did before KIP-219.
+
+- partition mutations (``MutationQuota``): CreateTopics, CreatePartitions and DeleteTopics
+  admit each topic's partitions against ``controller_mutation_rate``, refusing them
+  THROTTLING_QUOTA_EXCEEDED from the versions that know that error, and answer the bucket's
+  throttle time.
 
 Pure: quotas and time come from the caller.
 """
@@ -72,9 +78,28 @@ def charge_fetch(quotas: BrokerQuotas | None, principal: str, client_id: str | N
         quota_user(principal), client_id or "", response_bytes, now_ms)
 
 
-def is_consumer_fetch(request: object) -> bool:
-    """Whether a Fetch request comes from a consumer (followers are not client-quota'd):
-    ``replica_id`` -1 (v0-14) or ``replica_state.replica_id`` -1 (v15+)."""
-    state = getattr(request, "replica_state", None)
-    replica_id = getattr(state if state is not None else request, "replica_id", -1)
-    return int(replica_id) < 0
+STRICT_MUTATION_FROM: Final = {ApiKey.CREATE_TOPICS: 6, ApiKey.CREATE_PARTITIONS: 3,
+                               ApiKey.DELETE_TOPICS: 5}
+"""API key -> first version refused THROTTLING_QUOTA_EXCEEDED (older ones are only throttled)."""
+
+
+class MutationQuota:
+    """One request's view of its ``controller_mutation_rate`` quota (KIP-599)."""
+
+    def __init__(self, quotas: BrokerQuotas | None, principal: str, client_id: str | None,
+                 api_key: int, api_version: int, now_ms: int) -> None:
+        self._manager = quotas.mutation if quotas is not None else None
+        self._user = quota_user(principal)
+        self._client_id = client_id or ""
+        self._strict = api_version >= STRICT_MUTATION_FROM.get(ApiKey(api_key), 0)
+        self._now_ms = now_ms
+
+    def admit(self, partitions: int) -> bool:
+        """Record ``partitions`` mutations; False: refuse them (THROTTLING_QUOTA_EXCEEDED)."""
+        return self._manager is None or self._manager.admit(
+            self._user, self._client_id, partitions, self._now_ms, self._strict)
+
+    def throttle_time_ms(self) -> int:
+        if self._manager is None:
+            return 0
+        return self._manager.throttle_time_ms(self._user, self._client_id, self._now_ms)

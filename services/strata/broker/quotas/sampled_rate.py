@@ -29,8 +29,8 @@ class SampledRate:
     """Units per second over the last ``samples`` windows of ``window_ms``."""
 
     def __init__(self, samples: int, window_ms: int, now_ms: int) -> None:
-        if samples < 2 or window_ms < 1:
-            raise ValueError("a sampled rate needs at least 2 samples of at least 1 ms")
+        if samples < 1 or window_ms < 1:
+            raise ValueError("a sampled rate needs at least 1 sample of at least 1 ms")
         self.samples = samples
         self.window_ms = window_ms
         self._samples = [_Sample(now_ms)]

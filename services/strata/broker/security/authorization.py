@@ -9,7 +9,8 @@ Owns the shell around the pure rule of ``strata.security.acl``:
 * where the bindings come from: a cluster's metadata store (``ClusterImage.acls``, which the
   metadata cache keeps current from its watch: every broker sees a change within one watch
   event), or a single broker's ``acls.json``, re-read when CreateAcls/DeleteAcls change it and
-  when its (inode, size, mtime) changes — checked every ``FILE_POLL_S`` for the CLI's writes;
+  when its (inode, size, mtime) changes — checked every second for the CLI's writes
+  (``strata.broker.file_follower``);
 * the error codes of a refusal per resource type (``AUTHORIZATION_FAILED``).
 
 Invariants: ``authorize`` never awaits and never touches the store (the hot path reads the
@@ -25,8 +26,6 @@ brokers log in with on the inter-broker listener (``sasl.jaas.config``'s user, o
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING, Final
 
 from strata.broker.cluster.image import ClusterImage
 from strata.broker.config import BrokerConfig, ConfigError
+from strata.broker.file_follower import FileFollower
 from strata.protocol.error_codes import ErrorCode
 from strata.security.acl import (
     CLUSTER_NAME,
@@ -60,7 +60,6 @@ AUTHORIZER_CLASS_NAMES: Final = frozenset({
     "strata.acl",
     "strata.broker.security.authorization.BrokerAuthorizer",
 })
-FILE_POLL_S: Final = 1.0
 
 WaitForRevision = Callable[[int], Awaitable[bool]]
 
@@ -115,8 +114,7 @@ class BrokerAuthorizer:
             super_users=supers,
             allow_everyone_if_no_acl_found=config.get_bool("allow.everyone.if.no.acl.found"))
         self._wait_for_revision = wait_for_revision
-        self._poll: asyncio.Task[None] | None = None
-        self._stamp: tuple[int, int, int] | None = None
+        self._follower: FileFollower | None = None
 
     # ---------------------------------------------------------------- decisions (hot path)
     def authorize(self, principal: str, host: str, operation: AclOperation,
@@ -132,11 +130,10 @@ class BrokerAuthorizer:
 
     # ---------------------------------------------------------------- keeping current
     async def start_file(self) -> None:
-        """A single broker: load ``acls.json`` and watch it for other writers (the CLI)."""
+        """A single broker: load ``acls.json`` and follow it for other writers (the CLI)."""
         assert isinstance(self.store, FileAclStore)
-        await self._reload_file()
-        self._poll = asyncio.get_running_loop().create_task(self._poll_file(),
-                                                            name="strata-acl-file")
+        self._follower = FileFollower(self.store.file, self._load_file, "ACLs")
+        await self._follower.start()
 
     def apply_image(self, image: ClusterImage) -> None:
         """A cluster: take the image's ACLs (at startup, then from ``on_image``)."""
@@ -149,32 +146,16 @@ class BrokerAuthorizer:
         """The metadata cache's listener: every published image."""
         self.apply_image(image)
 
-    async def _reload_file(self) -> None:
+    async def _load_file(self) -> None:
         assert isinstance(self.store, FileAclStore)
-        store = self.store
-        stamp = await asyncio.to_thread(store.stamp)
-        bindings, _ = await store.bindings()
-        self._stamp = stamp
+        bindings, _ = await self.store.bindings()
         if frozenset(bindings) != self.rules.bindings:
             self.rules.update(bindings)
-            logger.info("ACLs now %d bindings (%s)", len(bindings), store.path)
-
-    async def _poll_file(self) -> None:
-        assert isinstance(self.store, FileAclStore)
-        while True:
-            await asyncio.sleep(FILE_POLL_S)
-            try:
-                if await asyncio.to_thread(self.store.stamp) != self._stamp:
-                    await self._reload_file()
-            except (OSError, ValueError) as exc:
-                logger.warning("cannot read %s: %s (keeping the ACLs in force)",
-                               self.store.path, exc)
+            logger.info("ACLs now %d bindings (%s)", len(bindings), self.store.path)
 
     async def close(self) -> None:
-        if self._poll is not None:
-            self._poll.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poll
+        if self._follower is not None:
+            await self._follower.close()
 
     # ---------------------------------------------------------------- changes
     async def create(self, bindings: Sequence[AclBinding]) -> None:
@@ -190,8 +171,8 @@ class BrokerAuthorizer:
         if isinstance(self.store, MetadataAclStore):
             if revision and self._wait_for_revision is not None:
                 await self._wait_for_revision(revision)
-        else:
-            await self._reload_file()
+        elif self._follower is not None:
+            await self._follower.reload_now()
 
 
 async def open_authorizer(config: BrokerConfig, cluster: Cluster | None,
