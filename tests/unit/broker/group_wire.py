@@ -126,3 +126,13 @@ async def joined_member(state: BrokerState, version: int, instance: str | None =
         "assignments": [{"member_id": answer.member_id, "assignment": b"mine"}]})
     assert synced.error_code == 0
     return answer
+
+
+async def simple_group(state: BrokerState, group_id: str = "simple") -> None:
+    """A group with committed offsets and no members (what the Java client's ``assign()``
+    users leave behind): one OffsetCommit v9 outside any generation."""
+    committed = await round_trip(state, ApiKey.OFFSET_COMMIT, 9, {
+        "group_id": group_id, "generation_id_or_member_epoch": -1, "member_id": "",
+        "group_instance_id": None, "topics": [{"name": "t", "partitions": [
+            {"partition_index": 0, "committed_offset": 1, "committed_metadata": None}]}]})
+    assert [p.error_code for t in committed.topics for p in t.partitions] == [0]

@@ -9,7 +9,7 @@ import pytest
 from strata.protocol import ApiKey
 from strata.protocol.error_codes import ErrorCode
 
-from .group_wire import fresh_state, joined_member, round_trip, served
+from .group_wire import fresh_state, joined_member, round_trip, served, simple_group
 
 
 def test_every_version_kio_has_is_served() -> None:
@@ -20,10 +20,7 @@ def test_every_version_kio_has_is_served() -> None:
 async def test_delete_at_every_version(tmp_path: Path, version: int) -> None:
     async with fresh_state(tmp_path) as state:
         await joined_member(state, 5, instance="host-a")
-        await round_trip(state, ApiKey.OFFSET_COMMIT, 9, {
-            "group_id": "simple", "generation_id_or_member_epoch": -1, "member_id": "",
-            "group_instance_id": None, "topics": [{"name": "t", "partitions": [
-                {"partition_index": 0, "committed_offset": 1, "committed_metadata": None}]}]})
+        await simple_group(state)
         answer = await round_trip(state, ApiKey.DELETE_GROUPS, version,
                                   {"groups_names": ["g", "simple", "nope", "simple"]})
         assert [(r.group_id, r.error_code) for r in answer.results] == [
