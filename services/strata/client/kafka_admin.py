@@ -310,9 +310,15 @@ class KafkaAdmin:
 
     # ------------------------------------------------------------------------ consumer groups
     def list_consumer_groups(self) -> Any:
-        """ListGroups: ``.valid`` holds the groups' listings."""
-        return self.result(self.client.list_consumer_groups(request_timeout=self.timeout_s),
-                           "the consumer groups", "ListGroups")
+        """ListGroups: ``.valid`` holds the groups' listings. As Kafka's
+        ``ListConsumerGroupsResult.all()`` (and ``kafka-consumer-groups --list``), a broker that
+        did not answer fails the listing rather than leaving its groups out of it."""
+        subject = "the consumer groups"
+        answer = self.result(self.client.list_consumer_groups(request_timeout=self.timeout_s),
+                             subject, "ListGroups")
+        if answer.errors:
+            raise KafkaClientError.of(answer.errors[0], subject, "ListGroups")
+        return answer
 
     def describe_consumer_group(self, group: str, must_exist: bool = True
                                 ) -> ConsumerGroupDescription:
