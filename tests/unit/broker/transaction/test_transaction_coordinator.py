@@ -143,7 +143,7 @@ def test_init_producer_id_fences_and_aborts_an_open_transaction(
 
 def test_a_failed_fence_does_not_bump_the_epoch_twice() -> None:
     h = Harness(config=TransactionConfig(num_partitions=PARTITIONS, transaction_version=TV0))
-    pid, epoch = ongoing(h)
+    _pid, epoch = ongoing(h)
     decision = h.coordinator.handle_init_producer_id(TID, 60_000, None, h.now)
     outcome = h.run(decision, append_error=ErrorCode.not_enough_replicas)
     assert outcome.answer == Answer(ErrorCode.coordinator_not_available)
