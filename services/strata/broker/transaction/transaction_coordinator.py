@@ -77,7 +77,6 @@ _FENCE = TransactionState.PREPARE_EPOCH_FENCE
 _COMMIT, _ABORT = TransactionResult.COMMIT, TransactionResult.ABORT
 
 
-
 class TransactionCoordinator:
     def __init__(self, state_manager: TransactionStateManager,
                  producer_id_allocator: Callable[[], int]) -> None:
