@@ -86,10 +86,13 @@ class TransactionCoordinator:
     # ------------------------------------------------------------ InitProducerId
     def handle_init_producer_id(
         self, transactional_id: str | None, txn_timeout_ms: int,
-        expected: ProducerIdAndEpoch | None, now_ms: int,
+        expected: ProducerIdAndEpoch | None, now_ms: int, *, enable_two_pc: bool = False,
+        keep_prepared_txn: bool = False,
     ) -> Decision:
         """InitProducerId: a new producer (``expected`` None) or one recovering its id and
-        epoch (KIP-360, v3+)."""
+        epoch (KIP-360, v3+). v6's two-phase commit (KIP-939) is answered as by a Kafka broker
+        with ``transaction.two.phase.commit.enable=false``: TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        and ``keep_prepared_txn`` UNSUPPORTED_VERSION."""
         if transactional_id is None:
             producer_id = self._new_producer_id()
             if isinstance(producer_id, ErrorCode):
@@ -97,6 +100,10 @@ class TransactionCoordinator:
             return Answer(ErrorCode.none, producer_id, 0)
         if transactional_id == "":
             return Answer(ErrorCode.invalid_request)
+        if enable_two_pc:
+            return Answer(ErrorCode.transactional_id_authorization_failed)
+        if keep_prepared_txn:
+            return Answer(ErrorCode.unsupported_version)
         if not self.state_manager.config.validate_transaction_timeout_ms(txn_timeout_ms):
             return Answer(ErrorCode.invalid_transaction_timeout)
         state = self.state_manager.get_transaction_state(transactional_id)

@@ -80,6 +80,16 @@ def test_an_empty_transactional_id_is_an_invalid_request() -> None:
     assert h.end(1, 0, COMMIT, transactional_id="").answer == Answer(ErrorCode.invalid_request)
 
 
+def test_two_phase_commit_is_refused_as_by_a_broker_without_it() -> None:
+    h = Harness()
+    init = h.coordinator.handle_init_producer_id
+    assert init(TID, 60_000, None, T0, enable_two_pc=True) == Answer(
+        ErrorCode.transactional_id_authorization_failed)
+    assert init(TID, 60_000, None, T0, keep_prepared_txn=True) == Answer(
+        ErrorCode.unsupported_version)
+    assert h.log == []
+
+
 def test_kip_360_a_producer_recovering_its_epoch() -> None:
     h = Harness()
     h.init()
@@ -514,7 +524,8 @@ def test_records_are_written_at_the_value_version_of_transaction_version() -> No
         h = Harness(config=TransactionConfig(num_partitions=PARTITIONS,
                                              transaction_version=level))
         h.init()
-        assert h.log[0][2][:2] == version.to_bytes(2, "big")
+        value = h.log[0][2]
+        assert value is not None and value[:2] == version.to_bytes(2, "big")
 
 
 # ------------------------------------------------------------------ expiration

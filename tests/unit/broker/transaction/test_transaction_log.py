@@ -242,7 +242,7 @@ def _java_hash_code(text: str) -> int:
     """An independent statement of Java's rule: sum of UTF-16 units * 31^k, as an int32."""
     units = [int.from_bytes(text.encode("utf-16-be")[i:i + 2], "big")
              for i in range(0, len(text.encode("utf-16-be")), 2)]
-    total = sum(u * 31 ** (len(units) - 1 - i) for i, u in enumerate(units)) % 2**32
+    total: int = sum(u * 31 ** (len(units) - 1 - i) for i, u in enumerate(units)) % 2**32
     return total - 2**32 if total >= 2**31 else total
 
 

@@ -42,7 +42,8 @@ def test_prepare_sets_the_pending_state_and_changes_nothing_else() -> None:
     with pytest.raises(IllegalTransactionTransition, match="pending"):
         md.prepare_add_partitions(TP, T + 2, TV0)
     md.abort_pending_transition()
-    assert md.pending_state is None and md.snapshot() == before
+    assert md.snapshot() == before
+    assert md.pending_state is None
 
 
 def test_a_whole_v1_transaction() -> None:
