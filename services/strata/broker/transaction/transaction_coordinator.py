@@ -396,7 +396,8 @@ class TransactionCoordinator:
                          now_ms: int) -> tuple[Answer, PendingCompleteTxn | None]:
         """The prepare is in the log: check nothing moved, prepare the completion, and start
         the markers (Kafka's ``sendTxnMarkersCallback``)."""
-        assert write.result is not None
+        if write.result is None:
+            raise ValueError(f"{write.purpose} write of {write.transactional_id} has no result")
         state = self.state_manager.get_transaction_state(write.transactional_id)
         if isinstance(state, ErrorCode):
             return Answer(state), None
