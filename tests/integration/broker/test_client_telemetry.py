@@ -4,7 +4,8 @@ metrics then appear on the broker's ``/metrics``, and a producer no subscription
 pushes nothing.
 
 confluent-kafka's admin binding has no CLIENT_METRICS resource type, so the subscription goes
-through ``strata.client.bootstrap_request`` (IncrementalAlterConfigs v1 / DescribeConfigs v4).
+through ``strata.client.bootstrap_request`` (IncrementalAlterConfigs v1 / DescribeConfigs v4),
+as does a GetTelemetrySubscriptions under each producer's client id.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 import urllib.request
+import uuid
 from typing import Any
 
 import pytest
@@ -33,8 +35,9 @@ SUBSCRIBED = "kip714-subscribed"
 UNMATCHED = "kip714-unmatched"
 
 
-def request(broker: BrokerProcess, api_key: int, version: int, fields: dict[str, Any]) -> Any:
-    return asyncio.run(bootstrap_request(broker.bootstrap, None, TIMEOUT_S, "kip714-test",
+def request(broker: BrokerProcess, api_key: int, version: int, fields: dict[str, Any], *,
+            client_id: str = "kip714-test") -> Any:
+    return asyncio.run(bootstrap_request(broker.bootstrap, None, TIMEOUT_S, client_id,
                                          api_key, version, fields))
 
 
@@ -67,6 +70,15 @@ def test_subscribed_producer_metrics_reach_prometheus(broker: BrokerProcess) -> 
     assert {c.name: c.value for c in resource.configs} == {
         "metrics": "org.apache.kafka.producer.", "interval.ms": "1000",
         "match": f"client_id={SUBSCRIBED}"}
+
+    # the wire answer a client named by the subscription's match gets; others get nothing
+    for client_id, wanted in ((SUBSCRIBED, ("org.apache.kafka.producer.",)), (UNMATCHED, ())):
+        answer = request(broker, ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0,
+                         {"client_instance_id": uuid.UUID(int=0)}, client_id=client_id)
+        assert answer.error_code == 0 and answer.client_instance_id != uuid.UUID(int=0)
+        assert answer.requested_metrics == wanted
+        assert answer.push_interval.total_seconds() == (1.0 if wanted else 300.0)
+        assert answer.accepted_compression_types == (4, 3, 1, 2)
 
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic("kip714", 1, 1)])["kip714"].result(TIMEOUT_S)
