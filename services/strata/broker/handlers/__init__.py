@@ -11,8 +11,9 @@ restates a range. Invariants (unit tests in tests/unit/broker/test_handler_regis
   but its response still uses response header v0, KIP-511), IncrementalAlterConfigs v1 (Kafka's
   first flexible version of that API), ElectLeaders v2,
   DescribeCluster, Alter/ListPartitionReassignments, Describe/AlterUserScramCredentials and
-  GetTelemetrySubscriptions/PushTelemetry (flexible-only), the classic group and offset APIs (FindCoordinator, JoinGroup, SyncGroup,
-  Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups),
+  GetTelemetrySubscriptions/PushTelemetry (flexible-only), the classic group and offset APIs
+  (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+  DescribeGroups, ListGroups, DeleteGroups),
   Produce v9-13, Fetch v12-18, Metadata v9-13, ListOffsets v6-11, and the admin APIs
   (ApiVersions, Create/DeleteTopics, CreatePartitions, Describe/AlterConfigs, DeleteRecords,
   InitProducerId, the ACL and SASL APIs, OffsetForLeaderEpoch): each up to the newest version
