@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from strata.broker.broker_state import BrokerState
+from strata.broker.cluster.image import broker_configs_key, build_image, encode_configs
 from strata.broker.handlers import get_telemetry_subscriptions, push_telemetry
 from strata.broker.handlers.describe_configs import ConfigResourceType
+from strata.broker.telemetry.client_metrics_config import scope_of, subscriptions_of
 from strata.broker.topic_store import FileTopicStore
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
@@ -91,3 +93,10 @@ async def test_telemetry_handlers_answer_on_the_wire_types(tmp_path: Path) -> No
     assert response.error_code == ErrorCode.none
     response = await push_telemetry.handle(context(state, ApiKey.PUSH_TELEMETRY, 0), push)
     assert response.error_code == ErrorCode.throttling_quota_exceeded
+
+
+def test_a_cluster_image_carries_subscriptions_to_every_broker() -> None:
+    key = broker_configs_key(scope_of("producers"))
+    image = build_image({key: (encode_configs({"interval.ms": "1000"}), 1)}, 1)
+    assert [s.name for s in subscriptions_of(image.broker_configs)] == ["producers"]
+    assert dict(image.broker_configs)[scope_of("producers")] == {"interval.ms": "1000"}
