@@ -104,6 +104,9 @@ BROKER_SETTINGS: Final[tuple[BrokerSetting, ...]] = (
                   "At most this many fetch sessions (KIP-227) are cached."),
     BrokerSetting("min.incremental.fetch.session.eviction.ms", "120000", ConfigType.INT,
                   "A fetch session unused this long may be evicted for a new one."),
+    BrokerSetting("telemetry.max.bytes", "1048576", ConfigType.INT,
+                  "The maximum size (after compression if compression is used) of telemetry "
+                  "metrics pushed from a client to the broker (KIP-714)."),
     BrokerSetting("max.request.partition.size.limit", "2000", ConfigType.INT,
                   "At most this many partitions in one DescribeTopicPartitions answer."),
     BrokerSetting("quota.window.num", "11", ConfigType.INT,
