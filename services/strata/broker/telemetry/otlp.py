@@ -32,8 +32,8 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
-from strata.storage.compression import decompress
-from strata.storage.errors import StorageError
+from strata.storage.compression import decompress_bounded
+from strata.storage.errors import RecordTooLargeError, StorageError
 
 GAUGE: Final = "gauge"
 COUNTER: Final = "counter"
@@ -105,12 +105,12 @@ def decode_metrics(payload: bytes, compression_type: int, max_bytes: int, *,
                    client_instance_id: str, client_id: str) -> DecodedMetrics:
     """The samples of one push (see the module docstring for the mapping and refusals)."""
     try:
-        raw = decompress(compression_type, payload) if compression_type else bytes(payload)
+        raw = decompress_bounded(compression_type, payload, max_bytes)
+    except RecordTooLargeError:
+        raise TelemetryTooLarge(
+            f"decompressed metrics exceed telemetry.max.bytes {max_bytes}") from None
     except StorageError as exc:
         raise InvalidTelemetry(f"metrics do not decompress: {exc}") from None
-    if len(raw) > max_bytes:
-        raise TelemetryTooLarge(
-            f"decompressed metrics of {len(raw)} bytes exceed telemetry.max.bytes {max_bytes}")
     data = metrics_pb2.MetricsData()
     try:
         data.ParseFromString(raw)
