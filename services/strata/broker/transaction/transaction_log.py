@@ -25,7 +25,7 @@ hash set's; any order reads back the same). Strata writes PreviousProducerId and
 ending on an exhausted epoch then still knows the producer id it rotates to. Readers of either
 kind read both. The last producer epoch is not in the record: a loaded id has none (-1).
 
-``partition_for`` is Kafka's ``Utils.abs(transactionalId.hashCode) % partitions``.
+A transactional id's partition is ``strata.broker.coordinator_partition.partition_for``.
 ``transaction_topic_configs`` are the topic configs Kafka enforces on the topic. Pure functions
 over bytes; ``TransactionLogError`` for bytes that do not parse.
 """
@@ -37,7 +37,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from strata.broker.group.metadata_manager import java_string_hashcode
 from strata.broker.transaction.transaction_metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -104,14 +103,6 @@ class TransactionLogValue:
 
 
 # ---------------------------------------------------------------------------- partitioning
-
-
-def partition_for(transactional_id: str, partition_count: int) -> int:
-    """Kafka's ``Utils.abs(transactionalId.hashCode) % partitions`` (abs(MIN_VALUE) is 0)."""
-    if partition_count < 1:
-        raise ValueError(f"{TRANSACTION_STATE_TOPIC} needs a partition, got {partition_count}")
-    h = java_string_hashcode(transactional_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partition_count
 
 
 def transaction_topic_configs(min_insync_replicas: int, segment_bytes: int) -> Mapping[str, str]:

@@ -33,12 +33,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from strata.broker.coordinator_partition import partition_for
 from strata.broker.transaction.transaction_config import TransactionConfig
-from strata.broker.transaction.transaction_log import (
-    key_to_bytes,
-    partition_for,
-    value_to_bytes,
-)
+from strata.broker.transaction.transaction_log import key_to_bytes, value_to_bytes
 from strata.broker.transaction.transaction_markers import PendingCompleteTxn
 from strata.broker.transaction.transaction_metadata import TransactionMetadata, TxnTransitMetadata
 from strata.broker.transaction.transaction_state import TransactionResult, TransactionState

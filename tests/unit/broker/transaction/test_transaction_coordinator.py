@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from strata.broker.coordinator_partition import partition_for
 from strata.broker.transaction.transaction_config import TransactionConfig
 from strata.broker.transaction.transaction_decision import (
     Answer,
@@ -16,7 +17,7 @@ from strata.broker.transaction.transaction_decision import (
     WriteTxnLog,
     fenced_error_for_version,
 )
-from strata.broker.transaction.transaction_log import partition_for, read_value
+from strata.broker.transaction.transaction_log import read_value
 from strata.broker.transaction.transaction_state import TransactionResult, TransactionState
 from strata.broker.transaction.transaction_version import TransactionVersion
 from strata.protocol.api_keys import ApiKey

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from strata.broker.coordinator_partition import partition_for
 from strata.broker.transaction.transaction_log import (
     TransactionLogError,
     TransactionLogValue,
     key_to_bytes,
-    partition_for,
     read_key,
     read_value,
     transaction_topic_configs,
