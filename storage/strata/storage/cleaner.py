@@ -401,6 +401,9 @@ class Cleaner:
                         header = rb.parse_header(out)
                         cleaned.append(header.last_offset, header.max_timestamp,
                                        header.last_offset, out)
+            for seg in group:  # the aborted transactions stay indexed (offsets are kept)
+                for txn in seg.txn_index.all_aborted_txns():
+                    cleaned.update_txn_index(txn)
             cleaned.on_become_inactive_segment()
             cleaned.flush()
             modified_ns = group[-1].last_modified * 1_000_000
