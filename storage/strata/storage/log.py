@@ -68,11 +68,12 @@ from strata.storage.log_transactions import (
     apply_producer_batches,
     check_markers,
     collect_aborted_transactions,
+    follower_producer_batches,
     markers_of,
     read_committed,
     replay_producer_state,
 )
-from strata.storage.log_validator import ValidationConfig, validate_records
+from strata.storage.log_validator import validate_records, validation_config
 from strata.storage.producer_state import CompletedTxn, ProducerStateManager
 from strata.storage.records import EndTransactionMarker
 from strata.storage.segment_deletion import SegmentDeletion
@@ -100,7 +101,7 @@ class Log:
             raise ValueError("a log has at least one segment")
         self.dir = dir
         self._config = config
-        self._validation_config = _validation_config(config)
+        self._validation_config = validation_config(config)
         self._clock = clock
         self._segments: tuple[LogSegment, ...] = tuple(segments)
         self._bases: tuple[int, ...] = tuple(s.base_offset for s in segments)
@@ -126,7 +127,7 @@ class Log:
 
     def update_config(self, config: LogConfig) -> None:
         self._config = config
-        self._validation_config = _validation_config(config)
+        self._validation_config = validation_config(config)
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -285,11 +286,7 @@ class Log:
             if first > self._log_end_offset:
                 # The leader's log starts later than ours ends (e.g. after its retention).
                 self.truncate_fully_and_start_at(first)
-            producer_batches = [(h, h.base_offset, h.last_offset) for _, h in headers
-                                if h.producer_id >= 0]
-            markers = None
-            if any(h.attributes & rb.CONTROL_FLAG_MASK for h, _, _ in producer_batches):
-                markers = markers_of(records, headers, None)
+            producer_batches, markers = follower_producer_batches(records, headers)
             self._append(buf, info.valid_bytes, producer_batches, last, max_ts, offset_of_max_ts,
                          markers)
             return info
@@ -569,15 +566,3 @@ class Log:
         for seg in self._segments:
             seg.close()
         self.delete_pending_segments(force=True)
-
-
-def _validation_config(cfg: LogConfig) -> ValidationConfig:
-    return ValidationConfig(
-        max_message_bytes=cfg.max_message_bytes,
-        message_timestamp_type=cfg.message_timestamp_type,
-        message_timestamp_before_max_ms=cfg.message_timestamp_before_max_ms,
-        message_timestamp_after_max_ms=cfg.message_timestamp_after_max_ms,
-        message_timestamp_difference_max_ms=cfg.message_timestamp_difference_max_ms,
-        compacted=cfg.compact,
-    )
-

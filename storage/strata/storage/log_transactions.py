@@ -75,6 +75,18 @@ def markers_of(
     return markers
 
 
+def follower_producer_batches(
+    records: rb.Buffer, headers: Sequence[tuple[int, rb.BatchHeader]],
+) -> tuple[list[tuple[rb.BatchHeader, int, int]], dict[int, EndTransactionMarker] | None]:
+    """A follower's append: ``(header, first, last)`` of each batch with a producer id, and
+    the markers among them (None without a control batch)."""
+    batches = [(h, h.base_offset, h.last_offset) for _, h in headers if h.producer_id >= 0]
+    markers = None
+    if any(h.attributes & rb.CONTROL_FLAG_MASK for h, _, _ in batches):
+        markers = markers_of(records, headers, None)
+    return batches, markers
+
+
 def apply_producer_batches(
     psm: ProducerStateManager,
     producer_batches: Sequence[tuple[rb.BatchHeader, int, int]],

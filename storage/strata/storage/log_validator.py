@@ -49,6 +49,7 @@ from strata.storage.errors import (
     InvalidTimestampError,
     RecordTooLargeError,
 )
+from strata.storage.log_config import LogConfig
 from strata.storage.records import iter_records
 
 LONG_MAX = (1 << 63) - 1
@@ -237,3 +238,15 @@ def validate_records(
         count += header.records_count
         pos += header.batch_length + rb.LOG_OVERHEAD
     return ValidationResult(batches, count, max_timestamp, delta_of_max, log_append_time)
+
+
+def validation_config(cfg: LogConfig) -> ValidationConfig:
+    """The validation settings of a topic's ``LogConfig``."""
+    return ValidationConfig(
+        max_message_bytes=cfg.max_message_bytes,
+        message_timestamp_type=cfg.message_timestamp_type,
+        message_timestamp_before_max_ms=cfg.message_timestamp_before_max_ms,
+        message_timestamp_after_max_ms=cfg.message_timestamp_after_max_ms,
+        message_timestamp_difference_max_ms=cfg.message_timestamp_difference_max_ms,
+        compacted=cfg.compact,
+    )
