@@ -171,13 +171,14 @@ def collect_aborted_transactions(
     segments: Sequence[LogSegment], bases: Sequence[int], start_offset: int, upper_bound: int,
 ) -> list[AbortedTxn]:
     """Aborted transactions overlapping [``start_offset``, ``upper_bound``), from the segment
-    holding ``start_offset`` on, until a search is complete (module docstring)."""
+    holding ``start_offset`` on, until a search is complete (module docstring). Later segments
+    count even past ``upper_bound``: a transaction of the range may be aborted much later."""
     out: list[AbortedTxn] = []
     idx = max(bisect.bisect_right(bases, start_offset) - 1, 0)
     for seg in segments[idx:]:
         found = seg.collect_aborted_txns(start_offset, upper_bound)
         out.extend(found.aborted)
-        if found.is_complete or seg.base_offset >= upper_bound:
+        if found.is_complete:
             break
     return out
 

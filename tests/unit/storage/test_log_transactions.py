@@ -449,7 +449,7 @@ OPS = st.lists(st.tuples(st.sampled_from(["send", "commit", "abort", "plain", "r
                          st.integers(1, 3), st.integers(1, 3)), min_size=1, max_size=40)
 
 
-@settings(max_examples=40, deadline=None,
+@settings(max_examples=30, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=OPS)
 def test_random_interleavings_match_a_simple_model(tmp_path_factory: pytest.TempPathFactory,
@@ -486,7 +486,9 @@ def test_random_interleavings_match_a_simple_model(tmp_path_factory: pytest.Temp
     lso = log.last_stable_offset()
     assert lso == (expected_fuo if expected_fuo is not None else log.log_end_offset)
     assert log.collect_aborted_transactions(0, log.log_end_offset) == model.aborted
-    assert [o for o, _ in committed_values(log)] == model.committed(lso)
+    expected = model.committed(lso)
+    for start in {0, log.log_end_offset // 3, log.log_end_offset // 2, lso}:
+        assert [o for o, _ in committed_values(log, start)] == [o for o in expected if o >= start]
     before = txn_state(log)
     hw = log.high_watermark
     # a crash: everything is recovered and the .txnindex files rebuilt from the log
@@ -496,3 +498,44 @@ def test_random_interleavings_match_a_simple_model(tmp_path_factory: pytest.Temp
     again = open_log(path, recovery_point=0, high_watermark=hw)
     assert txn_state(again) == before
     again.close()
+
+
+def test_the_txnindex_goes_with_its_segment(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", {"segment.bytes": "300", "file.delete.delay.ms": "0"})
+    p = Producer(log, 1)
+    p.send()
+    p.end(commit=False)
+    log.roll()
+    first = log.segments[0]
+    path = first.txn_index.path
+    assert path.name == "00000000000000000000.txnindex" and path.exists()
+    Producer(log, 9).send(txn=False)
+    replicate(log)
+    assert log.delete_records_before(2) == 2  # the aborted transaction's segment goes
+    assert not path.exists() and first.txn_index.path.name.endswith(".txnindex.deleted")
+    log.delete_pending_segments(force=True)
+    assert not first.txn_index.path.exists()
+    assert log.collect_aborted_transactions(0, log.log_end_offset) == []
+
+
+def test_an_orphan_txnindex_is_deleted_at_load(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    log.close()
+    orphan = tmp_path / "t-0" / "00000000000000000500.txnindex"
+    orphan.write_bytes(b"\x00" * ENTRY_SIZE)
+    open_log(tmp_path / "t-0", had_clean_shutdown=True).close()
+    assert not orphan.exists()
+
+
+def test_an_abort_segments_after_the_read_is_still_listed(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    p = Producer(log, 1)
+    p.send()
+    log.roll()
+    p.send()
+    log.roll()
+    p.end(commit=False)  # the marker two segments after the first batch
+    replicate(log)
+    info = log.read(0, 1 << 20, log.high_watermark, isolation=COMMITTED)
+    assert [h.base_offset for _, h in whole_batches(info.read_bytes())] == [0]
+    assert info.aborted_transactions == ((1, 0),)
