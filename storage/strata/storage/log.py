@@ -381,7 +381,7 @@ class Log:
             raise OffsetOutOfRangeError(
                 f"offset {start_offset} is outside [{self.log_start_offset}, {end}] of {self.dir}"
             )
-        if isolation is FetchIsolation.TXN_COMMITTED:
+        if isolation == FetchIsolation.TXN_COMMITTED:  # also the broker's enum (same values)
             first_unstable = self.producer_state.first_unstable_offset
             if first_unstable is not None and first_unstable < bound:
                 bound = first_unstable

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Container, Sequence
-from enum import Enum
+from enum import Enum, IntEnum
 
 from strata.storage import record_batch as rb
 from strata.storage.log_results import FetchDataInfo
@@ -44,13 +44,14 @@ class AppendOrigin(Enum):
     REPLICATION = "REPLICATION"
 
 
-class FetchIsolation(Enum):
+class FetchIsolation(IntEnum):
     """Where a read stops (Kafka's ``FetchIsolation``): the log end (followers), the high
-    watermark (read_uncommitted consumers), the last stable offset (read_committed)."""
+    watermark (read_uncommitted consumers), the last stable offset (read_committed). The
+    values are the broker's ``replication.partition.FetchIsolation``'s, so either compares."""
 
-    LOG_END = "LOG_END"
-    HIGH_WATERMARK = "HIGH_WATERMARK"
-    TXN_COMMITTED = "TXN_COMMITTED"
+    LOG_END = 0
+    HIGH_WATERMARK = 1
+    TXN_COMMITTED = 2
 
 
 def markers_of(
