@@ -549,9 +549,12 @@ def test_aborted_transactions_are_removed(tmp_path: Path, clock: ManualClock) ->
     assert batches() == [(0, 1), (3, 1), (4, 1)]
     clean(log, clock)  # the marker's transaction is empty: it gets a delete horizon
     assert batches() == [(0, 1), (3, 1), (4, 1)]
+    assert log.collect_aborted_transactions(0, log.log_end_offset) == [(9, 1)]
     clock.advance(DAY)
     clean(log, clock)
     assert batches() == [(0, 1), (4, 1)]
+    # the marker is gone, and so is its .txnindex entry
+    assert log.collect_aborted_transactions(0, log.log_end_offset) == []
 
 
 def test_open_transactions_bound_the_cleanable_range(tmp_path: Path,
