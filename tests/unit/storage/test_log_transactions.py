@@ -539,3 +539,27 @@ def test_an_abort_segments_after_the_read_is_still_listed(tmp_path: Path) -> Non
     info = log.read(0, 1 << 20, log.high_watermark, isolation=COMMITTED)
     assert [h.base_offset for _, h in whole_batches(info.read_bytes())] == [0]
     assert info.aborted_transactions == ((1, 0),)
+
+
+def test_a_torn_abort_marker_reopens_its_transaction_after_recovery(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    a, b = Producer(log, 1), Producer(log, 2)
+    a.send(2)  # 0-1
+    a.end(commit=False)  # 2
+    b.send()  # 3
+    abort_at = b.end(commit=False)  # 4: torn by the crash
+    replicate(log)
+    assert log.collect_aborted_transactions(0, 5) == [(1, 0), (2, 3)]
+    segment = log.active_segment
+    segment.offset_index.flush()
+    segment.time_index.flush()
+    size = segment.size
+    os_path = segment.log.path
+    with os_path.open("r+b") as f:
+        f.truncate(size - 10)
+    again = open_log(tmp_path / "t-0", recovery_point=0, high_watermark=abort_at)
+    assert again.log_end_offset == abort_at
+    assert again.collect_aborted_transactions(0, abort_at) == [(1, 0)]
+    assert again.producer_state.ongoing_transactions == {2: 3}
+    assert again.first_unstable_offset == 3 and again.last_stable_offset() == 3
+    assert [e.last_offset for e in again.active_segment.txn_index.all_aborted_txns()] == [2]
