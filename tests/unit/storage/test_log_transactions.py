@@ -53,9 +53,11 @@ def marker(pid: int, epoch: int, commit: bool, coordinator_epoch: int = 0) -> by
     return build_end_transaction_marker(pid, epoch, coordinator_epoch, commit, T0)
 
 
-def open_log(path: Path, props: dict[str, str] | None = None, **kw: object) -> Log:
-    return load_log(path, LogConfig.from_props(props or {}), ManualClock(T0),  # type: ignore[arg-type]
-                    **kw)
+def open_log(path: Path, props: dict[str, str] | None = None, *, recovery_point: int = 0,
+             high_watermark: int | None = None, had_clean_shutdown: bool = False) -> Log:
+    return load_log(path, LogConfig.from_props(props or {}), ManualClock(T0),
+                    recovery_point=recovery_point, high_watermark=high_watermark,
+                    had_clean_shutdown=had_clean_shutdown)
 
 
 @dataclass
