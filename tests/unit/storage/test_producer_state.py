@@ -18,6 +18,7 @@ from strata.storage.producer_state import (
     read_snapshot,
 )
 from strata.storage.record_batch import BatchHeader
+from strata.storage.records import ControlRecordType, EndTransactionMarker
 
 EXPIRATION_MS = 60_000
 T0 = 1_700_000_000_000
@@ -385,3 +386,27 @@ def test_entry_defaults() -> None:
     entry = ProducerStateEntry(4)
     assert entry.is_empty and entry.first_seq == entry.last_seq == -1
     assert entry.first_data_offset == entry.last_data_offset == -1
+
+
+def txn_header(pid: int, epoch: int, base_seq: int, count: int = 1) -> BatchHeader:
+    h = header(pid, epoch, base_seq, count)
+    return BatchHeader(**{**h._asdict(), "attributes": 0x10})  # transactional
+
+
+def test_open_transactions_survive_a_snapshot_in_offset_order(tmp_path: Path) -> None:
+    psm = ProducerStateManager(tmp_path, EXPIRATION_MS)
+    append(psm, txn_header(2, 0, 0), 10)
+    append(psm, txn_header(1, 0, 0), 11)
+    append(psm, txn_header(3, 0, 0), 12)
+    completed = psm.update_marker(header(3, 0, -1), 13, EndTransactionMarker(
+        ControlRecordType.ABORT, 7))
+    assert completed is not None and completed.is_aborted
+    assert (completed.first_offset, completed.last_offset, completed.last_stable_offset) == \
+        (12, 13, 10)  # the earliest other open transaction
+    psm.take_snapshot(14)
+    reloaded = ProducerStateManager(tmp_path, EXPIRATION_MS)
+    reloaded.load(0, 14)
+    assert list(reloaded.ongoing_transactions.items()) == [(2, 10), (1, 11)]
+    assert reloaded.first_unstable_offset == 10
+    entry = reloaded.last_entry(3)
+    assert entry is not None and entry.coordinator_epoch == 7 and not entry.in_transaction
