@@ -325,7 +325,11 @@ class Log:
                 if completed.is_aborted:
                     segment.update_txn_index(aborted_entry(completed))
 
-            apply_producer_batches(psm, producer_batches, markers, on_completed)
+            try:
+                apply_producer_batches(psm, producer_batches, markers, on_completed)
+            except KafkaStorageError as exc:  # the .txnindex write failed: a disk error
+                self._storage_failure(exc)
+                raise
         psm.update_map_end_offset(last_offset + 1)
         self._log_end_offset = last_offset + 1
 
@@ -381,7 +385,7 @@ class Log:
             raise OffsetOutOfRangeError(
                 f"offset {start_offset} is outside [{self.log_start_offset}, {end}] of {self.dir}"
             )
-        if isolation == FetchIsolation.TXN_COMMITTED:  # also the broker's enum (same values)
+        if isolation is not None and isolation == FetchIsolation.TXN_COMMITTED:  # or broker enum
             first_unstable = self.producer_state.first_unstable_offset
             if first_unstable is not None and first_unstable < bound:
                 bound = first_unstable
