@@ -447,7 +447,26 @@ class Model:
         return out
 
 
-OPS = st.lists(st.tuples(st.sampled_from(["send", "commit", "abort", "plain", "roll"]),
+def derive(events: list[tuple[int, str, int, int]]) -> Model:
+    """The model of a log holding ``events`` (offset, kind, producer, records), in order."""
+    model = Model()
+    for offset, kind, pid, n in events:
+        if kind == "send":
+            model.ongoing.setdefault(pid, offset)
+        if kind in ("send", "plain"):
+            for o in range(offset, offset + n):
+                model.values[o] = (pid, kind == "send")
+        elif kind in ("commit", "abort"):
+            first = model.ongoing.pop(pid, None)
+            if first is not None:
+                model.outcome[(pid, first)] = kind == "commit"
+                if kind == "abort":
+                    model.aborted.append((pid, first))
+    return model
+
+
+OPS = st.lists(st.tuples(st.sampled_from(["send", "commit", "abort", "plain", "roll",
+                                          "truncate"]),
                          st.integers(1, 3), st.integers(1, 3)), min_size=1, max_size=40)
 
 
@@ -457,32 +476,28 @@ OPS = st.lists(st.tuples(st.sampled_from(["send", "commit", "abort", "plain", "r
 def test_random_interleavings_match_a_simple_model(tmp_path_factory: pytest.TempPathFactory,
                                                   ops: list[tuple[str, int, int]]) -> None:
     path = tmp_path_factory.mktemp("prop") / "t-0"
-    log = open_log(path)
-    producers = {pid: Producer(log, pid) for pid in (1, 2, 3)}
-    plain = Producer(log, 9)
-    model = Model()
+    log = open_log(path, {"segment.bytes": "400"})
+    producers = {pid: Producer(log, pid) for pid in (1, 2, 3, 9)}
+    events: list[tuple[int, str, int, int]] = []
     for op, pid, n in ops:
         p = producers[pid]
         if op == "send":
-            first = p.send(n)
-            model.ongoing.setdefault(pid, first)
-            for o in range(first, first + n):
-                model.values[o] = (pid, True)
+            events.append((p.send(n), op, pid, n))
         elif op in ("commit", "abort"):
-            offset = p.end(commit=op == "commit")
-            first_of = model.ongoing.pop(pid, None)
-            if first_of is not None:
-                model.outcome[(pid, first_of)] = op == "commit"
-                if op == "abort":
-                    model.aborted.append((pid, first_of))
-            del offset
+            events.append((p.end(commit=op == "commit"), op, pid, 1))
         elif op == "plain":
-            first = plain.send(n, txn=False)
-            for o in range(first, first + n):
-                model.values[o] = (9, False)
-        else:
+            events.append((producers[9].send(n, txn=False), op, 9, n))
+        elif op == "roll":
             log.roll()
+        elif events:  # truncate: a follower cuts its log at a batch boundary
+            cut = events[len(events) * (n - 1) // 3][0]
+            log.truncate_to(cut)
+            events = [e for e in events if e[0] < cut]
+            for q in producers.values():  # the producers continue from what survived
+                entry = log.producer_state.last_entry(q.pid)
+                q.seq = entry.last_seq + 1 if entry is not None else 0
         replicate(log)
+        model = derive(events)
         expected_fuo = min(model.ongoing.values()) if model.ongoing else None
         assert log.first_unstable_offset == expected_fuo
     lso = log.last_stable_offset()
