@@ -11,8 +11,9 @@ it (Kafka's vocabulary, see GLOSSARY.md):
 * ``recovery_point`` — everything below it has been fsynced; recovery scans from here.
 * ``last_stable_offset`` (LSO) — min(first unstable offset, HW): read_committed consumers read
   below it. The first unstable offset is the first offset of the oldest transaction not yet
-  both decided and replicated (``producer_state``); retention and DeleteRecords never move the
-  log start offset past it. Transaction rules live in ``log_transactions``.
+  both decided and replicated (``producer_state``); retention never moves the log start offset
+  past it (DeleteRecords, as in Kafka, is bounded by the HW only). Transaction rules live in
+  ``log_transactions``.
 
 Invariants: segments are sorted by base offset and contiguous in offsets (gaps only where
 compaction removed records); only the last segment (the active one) is appended to; the segment
@@ -457,20 +458,14 @@ class Log:
                               on_completed)
 
     def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: move the log start offset up to ``offset`` (<= HW, and <= the first
-        offset of an open transaction); returns it."""
+        """DeleteRecords: move the log start offset up to ``offset`` (<= HW); returns it. As in
+        Kafka, an open transaction does not hold it back (only retention waits for it)."""
         with self.lock:
             self._check_online()
             if offset > self._high_watermark:
                 raise OffsetOutOfRangeError(
                     f"cannot delete records before {offset}: above the high watermark "
                     f"{self._high_watermark}"
-                )
-            first_unstable = self.producer_state.first_unstable_offset
-            if first_unstable is not None and offset > first_unstable:
-                raise OffsetOutOfRangeError(
-                    f"cannot delete records before {offset}: above the first offset "
-                    f"{first_unstable} of a transaction still open"
                 )
             self._increment_log_start_offset(offset)
             self._delete_segments_below_log_start()
