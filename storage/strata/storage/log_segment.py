@@ -283,7 +283,10 @@ class LogSegment:
         Length: ``min(max_position - start position, max_size)``, with ``max_position``
         defaulting to the segment size. With ``min_one_message`` (KIP-74) ``max_size`` is
         raised to the first batch's size, so that batch is returned whole. May end inside a
-        batch (the client discards the partial batch), like Kafka.
+        later batch (the client discards the partial batch), like Kafka; when even the first
+        batch does not fit (``max_size`` below its size without ``min_one_message``) the slice
+        is empty, as Kafka's ``readFromLog`` answers Fetch v3+ (``firstEntryIncomplete``):
+        a partition holding only part of a batch makes consumers fail ("no complete records").
         """
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size} for a read of {self.log.path}")
@@ -292,6 +295,8 @@ class LogSegment:
             return None
         start_position, header = found
         adjusted_max_size = max(max_size, header.size) if min_one_message else max_size
+        if adjusted_max_size < header.size:
+            return self.log.slice(start_position, 0)
         limit = self.size if max_position is None else max_position
         fetch_size = max(min(limit - start_position, adjusted_max_size), 0)
         return self.log.slice(start_position, fetch_size)
