@@ -71,14 +71,20 @@ class ClientQuotaManager:
     _sensors: dict[tuple[str, str], SampledRate] = field(default_factory=dict)
     throttles: dict[tuple[str, str], ThrottleStats] = field(default_factory=dict)
     _exempt: SampledRate | None = None
+    _enabled: bool = False
+
+    def __post_init__(self) -> None:
+        self._enabled = self.quotas.has_any(self.key)
 
     def update_quotas(self, quotas: ClientQuotas) -> None:
         """New quota configuration: sensors keep their history, limits apply from now."""
         self.quotas = quotas
+        self._enabled = quotas.has_any(self.key)
 
     @property
     def enabled(self) -> bool:
-        return self.quotas.has_any(self.key)
+        """Whether any entity has a quota of this key (asked on every request: cached)."""
+        return self._enabled
 
     def _sensor(self, tags: tuple[str, str], now_ms: int) -> SampledRate:
         sensor = self._sensors.get(tags)
