@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from strata.client.broker_client import BrokerClient
