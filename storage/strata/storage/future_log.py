@@ -1,0 +1,165 @@
+"""The future replica of a partition moving between two ``log.dirs`` of one broker.
+
+Kafka's AlterReplicaLogDirs (KIP-113): the *future log* is a second ``Log`` of the partition in
+the destination dir, ``<topic>-<partition>.<unique id>-future``, that copies the *current* log
+and keeps catching up with the appends that keep arriving, like a follower of a local leader
+(Kafka's ``ReplicaAlterLogDirsThread``). When it holds everything the current log holds it is
+swapped in (``LogManager.replace_current_with_future_log``) and the current directory is renamed
+``-delete`` and removed later.
+
+This module owns:
+
+* ``next_step`` (pure): given both logs' offsets, what the mover does next: restart the future
+  log empty at the current log start offset (the current log's retention or DeleteRecords passed
+  everything copied so far), truncate it (the current log was truncated below what was copied:
+  a follower's divergence, found as KIP-101 does, by the end offset of the future's latest
+  leader epoch in the current log), copy from its log end offset, or swap;
+* ``copy_batches``: append whole batches read from the current log to the future log as a
+  follower does (offsets, leader epochs and producer state kept; the leader-epoch cache and the
+  producer state are rebuilt batch by batch);
+* ``promote``: the swap's file work, with every append of the partition stopped (its caller runs
+  it on the event loop, the owner thread of every append, in one step with no await): the
+  current log's producer state (snapshot at its log end offset) and leader-epoch cache are
+  carried over, the current dir is renamed ``-delete`` *before* the future dir takes the
+  partition's name (a crash between the two renames leaves a ``-future`` dir and no current
+  one: the next startup makes it the current log, ``LogManager.startup``), and the log is
+  reopened from its new path with the current log's start offset and high watermark.
+
+Invariant: the future log is written only by the one mover of its partition (a worker thread
+while copying, the event loop for the swap); nothing else reads it except DescribeLogDirs
+(its size and log end offset).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from strata.storage import log_file_names as names
+from strata.storage import record_batch as rb
+from strata.storage.log import Log
+from strata.storage.log_results import FetchDataInfo
+
+__all__ = ["Action", "Positions", "Step", "copy_batches", "next_step", "promote"]
+
+
+class Action(enum.Enum):
+    COPY = "copy"  # append the current log's batches from ``offset`` to the future log
+    TRUNCATE = "truncate"  # remove the future log's offsets at and above ``offset``
+    RESTART = "restart"  # drop the future log's segments and restart it empty at ``offset``
+    SWAP = "swap"  # the future log holds every offset of the current log: swap it in
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    action: Action
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Positions:
+    """Both logs' offsets as the mover sees them before its next step."""
+
+    current_log_start_offset: int
+    current_log_end_offset: int
+    future_log_start_offset: int
+    future_log_end_offset: int
+    # (epoch, end offset) that the current log answers for the future log's latest leader
+    # epoch (``Log.end_offset_for_epoch``); None while the future log holds no epoch.
+    current_end_for_future_epoch: tuple[int, int] | None = None
+
+
+def next_step(p: Positions) -> Step:
+    """What the mover does next (see the module docstring); pure."""
+    restart = Step(Action.RESTART, p.current_log_start_offset)
+    if p.future_log_end_offset < p.current_log_start_offset or \
+            p.future_log_start_offset > p.current_log_end_offset:
+        return restart  # nothing copied is still in the current log (or it starts later)
+    cut = min(p.future_log_end_offset, p.current_log_end_offset)
+    if p.current_end_for_future_epoch is not None:
+        epoch, end = p.current_end_for_future_epoch
+        if epoch < 0 or end < 0:
+            return restart  # the current log knows no epoch at or below the future's first
+        cut = min(cut, end)
+    if cut < p.future_log_end_offset:
+        if cut < p.future_log_start_offset:
+            return restart
+        return Step(Action.TRUNCATE, cut)
+    if p.future_log_end_offset < p.current_log_end_offset:
+        return Step(Action.COPY, p.future_log_end_offset)
+    return Step(Action.SWAP, p.future_log_end_offset)
+
+
+def positions(current: Log, future: Log) -> Positions:
+    """The ``Positions`` of two live logs (read on the thread that appends to ``current``)."""
+    epoch = future.latest_epoch
+    return Positions(
+        current.log_start_offset, current.log_end_offset,
+        future.log_start_offset, future.log_end_offset,
+        None if epoch is None else current.end_offset_for_epoch(epoch))
+
+
+def whole_batches(data: bytes) -> memoryview:
+    """The prefix of ``data`` made of whole batches (a read may end inside one)."""
+    view = memoryview(data)
+    pos, end = 0, len(view)
+    while pos < end:
+        size = rb.peek_size(view, pos)
+        if size is None or pos + size > end:
+            break
+        pos += size
+    return view[:pos]
+
+
+def copy_batches(future: Log, data: FetchDataInfo) -> int:
+    """Append the whole batches of one read of the current log to the future log; returns the
+    bytes appended. Blocking file I/O: the mover runs it in a worker thread."""
+    records = whole_batches(data.read_bytes())
+    if records.nbytes:
+        future.append_as_follower(records)
+    return records.nbytes
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def promote(current: Log, future: Log, load: Callable[[Path], Log]) -> tuple[Log, Path]:
+    """Swap ``future`` in for ``current`` on disk; returns the reopened log (``load(path)`` of
+    the future dir under the partition's own name) and where the current dir went (renamed
+    ``-delete``: its files stay open until the caller closes ``current`` and removes it).
+
+    The caller holds every append of the partition off until it has replaced ``current`` by the
+    returned log everywhere, and ``future`` holds exactly the current log's offsets."""
+    if future.log_end_offset != current.log_end_offset:
+        raise ValueError(f"future log {future.dir} ends at {future.log_end_offset}, the current "
+                         f"log at {current.log_end_offset}: not caught up")
+    end = current.log_end_offset
+    topic, partition = names.parse_topic_partition_name(current.dir.name)
+    # The leader-epoch cache and the producer state as the current log has them (an epoch
+    # without batches, producers whose batches retention already removed).
+    future.leader_epoch_cache.clear_and_flush()
+    for entry in current.leader_epoch_cache.epoch_entries():
+        future.leader_epoch_cache.assign(entry.epoch, entry.start_offset)
+    current.producer_state.take_snapshot(end)
+    future.close()  # trims indexes, writes its own producer snapshot at ``end``
+    snapshot = names.producer_snapshot_file(current.dir, end)
+    if snapshot.exists():
+        shutil.copyfile(snapshot, names.producer_snapshot_file(future.dir, end))
+    doomed = current.dir.with_name(
+        names.log_delete_dir_name(topic, partition, uuid.uuid4().hex))
+    final = future.dir.with_name(names.topic_partition_dir_name(topic, partition))
+    current.dir.rename(doomed)
+    future.dir.rename(final)
+    _fsync_dir(doomed.parent)
+    _fsync_dir(final.parent)
+    return load(final), doomed
