@@ -8,13 +8,16 @@ future log, one step at a time as ``strata.storage.future_log.next_step`` decide
   (a read is a snapshot of file slices), then read the bytes and append them to the future log
   in a worker thread (``future_log.copy_batches``); appends to the current log go on meanwhile;
 * truncate / restart: the current log was truncated or its start moved past the copy;
-* swap: the future log holds every offset of the current log. The first time, it is fsynced in
-  a worker thread and the step is re-decided (appends may have arrived meanwhile); then
-  ``LogManager.replace_current_with_future_log`` and ``Partition.log = new`` run in one step on
-  the event loop, with no await in between: every append of every partition runs on the event
-  loop, so none can land between the last check and the swap (the pause of appends is that
-  step). Afterwards every checkpoint file is rewritten (the partition's entries move to its
-  new dir) and cleaning of the partition, paused for the move, resumes.
+* swap: once what is left to copy is the tail of the current log's active segment, smaller
+  than a chunk, the future log is fsynced in a worker thread and the step is re-decided
+  (appends went on meanwhile); then the tail left (what arrived since) is copied,
+  ``LogManager.replace_current_with_future_log`` runs and ``Partition.log`` is set, in one step
+  on the event loop with no await in between. Every append of every partition runs on the
+  event loop, so none can land between the last copy and the swap: appends are paused for
+  that step only, and a move converges for any append rate below the copy rate (a mover that
+  swapped only when it found itself exactly caught up could chase a steady producer forever).
+  Afterwards every checkpoint file is rewritten (the partition's entries move to its new dir)
+  and cleaning of the partition, paused for the move, resumes.
 
 A mover ends when its move is done, when the partition or its future log goes away
 (``LogManager.delete_log``, a newer AlterReplicaLogDirs), or on a storage error (the future log
@@ -27,6 +30,7 @@ One manager per ``ReplicaManager`` (``manager_for``), event-loop only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import weakref
 
@@ -92,7 +96,7 @@ class ReplicaAlterLogDirsManager:
 
     async def _move(self, tp: TopicPartition, future: Log) -> None:
         cleaner = self.log_manager.cleaner
-        await asyncio.to_thread(cleaner.abort_and_pause_cleaning, tp)
+        cleaner.abort_and_pause_cleaning(tp)  # a round in progress swaps nothing more
         try:
             await self._follow(tp, future)
         except Exception:  # the move fails alone; the current log serves on
@@ -100,7 +104,8 @@ class ReplicaAlterLogDirsManager:
             if self.log_manager.future_log(*tp) is future:
                 await asyncio.to_thread(self.log_manager.remove_future_log, *tp)
         finally:
-            cleaner.resume_cleaning(tp)
+            with contextlib.suppress(ValueError):  # not paused: the partition was deleted
+                cleaner.resume_cleaning(tp)
             if self._tasks.get(tp) is asyncio.current_task():
                 del self._tasks[tp]
 
@@ -115,18 +120,30 @@ class ReplicaAlterLogDirsManager:
             if current.offline:
                 raise StorageError(f"the current log of {tp[0]}-{tp[1]} is offline")
             step = next_step(positions(current, future))
-            if step.action is Action.COPY:
-                data = current.read(step.offset, COPY_CHUNK_BYTES)
-                await asyncio.to_thread(copy_batches, future, data)
-            elif step.action is Action.TRUNCATE:
+            if step.action is Action.TRUNCATE:
                 await asyncio.to_thread(future.truncate_to, step.offset)
-            elif step.action is Action.RESTART:
+                continue
+            if step.action is Action.RESTART:
                 await asyncio.to_thread(future.truncate_fully_and_start_at, step.offset)
-            elif not flushed:
+                continue
+            data = current.read(step.offset, COPY_CHUNK_BYTES) \
+                if step.action is Action.COPY else None
+            tail = step.action is Action.SWAP or (
+                data is not None and data.size < COPY_CHUNK_BYTES and
+                step.offset >= current.active_segment.base_offset)
+            if not tail and data is not None:
+                await asyncio.to_thread(copy_batches, future, data)
+            elif not flushed:  # fsync the bulk of the copy before the swap
                 await asyncio.to_thread(future.flush)
                 flushed = True
             else:
-                # One step on the event loop: no append of the partition can come between.
+                # One step on the event loop, with no await: every append of the partition
+                # runs on the event loop, so none can come between the last copy (less than
+                # a chunk: what arrived since the previous step) and the swap.
+                if data is not None:
+                    copy_batches(future, data)
+                if future.log_end_offset != current.log_end_offset:
+                    continue
                 partition.log = self.log_manager.replace_current_with_future_log(*tp)
                 self.moved += 1
                 await asyncio.to_thread(self.log_manager.checkpoint_all)
