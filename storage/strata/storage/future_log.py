@@ -23,7 +23,9 @@ This module owns:
   carried over, the current dir is renamed ``-delete`` *before* the future dir takes the
   partition's name (a crash between the two renames leaves a ``-future`` dir and no current
   one: the next startup makes it the current log, ``LogManager.startup``), and the log is
-  reopened from its new path with the current log's start offset and high watermark.
+  reopened from its new path with the current log's start offset and high watermark;
+* ``settle_future_dirs``: the startup rule for ``-future`` dirs (discard, or promote after a
+  crash inside ``promote``); ``close_abandoned``: closing a future log a mover may be using.
 
 Invariant: the future log is written only by the one mover of its partition (a worker thread
 while copying, the event loop for the swap); nothing else reads it except DescribeLogDirs
@@ -33,10 +35,11 @@ while copying, the event loop for the swap); nothing else reads it except Descri
 from __future__ import annotations
 
 import enum
+import logging
 import os
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +48,10 @@ from strata.storage import record_batch as rb
 from strata.storage.log import Log
 from strata.storage.log_results import FetchDataInfo
 
-__all__ = ["Action", "Positions", "Step", "copy_batches", "next_step", "promote"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["Action", "Positions", "Step", "close_abandoned", "copy_batches", "next_step",
+           "promote", "settle_future_dirs"]
 
 
 class Action(enum.Enum):
@@ -163,3 +169,33 @@ def promote(current: Log, future: Log, load: Callable[[Path], Log]) -> tuple[Log
     _fsync_dir(doomed.parent)
     _fsync_dir(final.parent)
     return load(final), doomed
+
+
+def close_abandoned(future: Log) -> None:
+    """Close a future log that is given up. Under its lock and marked offline first: a mover's
+    copy step in a worker thread finishes before, or fails cleanly after (it never writes to a
+    closed, maybe reused, file descriptor)."""
+    with future.lock:
+        future.offline = True
+        future.close()
+
+
+def settle_future_dirs(futures: Sequence[Path], current: set[tuple[str, int]]) -> list[Path]:
+    """Startup: remove each ``-future`` dir whose partition has a current dir (``current``:
+    the partitions found; the move is not resumed) and rename the others to the partition's
+    name (a crash between ``promote``'s two renames: the current dir is already ``-delete``,
+    the future one holds every offset). Returns the renamed dirs, now partition logs."""
+    promoted = []
+    for future in futures:
+        tp = names.parse_topic_partition_name(future.name)
+        if tp in current:
+            logger.info("discarding the unfinished move of %s-%d to %s", *tp, future.parent)
+            shutil.rmtree(future, ignore_errors=True)
+            continue
+        final = future.with_name(names.topic_partition_dir_name(*tp))
+        logger.warning("%s-%d: the future log %s replaces a current log removed by an "
+                       "interrupted swap", *tp, future)
+        future.rename(final)
+        current.add(tp)
+        promoted.append(final)
+    return promoted

@@ -59,7 +59,7 @@ from strata.storage.checkpoints import OffsetCheckpointFile
 from strata.storage.cleaner import CleanerStats
 from strata.storage.clock import Clock
 from strata.storage.errors import KafkaStorageError, LogDirOfflineError, StorageError
-from strata.storage.future_log import promote
+from strata.storage.future_log import close_abandoned, promote, settle_future_dirs
 from strata.storage.log import Log
 from strata.storage.log_cleaner import CleanerConfig, LogCleaner
 from strata.storage.log_config import LogConfig
@@ -165,30 +165,19 @@ class LogManager:
 
     def _settle_future_dirs(self, futures: Sequence[Path],
                             current: set[TopicPartition]) -> list[_LoadJob]:
-        """Startup: discard future logs whose partition has a current log; promote the others
-        (a crash between the swap's renames). The promoted log is recovered in full; its log
-        start offset and high watermark come from whichever dir's checkpoint still has them."""
+        """Startup (``future_log.settle_future_dirs``): a promoted future log is recovered in
+        full; its log start offset and HW come from whichever dir's checkpoint has them."""
         jobs: list[_LoadJob] = []
-        for future in futures:
-            tp = names.parse_topic_partition_name(future.name)
-            if tp in current:
-                logger.info("discarding the unfinished move of %s-%d to %s", *tp, future.parent)
-                shutil.rmtree(future, ignore_errors=True)
-                continue
-            final = future.with_name(names.topic_partition_dir_name(*tp))
-            logger.warning("%s-%d: the future log %s replaces a current log deleted by an "
-                           "interrupted swap", *tp, future)
-            future.rename(final)
-            current.add(tp)
-            starts: dict[TopicPartition, int] = {}
-            hws: dict[TopicPartition, int] = {}
+        for final in settle_future_dirs(futures, current):
+            tp = names.parse_topic_partition_name(final.name)
+            found: list[dict[TopicPartition, int]] = [{}, {}]
             for data_dir in self.log_dirs:
-                for name, into in ((LOG_START_OFFSET_CHECKPOINT, starts),
-                                   (REPLICATION_OFFSET_CHECKPOINT, hws)):
+                for name, into in zip((LOG_START_OFFSET_CHECKPOINT,
+                                       REPLICATION_OFFSET_CHECKPOINT), found, strict=True):
                     offset = OffsetCheckpointFile(data_dir / name).read_or_empty().get(tp)
                     if offset is not None:
                         into[tp] = max(into.get(tp, offset), offset)
-            jobs.append((final.parent, final, False, {}, starts, hws))
+            jobs.append((final.parent, final, False, {}, found[0], found[1]))
         return jobs
 
     def _load(
@@ -227,9 +216,11 @@ class LogManager:
             if not log.offline:
                 self._flush(log)
         self.checkpoint_all()
-        for log in [*self._logs.values(), *self._future_logs.values()]:
+        for log in self._logs.values():
             log.close()
-        self._future_logs.clear()  # left on disk: discarded at the next startup
+        for future in self._future_logs.values():  # left on disk: discarded at the next startup
+            close_abandoned(future)
+        self._future_logs.clear()
         self._delete_swapped_out_logs(force=True)
         for data_dir in self.log_dirs:
             if data_dir not in self.offline_dirs:
@@ -374,7 +365,7 @@ class LogManager:
         future = self._future_logs.pop((topic, partition), None)
         if future is None:
             return False
-        future.close()
+        close_abandoned(future)
         doomed = future.dir.with_name(names.log_delete_dir_name(topic, partition,
                                                                 uuid.uuid4().hex))
         future.dir.rename(doomed)
