@@ -50,8 +50,8 @@ from strata.storage.log_results import FetchDataInfo
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Action", "Positions", "Step", "close_abandoned", "copy_batches", "next_step",
-           "promote", "settle_future_dirs"]
+__all__ = ["Action", "Positions", "Step", "close_abandoned", "copy_batches", "flush_future",
+           "next_step", "promote", "settle_future_dirs"]
 
 
 class Action(enum.Enum):
@@ -129,6 +129,15 @@ def copy_batches(future: Log, data: FetchDataInfo) -> int:
     if records.nbytes:
         future.append_as_follower(records)
     return records.nbytes
+
+
+def flush_future(future: Log) -> None:
+    """fsync the future log, unless it was given up (``close_abandoned``) meanwhile: under its
+    lock, so that a closed file descriptor is never fsynced (a failed fsync takes the log dir
+    offline). Blocking: the mover runs it in a worker thread."""
+    with future.lock:
+        if not future.offline:
+            future.flush()
 
 
 def _fsync_dir(directory: Path) -> None:

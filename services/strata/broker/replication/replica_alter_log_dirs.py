@@ -36,7 +36,7 @@ import weakref
 
 from strata.broker.replication.replica_manager import ReplicaManager
 from strata.storage.errors import StorageError
-from strata.storage.future_log import Action, copy_batches, next_step, positions
+from strata.storage.future_log import Action, copy_batches, flush_future, next_step, positions
 from strata.storage.log import Log
 
 logger = logging.getLogger(__name__)
@@ -100,8 +100,8 @@ class ReplicaAlterLogDirsManager:
         try:
             await self._follow(tp, future)
         except Exception:  # the move fails alone; the current log serves on
-            logger.exception("moving %s-%d to %s failed", *tp, future.dir.parent)
-            if self.log_manager.future_log(*tp) is future:
+            if self.log_manager.future_log(*tp) is future:  # else: given up meanwhile
+                logger.exception("moving %s-%d to %s failed", *tp, future.dir.parent)
                 await asyncio.to_thread(self.log_manager.remove_future_log, *tp)
         finally:
             with contextlib.suppress(ValueError):  # not paused: the partition was deleted
@@ -134,7 +134,7 @@ class ReplicaAlterLogDirsManager:
             if not tail and data is not None:
                 await asyncio.to_thread(copy_batches, future, data)
             elif not flushed:  # fsync the bulk of the copy before the swap
-                await asyncio.to_thread(future.flush)
+                await asyncio.to_thread(flush_future, future)
                 flushed = True
             else:
                 # One step on the event loop, with no await: every append of the partition
