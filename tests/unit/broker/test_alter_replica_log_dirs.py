@@ -28,9 +28,14 @@ from ..storage.test_future_log import read_values
 from .helpers import TOPIC_ID, batch, context, request
 
 
-def two_dir_state(tmp_path: Path, *topics: tuple[str, int]) -> BrokerState:
-    """A BrokerState whose broker has ``log.dirs`` a and b, leading ``topics`` at epoch 0."""
-    dirs = [tmp_path / "a", tmp_path / "b"]
+def two_dir_state(tmp_path: Path, *topics: tuple[str, int], dirs: str = "ab") -> BrokerState:
+    """A BrokerState whose broker has ``log.dirs`` a and b (or ``dirs``), leading ``topics``
+    at epoch 0."""
+    log_dirs = [tmp_path / name for name in dirs]
+    return _state(log_dirs, *topics)
+
+
+def _state(dirs: list[Path], *topics: tuple[str, int]) -> BrokerState:
     settings = {"node.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0",
                 "log.dirs": ",".join(map(str, dirs))}
     clock = SystemClock()
@@ -48,10 +53,13 @@ def two_dir_state(tmp_path: Path, *topics: tuple[str, int]) -> BrokerState:
 
 
 def other_dir(state: BrokerState, topic: str, partition: int) -> Path:
+    return other_dirs(state, topic, partition)[0]
+
+
+def other_dirs(state: BrokerState, topic: str, partition: int) -> list[Path]:
     log = state.log_manager.get_log(topic, partition)
     assert log is not None
-    (other,) = [d for d in state.log_manager.log_dirs if d != log.dir.parent]
-    return other
+    return [d for d in state.log_manager.log_dirs if d != log.dir.parent]
 
 
 async def call(state: BrokerState, api_key: ApiKey, version: int, **fields: Any) -> Any:
@@ -172,3 +180,37 @@ async def test_a_move_completes_while_appends_keep_arriving(tmp_path: Path) -> N
     assert partition.log_end_offset == 401 + appended
     assert not any(d.name.startswith("t-0") and d.name.endswith("-future")
                    for d in target.iterdir())
+
+
+def fill(state: BrokerState, topic: str, batches: int) -> None:
+    partition = state.replica_manager.get_partition_or_error(topic, 0)
+    for i in range(batches):
+        partition.append_records_to_leader(batch(b"v%d" % i, b"x" * 4000), required_acks=1)
+
+
+async def test_a_move_elsewhere_replaces_the_running_one(tmp_path: Path) -> None:
+    state = two_dir_state(tmp_path, ("t", 1), dirs="abc")
+    fill(state, "t", 300)
+    first, second = other_dirs(state, "t", 0)
+    movers = manager_for(state.replica_manager)
+    await call(state, ApiKey.ALTER_REPLICA_LOG_DIRS, 2, dirs=[alter(first, "t", 0)])
+    response = await call(state, ApiKey.ALTER_REPLICA_LOG_DIRS, 2, dirs=[alter(second, "t", 0)])
+    assert errors(response) == {("t", 0): ErrorCode.none}
+    assert [d.name for d in first.iterdir() if d.name.startswith("t-0")] == []
+    await asyncio.wait_for(movers.wait("t", 0), 30)
+    log = state.log_manager.get_log("t", 0)
+    assert log is not None and log.dir == second / "t-0" and log.log_end_offset == 600
+    assert state.replica_manager.get_partition_or_error("t", 0).log is log
+
+
+async def test_deleting_a_moving_partition_ends_its_move(tmp_path: Path) -> None:
+    state = two_dir_state(tmp_path, ("t", 1))
+    fill(state, "t", 300)
+    target = other_dir(state, "t", 0)
+    movers = manager_for(state.replica_manager)
+    await call(state, ApiKey.ALTER_REPLICA_LOG_DIRS, 2, dirs=[alter(target, "t", 0)])
+    await asyncio.to_thread(state.log_manager.delete_log, "t", 0)
+    await asyncio.wait_for(movers.wait("t", 0), 30)
+    assert state.log_manager.future_log("t", 0) is None
+    assert [d.name for d in target.iterdir() if d.name.startswith("t-0")] == []
+    assert target not in state.log_manager.offline_dirs
