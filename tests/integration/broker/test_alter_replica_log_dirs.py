@@ -44,14 +44,18 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 @pytest.fixture
 def admin(broker: BrokerProcess) -> Iterator[KafkaAdminClient]:
-    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
+    client = admin_client(broker)
     yield client
     client.close()
 
 
-def placement(admin: KafkaAdminClient) -> dict[tuple[str, bool], int]:
+def admin_client(broker: BrokerProcess) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
+
+
+def placement(admin: KafkaAdminClient, topic: str = TOPIC) -> dict[tuple[str, bool], int]:
     """(log dir, is future) -> size of the topic's partition 0 there, as DescribeLogDirs says."""
-    (answer,) = admin.describe_log_dirs(topic_partitions={TOPIC: [0]})
+    (answer,) = admin.describe_log_dirs(topic_partitions={topic: [0]})
     return {(d["log_dir"], p["is_future_key"]): p["partition_size"]
             for d in answer["log_dirs"] for t in d["topics"] for p in t["partitions"]}
 
@@ -59,7 +63,8 @@ def placement(admin: KafkaAdminClient) -> dict[tuple[str, bool], int]:
 class AckedProducer:
     """An idempotent acks=all producer in a thread; records what was acknowledged where."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, topic: str = TOPIC) -> None:
+        self.topic = topic
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
                                   "enable.idempotence": True, "linger.ms": 5, "log_level": 0})
         self.acked: dict[int, bytes] = {}
@@ -84,7 +89,7 @@ class AckedProducer:
     def _send_one(self) -> None:
         while True:
             try:
-                self.producer.produce(TOPIC, value=b"v-%08d" % self.sent + b"." * 200,
+                self.producer.produce(self.topic, value=b"v-%08d" % self.sent + b"." * 200,
                                       partition=0, on_delivery=self._on_delivery)
                 break
             except BufferError:
@@ -107,10 +112,10 @@ class AckedProducer:
         assert self.producer.flush(60) == 0
 
 
-def consume_all(bootstrap: str, end: int) -> list[tuple[int, bytes]]:
+def consume_all(bootstrap: str, end: int, topic: str = TOPIC) -> list[tuple[int, bytes]]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
                          "enable.auto.commit": False, "log_level": 0})
-    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    consumer.assign([TopicPartition(topic, 0, 0)])
     out: list[tuple[int, bytes]] = []
     deadline = time.monotonic() + CONSUME_DEADLINE_S
     try:
@@ -172,9 +177,34 @@ def test_a_partition_moves_while_a_producer_keeps_producing(
 
     admin.close()  # its connections would break with the restart
     broker.restart()
-    with closing(KafkaAdminClient(bootstrap_servers=broker.bootstrap,
-                                  request_timeout_ms=10_000)) as again:
+    with closing(admin_client(broker)) as again:
         assert set(placement(again)) == {(target, False)}
     assert not any(p.name.endswith("-future") for d in ("a", "b")
                    for p in (broker.workdir / d).iterdir())
     assert dict(consume_all(broker.bootstrap, end)) == producer.acked
+
+
+def test_a_broker_killed_during_a_move_keeps_every_acknowledged_record(
+        broker: BrokerProcess) -> None:
+    """SIGKILL right after the move starts, wherever the copy or swap then is: after the
+    restart the partition is in exactly one dir, no ``-future`` dir is left, and every
+    acknowledged record is there."""
+    topic = "killed"
+    with closing(admin_client(broker)) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+        producer = AckedProducer(broker.bootstrap, topic)
+        producer.produce(PREFILL)
+        ((source, _),) = placement(admin, topic)
+        (target,) = {str((broker.workdir / d).resolve()) for d in ("a", "b")} - {source}
+        answer = admin.alter_replica_log_dirs({TopicPartitionReplica(topic, 0, 1): target})
+        assert answer == {TopicPartitionReplica(topic, 0, 1): NoError}
+    assert broker.kill() == -9
+    broker.start()
+    homes = [d for d in ("a", "b") if (broker.workdir / d / f"{topic}-0").is_dir()]
+    leftovers = [p.name for d in ("a", "b") for p in (broker.workdir / d).iterdir()
+                 if p.name.startswith(f"{topic}-0.")]
+    print(f"after the kill {topic}-0 (moving from {Path(source).name} to {Path(target).name}) "
+          f"is in {homes}; left over: {leftovers}")
+    assert len(homes) == 1 and not [n for n in leftovers if n.endswith("-future")]
+    end = max(producer.acked) + 1
+    assert dict(consume_all(broker.bootstrap, end, topic)) == producer.acked
