@@ -21,6 +21,7 @@ from strata.broker.topic_store import FileTopicStore
 from strata.protocol import ApiKey, encode_response
 from strata.protocol.codec import decode_response
 from strata.protocol.error_codes import ErrorCode
+from strata.storage.checkpoints import OffsetCheckpointFile
 from strata.storage.clock import SystemClock
 from strata.storage.log_manager import LogManager
 
@@ -152,6 +153,8 @@ async def test_a_move_completes_while_appends_keep_arriving(tmp_path: Path) -> N
         partition.append_records_to_leader(batch(b"before-%d" % i, b"x" * 2000), required_acks=1)
     source = partition.log
     target = other_dir(state, "t", 0)
+    cleaner = state.log_manager.cleaner.manager
+    cleaner.update_checkpoints(source.dir.parent, (("t", 0), 100))  # clean below 100
     response = await call(state, ApiKey.ALTER_REPLICA_LOG_DIRS, 2, dirs=[alter(target, "t", 0)])
     assert errors(response) == {("t", 0): ErrorCode.none}
     movers = manager_for(state.replica_manager)
@@ -180,6 +183,11 @@ async def test_a_move_completes_while_appends_keep_arriving(tmp_path: Path) -> N
     assert partition.log_end_offset == 401 + appended
     assert not any(d.name.startswith("t-0") and d.name.endswith("-future")
                    for d in target.iterdir())
+    checkpoints = {d: OffsetCheckpointFile(d / "recovery-point-offset-checkpoint").read()
+                   for d in state.log_manager.log_dirs}
+    assert ("t", 0) in checkpoints[target] and ("t", 0) not in checkpoints[source.dir.parent]
+    assert OffsetCheckpointFile(target / "cleaner-offset-checkpoint").read() == {("t", 0): 100}
+    assert cleaner.cleaning_state(("t", 0)) is None  # no longer paused
 
 
 def fill(state: BrokerState, topic: str, batches: int) -> None:

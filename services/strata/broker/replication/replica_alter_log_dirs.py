@@ -16,8 +16,8 @@ future log, one step at a time as ``strata.storage.future_log.next_step`` decide
   event loop, so none can land between the last copy and the swap: appends are paused for
   that step only, and a move converges for any append rate below the copy rate (a mover that
   swapped only when it found itself exactly caught up could chase a steady producer forever).
-  Afterwards every checkpoint file is rewritten (the partition's entries move to its new dir)
-  and cleaning of the partition, paused for the move, resumes.
+  Afterwards every checkpoint file is rewritten (the partition's entries move to its new dir,
+  its cleaner checkpoint too) and cleaning of the partition, paused for the move, resumes.
 
 A mover ends when its move is done, when the partition or its future log goes away
 (``LogManager.delete_log``, a newer AlterReplicaLogDirs), or on a storage error (the future log
@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import logging
 import weakref
+from pathlib import Path
 
 from strata.broker.replication.replica_manager import ReplicaManager
 from strata.storage.errors import StorageError
@@ -144,7 +145,14 @@ class ReplicaAlterLogDirsManager:
                     copy_batches(future, data)
                 if future.log_end_offset != current.log_end_offset:
                     continue
+                source = current.dir.parent
                 partition.log = self.log_manager.replace_current_with_future_log(*tp)
                 self.moved += 1
-                await asyncio.to_thread(self.log_manager.checkpoint_all)
+                await asyncio.to_thread(self._after_swap, tp, source, partition.log.dir.parent)
                 return
+
+    def _after_swap(self, tp: TopicPartition, source: Path, destination: Path) -> None:
+        """Blocking: the partition's checkpoint entries (recovery point, log start offset,
+        high watermark, how far it is clean) move to its new dir."""
+        self.log_manager.checkpoint_all()
+        self.log_manager.cleaner.manager.alter_checkpoint_dir(tp, source, destination)
