@@ -25,7 +25,8 @@ This module owns:
   one: the next startup makes it the current log, ``LogManager.startup``), and the log is
   reopened from its new path with the current log's start offset and high watermark;
 * ``settle_future_dirs``: the startup rule for ``-future`` dirs (discard, or promote after a
-  crash inside ``promote``); ``close_abandoned``: closing a future log a mover may be using.
+  crash inside ``promote``); ``close_abandoned``: closing a future log a mover may be using;
+  ``SwappedOutLogs``: the replaced logs until their delayed removal.
 
 Invariant: the future log is written only by the one mover of its partition (a worker thread
 while copying, the event loop for the swap); nothing else reads it except DescribeLogDirs
@@ -50,8 +51,8 @@ from strata.storage.log_results import FetchDataInfo
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Action", "Positions", "Step", "close_abandoned", "copy_batches", "flush_future",
-           "next_step", "promote", "settle_future_dirs"]
+__all__ = ["Action", "Positions", "Step", "SwappedOutLogs", "close_abandoned", "copy_batches",
+           "discard", "flush_future", "next_step", "promote", "settle_future_dirs"]
 
 
 class Action(enum.Enum):
@@ -189,6 +190,20 @@ def close_abandoned(future: Log) -> None:
         future.close()
 
 
+def discard(future: Log) -> None:
+    """Give a future log up: close it (``close_abandoned``), rename its dir ``-delete`` and
+    remove it. A dir that cannot be renamed (it went offline) is left for the next startup."""
+    close_abandoned(future)
+    topic, partition = names.parse_topic_partition_name(future.dir.name)
+    doomed = future.dir.with_name(names.log_delete_dir_name(topic, partition, uuid.uuid4().hex))
+    try:
+        future.dir.rename(doomed)
+    except OSError as exc:
+        logger.error("cannot remove the future log %s: %s", future.dir, exc)
+        return
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
 def settle_future_dirs(futures: Sequence[Path], current: set[tuple[str, int]]) -> list[Path]:
     """Startup: remove each ``-future`` dir whose partition has a current dir (``current``:
     the partitions found; the move is not resumed) and rename the others to the partition's
@@ -208,3 +223,26 @@ def settle_future_dirs(futures: Sequence[Path], current: set[tuple[str, int]]) -
         current.add(tp)
         promoted.append(final)
     return promoted
+
+
+class SwappedOutLogs:
+    """Logs a swap replaced, their dirs renamed ``-delete``: kept open until a delay passed
+    (a read may still hold their segments), then released and removed. Owner: the LogManager.
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[int, Log]] = []
+
+    def schedule(self, log: Log, due_ms: int) -> None:
+        self._pending.append((due_ms, log))
+
+    def delete_due(self, now_ms: int, force: bool = False) -> int:
+        """Release and remove the logs due at ``now_ms`` (all with ``force``); how many."""
+        due = [log for when, log in self._pending if force or when <= now_ms]
+        self._pending = [(when, log) for when, log in self._pending
+                         if not force and when > now_ms]
+        for log in due:  # by file descriptor, never by path: the partition may be back there
+            for segment in log.segments:
+                segment.release()
+            shutil.rmtree(log.dir, ignore_errors=True)
+        return len(due)

@@ -31,16 +31,12 @@ left untouched, it is in ``offline_partitions`` and ``get_or_create_log`` refuse
 KAFKA_STORAGE_ERROR (so it is not hosted: in a cluster the other replicas serve it), until a
 ``delete_log`` removes it; every other partition loads and serves.
 
-Moving a replica between log dirs (AlterReplicaLogDirs, the copy itself in ``future_log``):
-``create_future_log`` opens the partition's future log in the destination dir (refused while
-any log dir is offline, as Kafka does, so that a partition never has futures in two dirs);
-``replace_current_with_future_log`` swaps it in and keeps the old log open, renamed
-``-delete``, until ``file.delete.delay.ms`` has passed (``cleanup_logs`` closes and removes it),
-so a read that holds its segments is never broken; ``remove_future_log`` abandons a move. A
-partition not hosted yet remembers its preferred dir (``maybe_update_preferred_log_dir``) for
-its creation. At startup a ``-future`` dir whose partition also has a current dir is discarded
-(the move is not resumed: the operator asks again); one without (a crash between the swap's two
-renames) becomes the current log. ``delete_log`` removes the future log first.
+Moves between log dirs (AlterReplicaLogDirs; the copy and swap are ``future_log``'s):
+``create_future_log`` (refused while a dir is offline, as Kafka), ``remove_future_log``,
+``replace_current_with_future_log`` (the old log stays open, renamed ``-delete``, for
+``file.delete.delay.ms``: ``cleanup_logs`` removes it). An unhosted partition's preferred dir
+is where it is created. At startup an unfinished move is discarded (not resumed), and a future
+log whose current log a crashed swap already renamed becomes the current log.
 """
 
 from __future__ import annotations
@@ -59,7 +55,13 @@ from strata.storage.checkpoints import OffsetCheckpointFile
 from strata.storage.cleaner import CleanerStats
 from strata.storage.clock import Clock
 from strata.storage.errors import KafkaStorageError, LogDirOfflineError, StorageError
-from strata.storage.future_log import close_abandoned, promote, settle_future_dirs
+from strata.storage.future_log import (
+    SwappedOutLogs,
+    close_abandoned,
+    discard,
+    promote,
+    settle_future_dirs,
+)
 from strata.storage.log import Log
 from strata.storage.log_cleaner import CleanerConfig, LogCleaner
 from strata.storage.log_config import LogConfig
@@ -112,9 +114,10 @@ class LogManager:
         self._lock = threading.Lock()  # guards _logs against concurrent create/delete
         self._future_logs: dict[TopicPartition, Log] = {}  # replicas moving to another dir
         self._preferred_log_dirs: dict[TopicPartition, Path] = {}
-        # Logs swapped out by a move, renamed ``-delete``: (close-and-remove time, log).
-        self._logs_to_delete: list[tuple[int, Log]] = []
+        self._swapped_out = SwappedOutLogs()  # renamed ``-delete``, removed after a delay
         self._checkpoint_lock = threading.Lock()
+        self._swap_lock = threading.Lock()  # a swap and ``shutdown`` exclude each other
+        self.shutting_down = False
         self.had_clean_shutdown: dict[Path, bool] = {}
         self.producer_id_expiration_ms = int(
             self.broker_config.get("producer.id.expiration.ms", "86400000"))
@@ -211,7 +214,10 @@ class LogManager:
         return tp, log
 
     def shutdown(self) -> None:
-        """Flush, checkpoint, close every log, then mark each online dir cleanly shut down."""
+        """Flush, checkpoint, close every log, then mark each online dir cleanly shut down.
+        A swap in progress finishes first; none starts after (``replace_current_...``)."""
+        with self._swap_lock:
+            self.shutting_down = True
         for log in list(self._logs.values()):
             if not log.offline:
                 self._flush(log)
@@ -221,7 +227,7 @@ class LogManager:
         for future in self._future_logs.values():  # left on disk: discarded at the next startup
             close_abandoned(future)
         self._future_logs.clear()
-        self._delete_swapped_out_logs(force=True)
+        self._swapped_out.delete_due(self.clock.milliseconds(), force=True)
         for data_dir in self.log_dirs:
             if data_dir not in self.offline_dirs:
                 (data_dir / CLEAN_SHUTDOWN_FILE).touch()
@@ -365,11 +371,7 @@ class LogManager:
         future = self._future_logs.pop((topic, partition), None)
         if future is None:
             return False
-        close_abandoned(future)
-        doomed = future.dir.with_name(names.log_delete_dir_name(topic, partition,
-                                                                uuid.uuid4().hex))
-        future.dir.rename(doomed)
-        shutil.rmtree(doomed, ignore_errors=True)
+        discard(future)
         return True
 
     def replace_current_with_future_log(self, topic: str, partition: int) -> Log:
@@ -381,8 +383,10 @@ class LogManager:
         current, future = self._logs[tp], self._future_logs[tp]
         recovery_point = future.recovery_point
         config = self.config_for(topic)
-        with current.lock:
-            current.delete_pending_segments(force=True)  # by path: only while it is valid
+        with self._swap_lock, current.lock:  # ``shutdown`` holds it only to set its flag
+            if self.shutting_down:
+                raise LogDirOfflineError("the broker is shutting down: no swap")
+            current.delete_pending_segments(force=True)  # by path: while it is valid
             new, doomed = promote(current, future, lambda path: load_log(
                 path, config, self.clock, recovery_point=current.log_end_offset,
                 log_start_offset=current.log_start_offset,
@@ -395,22 +399,10 @@ class LogManager:
         with self._lock:
             self._logs[tp] = new
             del self._future_logs[tp]
-        due = self.clock.milliseconds() + current.config.file_delete_delay_ms
-        self._logs_to_delete.append((due, current))
+        self._swapped_out.schedule(current, self.clock.milliseconds()
+                                   + current.config.file_delete_delay_ms)
         logger.info("%s-%d moved from %s to %s", topic, partition, doomed.parent, new.dir.parent)
         return new
-
-    def _delete_swapped_out_logs(self, force: bool = False) -> int:
-        """Close and remove the logs a move swapped out, once their delay has passed."""
-        now = self.clock.milliseconds()
-        due = [log for when, log in self._logs_to_delete if force or when <= now]
-        self._logs_to_delete = [(when, log) for when, log in self._logs_to_delete
-                                if not force and when > now]
-        for log in due:  # by file descriptor, never by path: the partition may be back
-            for segment in log.segments:
-                segment.release()
-            shutil.rmtree(log.dir, ignore_errors=True)
-        return len(due)
 
     def _on_storage_error(self, part_dir: Path, exc: BaseException) -> None:
         data_dir = part_dir.parent
@@ -478,7 +470,7 @@ class LogManager:
                 self.events.segments_deleted(topic, partition, count, max(size - log.size, 0))
             deleted += count
             log.delete_pending_segments()
-        self._delete_swapped_out_logs()
+        self._swapped_out.delete_due(self.clock.milliseconds())
         return deleted
 
     def remove_expired_producers(self) -> int:

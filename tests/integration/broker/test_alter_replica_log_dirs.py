@@ -125,12 +125,13 @@ def test_a_partition_moves_while_a_producer_keeps_producing(broker: BrokerProces
     assert_read_back(broker, topic, acked)
 
 
-def test_a_broker_killed_during_a_move_keeps_every_acknowledged_record(
-        broker: BrokerProcess) -> None:
-    """SIGKILL right after the move starts, wherever the copy or swap then is: after the
-    restart the partition is in exactly one dir, no ``-future`` dir is left, and every
-    acknowledged record is there."""
-    topic = "killed"
+@pytest.mark.parametrize("hard", [True, False], ids=["SIGKILL", "SIGTERM"])
+def test_a_broker_stopped_during_a_move_keeps_every_acknowledged_record(
+        broker: BrokerProcess, hard: bool) -> None:
+    """SIGKILL (or SIGTERM: a clean shutdown, exit code 0) right after the move starts,
+    wherever the copy or swap then is: after the restart the partition is in exactly one dir,
+    no ``-future`` dir is left, and every acknowledged record is there."""
+    topic = "killed" if hard else "stopped"
     with closing(admin_client(broker)) as admin:
         admin.create_topics([NewTopic(topic, 1, 1)])
         with BackgroundProducer(broker.bootstrap, topic, PRODUCER) as producer:
@@ -140,12 +141,11 @@ def test_a_broker_killed_during_a_move_keeps_every_acknowledged_record(
         target = other_dir(broker, source)
         answer = admin.alter_replica_log_dirs({TopicPartitionReplica(topic, 0, 1): target})
         assert answer == {TopicPartitionReplica(topic, 0, 1): NoError}
-    assert broker.kill() == -9
-    broker.start()
+    assert broker.restart(hard=hard) == (-9 if hard else 0)
     homes = [d for d in ("a", "b") if (broker.workdir / d / f"{topic}-0").is_dir()]
     leftovers = [p.name for d in ("a", "b") for p in (broker.workdir / d).iterdir()
                  if p.name.startswith(f"{topic}-0.")]
-    print(f"after the kill {topic}-0 (moving from {Path(source).name} to "
+    print(f"after the {'kill' if hard else 'stop'} {topic}-0 (moving from {Path(source).name} to "
           f"{Path(target).name}) is in {homes}; left over: {leftovers}")
     assert len(homes) == 1 and not [n for n in leftovers if n.endswith("-future")]
     assert_read_back(broker, topic, acked)

@@ -272,3 +272,17 @@ def test_restart_after_a_swap_cut_between_its_renames_keeps_the_future(tmp_path:
     assert log is not None and log.dir == target / "t-0"
     assert read_values(log) == [(0, b"a"), (1, b"b"), (2, b"c")]
     assert log.high_watermark == 3
+
+
+def test_no_swap_once_shutdown_began(tmp_path: Path) -> None:
+    lm = manager(tmp_path, ManualClock())
+    current = lm.get_or_create_log("t", 0)
+    target = tmp_path / "b" if current.dir.parent == tmp_path / "a" else tmp_path / "a"
+    current.append_as_leader(batch(b"a"), leader_epoch=0)
+    future = lm.create_future_log("t", 0, target)
+    assert future is not None
+    follow(lm, "t", current, future)
+    lm.shutting_down = True  # what ``shutdown`` sets first, under the swap lock
+    with pytest.raises(LogDirOfflineError):
+        lm.replace_current_with_future_log("t", 0)
+    assert lm.get_log("t", 0) is current and current.dir.exists() and future.dir.exists()

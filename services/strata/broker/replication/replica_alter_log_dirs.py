@@ -101,7 +101,8 @@ class ReplicaAlterLogDirsManager:
         try:
             await self._follow(tp, future)
         except Exception:  # the move fails alone; the current log serves on
-            if self.log_manager.future_log(*tp) is future:  # else: given up meanwhile
+            if self.log_manager.future_log(*tp) is future and \
+                    not self.log_manager.shutting_down:  # else: given up meanwhile
                 logger.exception("moving %s-%d to %s failed", *tp, future.dir.parent)
                 await asyncio.to_thread(self.log_manager.remove_future_log, *tp)
         finally:
@@ -114,9 +115,9 @@ class ReplicaAlterLogDirsManager:
         flushed = False
         while True:
             partition = self.replica_manager.get_partition(*tp)
-            if partition is None or tp in self._stopping or \
-                    self.log_manager.future_log(*tp) is not future:
-                return  # deleted, stopped for a newer move, or abandoned
+            if partition is None or tp in self._stopping or self.log_manager.shutting_down \
+                    or self.log_manager.future_log(*tp) is not future:
+                return  # deleted, stopped for a newer move, abandoned, or shutting down
             current = partition.log
             if current.offline:
                 raise StorageError(f"the current log of {tp[0]}-{tp[1]} is offline")
