@@ -222,9 +222,9 @@ class LogManager:
             if not log.offline:
                 self._flush(log)
         self.checkpoint_all()
-        for log in self._logs.values():
+        for log in list(self._logs.values()):
             log.close()
-        for future in self._future_logs.values():  # left on disk: discarded at the next startup
+        for future in list(self._future_logs.values()):  # left: the next startup discards it
             close_abandoned(future)
         self._future_logs.clear()
         self._swapped_out.delete_due(self.clock.milliseconds(), force=True)
