@@ -19,7 +19,8 @@ This module owns:
   producer state are rebuilt batch by batch);
 * ``promote``: the swap's file work, with every append of the partition stopped (its caller runs
   it on the event loop, the owner thread of every append, in one step with no await): the
-  current log's producer state (snapshot at its log end offset) and leader-epoch cache are
+  current log's producer state (snapshot at its log end offset), leader-epoch cache and the
+  other files of its dir not named after an offset (the broker's ``partition.metadata``) are
   carried over, the current dir is renamed ``-delete`` *before* the future dir takes the
   partition's name (a crash between the two renames leaves a ``-future`` dir and no current
   one: the next startup makes it the current log, ``LogManager.startup``), and the log is
@@ -171,6 +172,10 @@ def promote(current: Log, future: Log, load: Callable[[Path], Log]) -> tuple[Log
     snapshot = names.producer_snapshot_file(current.dir, end)
     if snapshot.exists():
         shutil.copyfile(snapshot, names.producer_snapshot_file(future.dir, end))
+    for extra in current.dir.iterdir():  # e.g. the broker's ``partition.metadata`` (topic id)
+        if extra.is_file() and not extra.name[:1].isdigit() and \
+                not (future.dir / extra.name).exists():
+            shutil.copyfile(extra, future.dir / extra.name)
     doomed = current.dir.with_name(
         names.log_delete_dir_name(topic, partition, uuid.uuid4().hex))
     final = future.dir.with_name(names.topic_partition_dir_name(topic, partition))

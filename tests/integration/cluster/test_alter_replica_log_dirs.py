@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import closing
+from pathlib import Path
 
 import pytest
 from kafka import TopicPartitionReplica
@@ -68,6 +69,8 @@ def test_every_replica_moves_while_a_producer_keeps_producing(
         cluster.wait_for(lambda: producer.acked.count() > moved_at + 100, "appends after it")
         acked = producer.stop()
     assert not acked.errors, acked.errors[:5]
+    for target in targets.values():  # the topic id file moved with the data
+        assert (Path(target) / f"{TOPIC}-0" / "partition.metadata").is_file()
     cluster.wait_for(lambda: (p := cluster.partition(TOPIC)) is not None and len(p.isr) == 3,
                      "the full ISR")
     records = {offset: value for (_, offset), value in acked.records.items()}

@@ -114,6 +114,7 @@ def test_a_move_keeps_offsets_epochs_producers_and_checkpoints(tmp_path: Path) -
                                        base_sequence=n), leader_epoch=epoch)
     current.update_high_watermark(9)
     current.delete_records_before(2)
+    (source_dir / "partition.metadata").write_text("version: 0\ntopic_id: x\n")
     future = lm.create_future_log("t", 0, target)
     assert future is not None and future.dir.name.endswith(names.FUTURE_DIR_SUFFIX)
     assert lm.create_future_log("t", 0, target) is None  # already moving there
@@ -124,6 +125,7 @@ def test_a_move_keeps_offsets_epochs_producers_and_checkpoints(tmp_path: Path) -
     new = lm.replace_current_with_future_log("t", 0)
 
     assert new.dir == target / "t-0" and lm.get_log("t", 0) is new
+    assert (new.dir / "partition.metadata").read_text() == "version: 0\ntopic_id: x\n"
     assert lm.future_log("t", 0) is None
     assert read_values(new) == expected and expected[0][0] == 2
     assert (new.log_start_offset, new.high_watermark, new.log_end_offset) == (2, 9, 13)
