@@ -12,12 +12,14 @@ This module restarts its broker, so it has one of its own.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from kafka import TopicPartitionReplica
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import LogDirNotFoundError, NoError
@@ -78,6 +80,36 @@ def assert_read_back(broker: BrokerProcess, topic: str, acked: Acked) -> None:
     assert values == sorted(values)
 
 
+class TailingConsumer:
+    """A consumer reading the topic from offset 0 in a thread for as long as it runs."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "tail",
+                                  "enable.auto.commit": False, "log_level": 0})
+        self.consumer.assign([TopicPartition(topic, 0, 0)])
+        self.read: list[tuple[int, bytes]] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                for message in self.consumer.consume(500, 0.2):
+                    if message.error() is not None:
+                        self.errors.append(str(message.error()))
+                    else:
+                        self.read.append((message.offset() or 0, message.value() or b""))
+        finally:
+            self.consumer.close()
+
+    def stop(self) -> list[tuple[int, bytes]]:
+        self._stop.set()
+        self._thread.join(30)
+        return self.read
+
+
 def test_a_bad_path_is_log_dir_not_found(broker: BrokerProcess) -> None:
     with closing(admin_client(broker)) as admin:
         admin.create_topics([NewTopic("bad-path", 2, 1)])
@@ -99,6 +131,7 @@ def test_a_partition_moves_while_a_producer_keeps_producing(broker: BrokerProces
             target = other_dir(broker, source)
             answer = admin.alter_replica_log_dirs({TopicPartitionReplica(topic, 0, 1): target})
             assert answer == {TopicPartitionReplica(topic, 0, 1): NoError}
+            tail = TailingConsumer(broker.bootstrap, topic)
             before, seen = producer.acked.count(), set()
 
             def moved() -> bool:  # polled: notes every placement DescribeLogDirs lists
@@ -110,8 +143,15 @@ def test_a_partition_moves_while_a_producer_keeps_producing(broker: BrokerProces
             moved_at = producer.acked.count()
             wait_until(lambda: producer.acked.count() > moved_at + 100, "appends after it")
             acked = producer.stop()
+            read_during = tail.stop()
     print(f"{moved_at - before} records acknowledged during the move; DescribeLogDirs "
-          f"listed {sorted(seen)}")
+          f"listed {sorted(seen)}; a consumer read {len(read_during)} records meanwhile")
+    # Reads went on throughout: one gapless run from offset 0, each the record acknowledged.
+    assert not tail.errors, tail.errors[:5]
+    assert [offset for offset, _ in read_during] == list(range(len(read_during)))
+    assert len(read_during) > PREFILL
+    records = {offset: value for (_, offset), value in acked.records.items()}
+    assert all(records[offset] == value for offset, value in read_during)
     assert not (Path(source) / f"{topic}-0").exists()
     moved = Path(target) / f"{topic}-0"
     assert sum(p.stat().st_size for p in moved.glob("*.log")) > PREFILL * 10

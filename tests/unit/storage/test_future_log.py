@@ -288,3 +288,11 @@ def test_no_swap_once_shutdown_began(tmp_path: Path) -> None:
     with pytest.raises(LogDirOfflineError):
         lm.replace_current_with_future_log("t", 0)
     assert lm.get_log("t", 0) is current and current.dir.exists() and future.dir.exists()
+
+
+def test_future_dir_names() -> None:
+    name = names.log_future_dir_name("my-topic", 3, "0a1b")
+    assert name == "my-topic-3.0a1b-future"
+    assert names.parse_topic_partition_name(name) == ("my-topic", 3)
+    with pytest.raises(ValueError):
+        names.parse_topic_partition_name("my-topic-3-future")
