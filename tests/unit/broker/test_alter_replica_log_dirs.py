@@ -96,12 +96,12 @@ async def test_errors_per_partition(tmp_path: Path, version: int) -> None:
         alter(tmp_path / "nowhere", "t", 0),
         alter("a", "t", 1),  # not absolute
         alter(target, "u", 0),  # not hosted: remembered for its creation
-        alter(target, "bad/name", 0),
+        alter(target, "x" * 249, 0),  # its future dir name would pass 255 bytes
     ])
     assert errors(response) == {
         ("t", 0): ErrorCode.log_dir_not_found, ("t", 1): ErrorCode.log_dir_not_found,
         ("u", 0): ErrorCode.replica_not_available,
-        ("bad/name", 0): ErrorCode.invalid_topic_exception}
+        ("x" * 249, 0): ErrorCode.invalid_topic_exception}
     state.replica_manager.make_leader("u", 0, TOPIC_ID, 0)
     log = state.log_manager.get_log("u", 0)
     assert log is not None and log.dir.parent == target

@@ -6,7 +6,8 @@ Each (topic, partition) names its destination, an absolute path as DescribeLogDi
 (a partition named twice: the last one counts, as Kafka's request map). Answered per
 partition as Kafka's ``ReplicaManager.alterReplicaLogDirs``, in this order:
 
-* INVALID_TOPIC_EXCEPTION for an illegal topic name;
+* INVALID_TOPIC_EXCEPTION for a topic name too long for its future log's directory name
+  (over 255 bytes, KAFKA-4893);
 * LOG_DIR_NOT_FOUND when the path is none of ``log.dirs``, KAFKA_STORAGE_ERROR when that dir
   is offline or the partition's own log is offline;
 * the destination is remembered as the partition's preferred dir: a partition not hosted yet
@@ -29,12 +30,14 @@ from typing import Any
 
 from strata.broker.network.request_context import RequestContext
 from strata.broker.replication.replica_alter_log_dirs import manager_for
-from strata.broker.topic_store import invalid_topic_name_reason
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
 from strata.security.acl import AclOperation, ResourceType
+from strata.storage import log_file_names as names
 from strata.storage.errors import StorageError
+
+MAX_FILE_NAME_BYTES = 255  # a directory name's limit on the file systems Kafka runs on
 
 
 def _requested(request: Any) -> dict[tuple[str, int], str]:
@@ -48,7 +51,7 @@ def _requested(request: Any) -> dict[tuple[str, int], str]:
 
 
 async def _alter(ctx: RequestContext, topic: str, index: int, path: str) -> ErrorCode:
-    if invalid_topic_name_reason(topic) is not None:
+    if len(names.log_future_dir_name(topic, index, "0" * 32).encode()) > MAX_FILE_NAME_BYTES:
         return ErrorCode.invalid_topic_exception
     log_manager = ctx.state.log_manager
     try:
