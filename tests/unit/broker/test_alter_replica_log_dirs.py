@@ -97,11 +97,13 @@ async def test_errors_per_partition(tmp_path: Path, version: int) -> None:
         alter("a", "t", 1),  # not absolute
         alter(target, "u", 0),  # not hosted: remembered for its creation
         alter(target, "x" * 249, 0),  # its future dir name would pass 255 bytes
+        alter(target, "", -1),  # nothing that could be hosted
     ])
     assert errors(response) == {
         ("t", 0): ErrorCode.log_dir_not_found, ("t", 1): ErrorCode.log_dir_not_found,
         ("u", 0): ErrorCode.replica_not_available,
-        ("x" * 249, 0): ErrorCode.invalid_topic_exception}
+        ("x" * 249, 0): ErrorCode.invalid_topic_exception,
+        ("", -1): ErrorCode.replica_not_available}
     state.replica_manager.make_leader("u", 0, TOPIC_ID, 0)
     log = state.log_manager.get_log("u", 0)
     assert log is not None and log.dir.parent == target

@@ -51,7 +51,8 @@ def _requested(request: Any) -> dict[tuple[str, int], str]:
 
 
 async def _alter(ctx: RequestContext, topic: str, index: int, path: str) -> ErrorCode:
-    if len(names.log_future_dir_name(topic, index, "0" * 32).encode()) > MAX_FILE_NAME_BYTES:
+    future_dir_name = f"{topic}-{index}.{'0' * 32}{names.FUTURE_DIR_SUFFIX}"  # any name
+    if len(future_dir_name.encode()) > MAX_FILE_NAME_BYTES:
         return ErrorCode.invalid_topic_exception
     log_manager = ctx.state.log_manager
     try:
