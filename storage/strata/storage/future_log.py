@@ -180,6 +180,9 @@ def promote(current: Log, future: Log, load: Callable[[Path], Log]) -> tuple[Log
         names.log_delete_dir_name(topic, partition, uuid.uuid4().hex))
     final = future.dir.with_name(names.topic_partition_dir_name(topic, partition))
     current.dir.rename(doomed)
+    for segment in current.segments:  # a reader still holding ``current`` opens lazy files
+        for file in (segment.log, segment.offset_index, segment.time_index):
+            file.path = doomed / file.path.name
     future.dir.rename(final)
     _fsync_dir(doomed.parent)
     _fsync_dir(final.parent)

@@ -123,6 +123,7 @@ def test_a_move_keeps_offsets_epochs_producers_and_checkpoints(tmp_path: Path) -
     follow(lm, "t", current, future)  # catches up with appends that kept arriving
     expected = read_values(current)
     new = lm.replace_current_with_future_log("t", 0)
+    assert read_values(current) == expected  # a reader holding the old log reads on
 
     assert new.dir == target / "t-0" and lm.get_log("t", 0) is new
     assert (new.dir / "partition.metadata").read_text() == "version: 0\ntopic_id: x\n"
@@ -296,3 +297,23 @@ def test_future_dir_names() -> None:
     assert names.parse_topic_partition_name(name) == ("my-topic", 3)
     with pytest.raises(ValueError):
         names.parse_topic_partition_name("my-topic-3-future")
+
+
+def test_the_swapped_out_log_stays_readable_with_lazily_opened_segments(tmp_path: Path) -> None:
+    clock = ManualClock()
+    lm = manager(tmp_path, clock, log_segment_bytes="300")
+    log = lm.get_or_create_log("t", 0)
+    for i in range(12):
+        log.append_as_leader(batch(b"v%d" % i), leader_epoch=0)
+    lm.shutdown()
+    lm = manager(tmp_path, clock, log_segment_bytes="300")  # inactive segments open lazily
+    current = lm.get_log("t", 0)
+    assert current is not None and len(current.segments) > 2
+    target = tmp_path / "b" if current.dir.parent == tmp_path / "a" else tmp_path / "a"
+    future = lm.create_future_log("t", 0, target)
+    assert future is not None
+    follow(lm, "t", current, future)
+    lm.replace_current_with_future_log("t", 0)
+    assert [v for _, v in read_values(current)] == [b"v%d" % i for i in range(12)]
+    assert all(file.path.exists() and file.path.parent == current.dir  # the -delete dir
+               for s in current.segments for file in (s.log, s.offset_index, s.time_index))
