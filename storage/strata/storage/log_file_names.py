@@ -21,7 +21,8 @@ A second suffix marks a file in transit; it is appended to the full name, e.g.
 * ``.swap``    — a cleaned segment about to replace the originals (the crash-safe swap step).
 
 A partition directory renamed for asynchronous deletion is
-``<topic>-<partition>.<unique id>-delete``.
+``<topic>-<partition>.<unique id>-delete``; the future replica of a partition being moved to
+another log dir (AlterReplicaLogDirs) is ``<topic>-<partition>.<unique id>-future``.
 """
 
 from __future__ import annotations
@@ -38,10 +39,12 @@ DELETED_FILE_SUFFIX = ".deleted"
 CLEANED_FILE_SUFFIX = ".cleaned"
 SWAP_FILE_SUFFIX = ".swap"
 DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
 
 OFFSET_DIGITS = 20  # enough for any non-negative int64
 
-_DELETE_DIR_PATTERN = re.compile(r"^(\S+)-(\d+)\.(\S+)" + re.escape(DELETE_DIR_SUFFIX) + "$")
+_DELETE_DIR_PATTERN = re.compile(r"^(\S+)-(\d+)\.(\S+)(" + re.escape(DELETE_DIR_SUFFIX) + "|"
+                                 + re.escape(FUTURE_DIR_SUFFIX) + ")$")
 _PARTITION_PATTERN = re.compile(r"^\d+$")
 _OFFSET_PATTERN = re.compile(r"^\d{1,20}$")
 
@@ -112,8 +115,13 @@ def log_delete_dir_name(topic: str, partition: int, unique_id: str) -> str:
     return f"{topic_partition_dir_name(topic, partition)}.{unique_id}{DELETE_DIR_SUFFIX}"
 
 
+def log_future_dir_name(topic: str, partition: int, unique_id: str) -> str:
+    """``<topic>-<partition>.<unique_id>-future``: a partition's future replica directory."""
+    return f"{topic_partition_dir_name(topic, partition)}.{unique_id}{FUTURE_DIR_SUFFIX}"
+
+
 def parse_topic_partition_name(dir_name: str) -> tuple[str, int]:
-    """``(topic, partition)`` from ``<topic>-<partition>`` or its ``.<id>-delete`` form.
+    """``(topic, partition)`` from ``<topic>-<partition>`` or its ``.<id>-delete``/``-future`` form.
 
     The partition is what follows the last '-', so ``my-topic-3`` is ``("my-topic", 3)``.
     Raises ``ValueError`` for a directory that is not a partition log.
@@ -123,7 +131,7 @@ def parse_topic_partition_name(dir_name: str) -> tuple[str, int]:
         f"topic-partition.uniqueId{DELETE_DIR_SUFFIX}; log dirs may only hold topic data"
     )
     name = dir_name
-    if name.endswith(DELETE_DIR_SUFFIX):
+    if name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):
         if not _DELETE_DIR_PATTERN.match(name):
             raise error
         name = name[: name.rindex(".")]

@@ -30,6 +30,13 @@ cannot be opened) goes offline alone: one error line names it, its directory is
 left untouched, it is in ``offline_partitions`` and ``get_or_create_log`` refuses it with
 KAFKA_STORAGE_ERROR (so it is not hosted: in a cluster the other replicas serve it), until a
 ``delete_log`` removes it; every other partition loads and serves.
+
+Moves between log dirs (AlterReplicaLogDirs; the copy and swap are ``future_log``'s):
+``create_future_log`` (refused while a dir is offline, as Kafka), ``remove_future_log``,
+``replace_current_with_future_log`` (the old log stays open, renamed ``-delete``, for
+``file.delete.delay.ms``: ``cleanup_logs`` removes it). An unhosted partition's preferred dir
+is where it is created. At startup an unfinished move is discarded (not resumed), and a future
+log whose current log a crashed swap already renamed becomes the current log.
 """
 
 from __future__ import annotations
@@ -48,6 +55,13 @@ from strata.storage.checkpoints import OffsetCheckpointFile
 from strata.storage.cleaner import CleanerStats
 from strata.storage.clock import Clock
 from strata.storage.errors import KafkaStorageError, LogDirOfflineError, StorageError
+from strata.storage.future_log import (
+    SwappedOutLogs,
+    close_abandoned,
+    discard,
+    promote,
+    settle_future_dirs,
+)
 from strata.storage.log import Log
 from strata.storage.log_cleaner import CleanerConfig, LogCleaner
 from strata.storage.log_config import LogConfig
@@ -63,6 +77,14 @@ REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 TopicPartition = tuple[str, int]
+_LoadJob = tuple[Path, Path, bool, dict[TopicPartition, int], dict[TopicPartition, int],
+                 dict[TopicPartition, int]]
+
+
+class LogDirNotFoundError(StorageError):
+    """A path that is not one of this broker's ``log.dirs`` (LOG_DIR_NOT_FOUND)."""
+
+    error_code = 57
 
 
 class LogManager:
@@ -90,6 +112,12 @@ class LogManager:
         # Partitions whose log could not be loaded: their dir and why (see the docstring).
         self.offline_partitions: dict[TopicPartition, tuple[Path, str]] = {}
         self._lock = threading.Lock()  # guards _logs against concurrent create/delete
+        self._future_logs: dict[TopicPartition, Log] = {}  # replicas moving to another dir
+        self._preferred_log_dirs: dict[TopicPartition, Path] = {}
+        self._swapped_out = SwappedOutLogs()  # renamed ``-delete``, removed after a delay
+        self._checkpoint_lock = threading.Lock()
+        self._swap_lock = threading.Lock()  # a swap and ``shutdown`` exclude each other
+        self.shutting_down = False
         self.had_clean_shutdown: dict[Path, bool] = {}
         self.producer_id_expiration_ms = int(
             self.broker_config.get("producer.id.expiration.ms", "86400000"))
@@ -105,8 +133,8 @@ class LogManager:
         """Load every partition of every log dir; raises if a dir belongs to another cluster."""
         started = time.monotonic()
         threads = int(self.broker_config.get("num.recovery.threads.per.data.dir", "2"))
-        jobs: list[tuple[Path, Path, bool, dict[TopicPartition, int], dict[TopicPartition, int],
-                         dict[TopicPartition, int]]] = []
+        jobs: list[_LoadJob] = []
+        futures: list[Path] = []
         for data_dir in self.log_dirs:
             data_dir.mkdir(parents=True, exist_ok=True)
             if self.cluster_id is not None and self.node_id is not None:
@@ -123,7 +151,12 @@ class LogManager:
                 if child.name.endswith(names.DELETE_DIR_SUFFIX):
                     shutil.rmtree(child, ignore_errors=True)
                     continue
+                if child.name.endswith(names.FUTURE_DIR_SUFFIX):
+                    futures.append(child)
+                    continue
                 jobs.append((data_dir, child, clean, recovery, starts, hws))
+        jobs.extend(self._settle_future_dirs(futures, {
+            names.parse_topic_partition_name(job[1].name) for job in jobs}))
         with ThreadPoolExecutor(max_workers=max(1, threads * len(self.log_dirs))) as pool:
             loaded = list(pool.map(lambda job: self._load(*job), jobs))
         for tp, log in loaded:
@@ -132,6 +165,23 @@ class LogManager:
         for data_dir in self.log_dirs:
             (data_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
         self.recovery_seconds = time.monotonic() - started
+
+    def _settle_future_dirs(self, futures: Sequence[Path],
+                            current: set[TopicPartition]) -> list[_LoadJob]:
+        """Startup (``future_log.settle_future_dirs``): a promoted future log is recovered in
+        full; its log start offset and HW come from whichever dir's checkpoint has them."""
+        jobs: list[_LoadJob] = []
+        for final in settle_future_dirs(futures, current):
+            tp = names.parse_topic_partition_name(final.name)
+            found: list[dict[TopicPartition, int]] = [{}, {}]
+            for data_dir in self.log_dirs:
+                for name, into in zip((LOG_START_OFFSET_CHECKPOINT,
+                                       REPLICATION_OFFSET_CHECKPOINT), found, strict=True):
+                    offset = OffsetCheckpointFile(data_dir / name).read_or_empty().get(tp)
+                    if offset is not None:
+                        into[tp] = max(into.get(tp, offset), offset)
+            jobs.append((final.parent, final, False, {}, found[0], found[1]))
+        return jobs
 
     def _load(
         self,
@@ -164,15 +214,20 @@ class LogManager:
         return tp, log
 
     def shutdown(self) -> None:
-        """Flush, checkpoint, close every log, then mark each online dir cleanly shut down."""
+        """Flush, checkpoint, close every log, then mark each online dir cleanly shut down.
+        A swap in progress finishes first; none starts after (``replace_current_...``)."""
+        with self._swap_lock:
+            self.shutting_down = True
         for log in list(self._logs.values()):
             if not log.offline:
                 self._flush(log)
-        self.checkpoint_recovery_points()
-        self.checkpoint_log_start_offsets()
-        self.checkpoint_high_watermarks()
+        self.checkpoint_all()
         for log in list(self._logs.values()):
             log.close()
+        for future in list(self._future_logs.values()):  # left: the next startup discards it
+            close_abandoned(future)
+        self._future_logs.clear()
+        self._swapped_out.delete_due(self.clock.milliseconds(), force=True)
         for data_dir in self.log_dirs:
             if data_dir not in self.offline_dirs:
                 (data_dir / CLEAN_SHUTDOWN_FILE).touch()
@@ -214,7 +269,9 @@ class LogManager:
             if offline is not None:
                 raise KafkaStorageError(f"partition {topic}-{partition} is offline: its log "
                                         f"in {offline[0]} could not be loaded ({offline[1]})")
-            data_dir = self._next_log_dir()
+            preferred = self._preferred_log_dirs.pop((topic, partition), None)
+            data_dir = preferred if preferred is not None and preferred not in \
+                self.offline_dirs else self._next_log_dir()
             part_dir = data_dir / names.topic_partition_dir_name(topic, partition)
             try:
                 log = load_log(part_dir, self.config_for(topic), self.clock,
@@ -241,6 +298,7 @@ class LogManager:
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close the log, rename its dir to ``*-delete`` and remove it; True if it existed."""
+        self.remove_future_log(topic, partition)  # first: a future must never outlive it
         with self._lock:
             log = self._logs.pop((topic, partition), None)
             offline = self.offline_partitions.pop((topic, partition), None)
@@ -254,6 +312,97 @@ class LogManager:
         log.dir.rename(doomed)
         shutil.rmtree(doomed, ignore_errors=True)
         return True
+
+    # ------------------------------------------------------- moves between dirs
+    def log_dir_for_path(self, path: str) -> Path:
+        """The log dir named by the absolute ``path`` (as DescribeLogDirs reports it).
+        ``LogDirNotFoundError`` if it is none of ``log.dirs``, ``LogDirOfflineError`` if it
+        went offline (Kafka's ``isLogDirOnline``)."""
+        if not path or not Path(path).is_absolute():
+            raise LogDirNotFoundError(f"failed to find log dir {path!r}: not an absolute path")
+        for data_dir in self.log_dirs:
+            if path in (str(data_dir.resolve()), str(data_dir.absolute())):
+                if data_dir in self.offline_dirs:
+                    raise LogDirOfflineError(f"log dir {path} is offline")
+                return data_dir
+        raise LogDirNotFoundError(f"failed to find log dir {path}")
+
+    def maybe_update_preferred_log_dir(self, topic: str, partition: int, data_dir: Path) -> None:
+        """Where the partition is created if it is not hosted yet (Kafka's rule)."""
+        if (topic, partition) not in self._logs:
+            self._preferred_log_dirs[(topic, partition)] = data_dir
+
+    def future_log(self, topic: str, partition: int) -> Log | None:
+        return self._future_logs.get((topic, partition))
+
+    def future_logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._future_logs)
+
+    def create_future_log(self, topic: str, partition: int, data_dir: Path) -> Log | None:
+        """Open the partition's future log in ``data_dir``; None when there is nothing to move
+        (the log is in ``data_dir``, or already moving there). A future log in another dir is
+        abandoned first. KafkaStorageError while a log dir is offline."""
+        tp = (topic, partition)
+        current = self._logs.get(tp)
+        if current is None:
+            raise KafkaStorageError(f"{topic}-{partition} has no log on this broker")
+        existing = self._future_logs.get(tp)
+        if existing is not None and existing.dir.parent == data_dir:
+            return None
+        self.remove_future_log(topic, partition)
+        if current.dir.parent == data_dir:
+            return None
+        if self.offline_dirs:
+            raise KafkaStorageError("no replica moves while a log dir is offline: "
+                                    + ", ".join(sorted(map(str, self.offline_dirs))))
+        part_dir = data_dir / names.log_future_dir_name(topic, partition, uuid.uuid4().hex)
+        try:
+            future = load_log(part_dir, self.config_for(topic), self.clock,
+                              log_start_offset=current.log_start_offset,
+                              producer_id_expiration_ms=self.producer_id_expiration_ms,
+                              on_storage_error=self._on_storage_error)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot create {part_dir}: {exc}") from exc
+        self._future_logs[tp] = future
+        return future
+
+    def remove_future_log(self, topic: str, partition: int) -> bool:
+        """Abandon a move: close the future log and remove its dir; True if there was one."""
+        future = self._future_logs.pop((topic, partition), None)
+        if future is None:
+            return False
+        discard(future)
+        return True
+
+    def replace_current_with_future_log(self, topic: str, partition: int) -> Log:
+        """Swap the caught-up future log in (``future_log.promote``) and return it, reopened
+        under the partition's name with the current log's start offset and high watermark.
+        The caller runs this with the partition's appends held off (on the event loop, in
+        one step) and hands the returned log to the partition at once."""
+        tp = (topic, partition)
+        current, future = self._logs[tp], self._future_logs[tp]
+        recovery_point = future.recovery_point
+        config = self.config_for(topic)
+        with self._swap_lock, current.lock:  # ``shutdown`` holds it only to set its flag
+            if self.shutting_down:
+                raise LogDirOfflineError("the broker is shutting down: no swap")
+            current.delete_pending_segments(force=True)  # by path: while it is valid
+            new, doomed = promote(current, future, lambda path: load_log(
+                path, config, self.clock, recovery_point=current.log_end_offset,
+                log_start_offset=current.log_start_offset,
+                high_watermark=current.high_watermark, had_clean_shutdown=True,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
+                on_storage_error=self._on_storage_error))
+            current.dir = doomed
+        # What the copy never fsynced is fsynced by the next periodic flush.
+        new.recovery_point = min(recovery_point, new.recovery_point)
+        with self._lock:
+            self._logs[tp] = new
+            del self._future_logs[tp]
+        self._swapped_out.schedule(current, self.clock.milliseconds()
+                                   + current.config.file_delete_delay_ms)
+        logger.info("%s-%d moved from %s to %s", topic, partition, doomed.parent, new.dir.parent)
+        return new
 
     def _on_storage_error(self, part_dir: Path, exc: BaseException) -> None:
         data_dir = part_dir.parent
@@ -292,6 +441,16 @@ class LogManager:
         self._checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
 
     def _checkpoint(self, file_name: str, getter: Callable[[Log], int]) -> None:
+        with self._checkpoint_lock:  # periodic tasks and a finished move may write at once
+            self._write_checkpoint(file_name, getter)
+
+    def checkpoint_all(self) -> None:
+        """Every checkpoint file of every online dir (a move just changed a log's dir)."""
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
+
+    def _write_checkpoint(self, file_name: str, getter: Callable[[Log], int]) -> None:
         for data_dir in self.log_dirs:
             if data_dir in self.offline_dirs:
                 continue
@@ -311,6 +470,7 @@ class LogManager:
                 self.events.segments_deleted(topic, partition, count, max(size - log.size, 0))
             deleted += count
             log.delete_pending_segments()
+        self._swapped_out.delete_due(self.clock.milliseconds())
         return deleted
 
     def remove_expired_producers(self) -> int:

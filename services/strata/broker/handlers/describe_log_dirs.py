@@ -8,9 +8,12 @@ bytes and ``offset_lag``, and from v4 the file system's total and usable bytes.
 
 Kafka's ``offset_lag`` of a current (not future) log is how far its log end offset is behind
 the partition's high watermark, never negative: 0 on a leader and on a caught-up follower.
-Strata has no future logs (``is_future_key`` is always false) and no cordoned directories
-(v5 ``is_cordoned`` false). A requested partition this broker does not host is left out, as
-Kafka does. Offline partitions (a log that could not be loaded) are not listed.
+A replica moving to another log dir (AlterReplicaLogDirs) is listed twice, as Kafka
+lists it: its current log in its dir and its future log in the destination with
+``is_future_key`` true, the bytes copied so far and an ``offset_lag`` of how far the future
+log's end is behind the current log's. No cordoned directories (v5 ``is_cordoned`` false).
+A requested partition this broker does not host is left out, as Kafka does. Offline
+partitions (a log that could not be loaded) are not listed.
 
 Authorization: Describe on the Cluster; otherwise v3+ answers CLUSTER_AUTHORIZATION_FAILED at
 the top level and v1-2 an empty result list (their response has no error field), as Kafka.
@@ -50,13 +53,17 @@ def _wanted(request: Any) -> dict[str, set[int]] | None:
     return wanted
 
 
-def _topics(logs: Iterable[tuple[tuple[str, int], Log]]) -> list[dict[str, Any]]:
+_Replica = tuple[tuple[str, int], Log, Log | None]  # (tp, log, its current log if a future)
+
+
+def _topics(logs: Iterable[_Replica]) -> list[dict[str, Any]]:
     by_topic: dict[str, list[dict[str, Any]]] = {}
-    for (topic, partition), log in sorted(logs, key=lambda item: item[0]):
+    for (topic, partition), log, current in sorted(logs, key=lambda item: item[0]):
+        behind = (log.high_watermark if current is None else current.log_end_offset)
         by_topic.setdefault(topic, []).append({
             "partition_index": partition, "partition_size": log.size,
-            "offset_lag": max(0, log.high_watermark - log.log_end_offset),
-            "is_future_key": False})
+            "offset_lag": max(0, behind - log.log_end_offset),
+            "is_future_key": current is not None})
     return [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
 
 
@@ -67,12 +74,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                               error_code=ErrorCode.cluster_authorization_failed, results=[])
     log_manager = ctx.state.log_manager
     wanted = _wanted(request)
-    per_dir: dict[Path, list[tuple[tuple[str, int], Log]]] = {
-        directory: [] for directory in log_manager.log_dirs}
-    for (topic, partition), log in log_manager.all_logs().items():
+    per_dir: dict[Path, list[_Replica]] = {directory: [] for directory in log_manager.log_dirs}
+    hosted = log_manager.all_logs()
+    replicas: list[_Replica] = [(tp, log, None) for tp, log in hosted.items()]
+    replicas += [(tp, future, hosted[tp]) for tp, future in log_manager.future_logs().items()
+                 if tp in hosted]
+    for (topic, partition), log, current in replicas:
         if wanted is not None and partition not in wanted.get(topic, ()):
             continue
-        per_dir.setdefault(log.dir.parent, []).append(((topic, partition), log))
+        per_dir.setdefault(log.dir.parent, []).append(((topic, partition), log, current))
     results = []
     for directory, logs in per_dir.items():
         offline = directory in log_manager.offline_dirs
