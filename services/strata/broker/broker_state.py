@@ -25,6 +25,7 @@ from strata.broker.metrics.broker_metrics import BrokerMetrics
 from strata.broker.network.request_context import Handler
 from strata.broker.producer_id_manager import ProducerIdManager
 from strata.broker.quotas.broker_quotas import BrokerQuotas
+from strata.broker.replication.replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.security.authorization import BrokerAuthorizer
 from strata.broker.telemetry.client_metrics_manager import ClientMetricsManager
@@ -70,6 +71,7 @@ class BrokerState:
     group_coordinator: GroupCoordinator = field(init=False)
     fetch_sessions: FetchSessionCache = field(init=False)
     client_metrics: ClientMetricsManager = field(init=False)  # KIP-714 (strata.broker.telemetry)
+    log_dir_movers: ReplicaAlterLogDirsManager = field(init=False)  # AlterReplicaLogDirs
 
     def __post_init__(self) -> None:
         self.group_coordinator = GroupCoordinator(
@@ -82,6 +84,7 @@ class BrokerState:
         self.client_metrics = ClientMetricsManager(
             self.clock, self.topic_store.all_broker_configs,
             telemetry_max_bytes=self.config.get_int("telemetry.max.bytes"))
+        self.log_dir_movers = ReplicaAlterLogDirsManager(self.replica_manager)
 
     def live_brokers(self, listener: str | None = None) -> list[BrokerEndpoint]:
         """The brokers clients are told about (Metadata, DescribeCluster), by node id: the

@@ -15,7 +15,6 @@ from strata.broker.broker_state import BrokerState
 from strata.broker.config import BrokerConfig
 from strata.broker.handlers import alter_replica_log_dirs, describe_log_dirs
 from strata.broker.producer_id_manager import ProducerIdManager
-from strata.broker.replication.replica_alter_log_dirs import manager_for
 from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.topic_store import FileTopicStore
 from strata.protocol import ApiKey, encode_response
@@ -159,7 +158,7 @@ async def test_a_move_completes_while_appends_keep_arriving(tmp_path: Path) -> N
     cleaner.update_checkpoints(source.dir.parent, (("t", 0), 100))  # clean below 100
     response = await call(state, ApiKey.ALTER_REPLICA_LOG_DIRS, 2, dirs=[alter(target, "t", 0)])
     assert errors(response) == {("t", 0): ErrorCode.none}
-    movers = manager_for(state.replica_manager)
+    movers = state.log_dir_movers
     appended = 0
     deadline = time.monotonic() + 30
     while ("t", 0) in movers.moving():  # one append between two steps of the mover
@@ -202,7 +201,7 @@ async def test_a_move_elsewhere_replaces_the_running_one(tmp_path: Path) -> None
     state = two_dir_state(tmp_path, ("t", 1), dirs="abc")
     fill(state, "t", 300)
     first, second = other_dirs(state, "t", 0)
-    movers = manager_for(state.replica_manager)
+    movers = state.log_dir_movers
     await call(state, ApiKey.ALTER_REPLICA_LOG_DIRS, 2, dirs=[alter(first, "t", 0)])
     response = await call(state, ApiKey.ALTER_REPLICA_LOG_DIRS, 2, dirs=[alter(second, "t", 0)])
     assert errors(response) == {("t", 0): ErrorCode.none}
@@ -217,7 +216,7 @@ async def test_deleting_a_moving_partition_ends_its_move(tmp_path: Path) -> None
     state = two_dir_state(tmp_path, ("t", 1))
     fill(state, "t", 300)
     target = other_dir(state, "t", 0)
-    movers = manager_for(state.replica_manager)
+    movers = state.log_dir_movers
     await call(state, ApiKey.ALTER_REPLICA_LOG_DIRS, 2, dirs=[alter(target, "t", 0)])
     await asyncio.to_thread(state.log_manager.delete_log, "t", 0)
     await asyncio.wait_for(movers.wait("t", 0), 30)

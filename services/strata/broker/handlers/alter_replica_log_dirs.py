@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from strata.broker.network.request_context import RequestContext
-from strata.broker.replication.replica_alter_log_dirs import manager_for
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
@@ -65,7 +64,7 @@ async def _alter(ctx: RequestContext, topic: str, index: int, path: str) -> Erro
     if ctx.state.replica_manager.get_partition(topic, index) is None or \
             log_manager.get_log(topic, index) is None:
         return ErrorCode.replica_not_available
-    movers = manager_for(ctx.state.replica_manager)
+    movers = ctx.state.log_dir_movers
     moving = log_manager.future_log(topic, index)
     if moving is not None and moving.dir.parent != destination:
         await movers.stop(topic, index)  # the older move ends before its future log goes

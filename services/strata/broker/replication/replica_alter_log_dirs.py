@@ -24,7 +24,7 @@ A mover ends when its move is done, when the partition or its future log goes aw
 is then removed; the current log serves on). Reads and writes of the partition are never
 refused because of a move.
 
-One manager per ``ReplicaManager`` (``manager_for``), event-loop only.
+One manager per broker (``BrokerState.log_dir_movers``), event-loop only.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import weakref
 from pathlib import Path
 
 from strata.broker.replication.replica_manager import ReplicaManager
@@ -44,18 +43,6 @@ logger = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 COPY_CHUNK_BYTES = 1024 * 1024  # Kafka's replica.fetch.max.bytes default
-
-_managers: weakref.WeakKeyDictionary[ReplicaManager, ReplicaAlterLogDirsManager] = \
-    weakref.WeakKeyDictionary()
-
-
-def manager_for(replica_manager: ReplicaManager) -> ReplicaAlterLogDirsManager:
-    """The movers of the broker that owns ``replica_manager`` (created on first use)."""
-    manager = _managers.get(replica_manager)
-    if manager is None:
-        manager = _managers[replica_manager] = ReplicaAlterLogDirsManager(replica_manager)
-    return manager
-
 
 class ReplicaAlterLogDirsManager:
     def __init__(self, replica_manager: ReplicaManager) -> None:
