@@ -11,12 +11,17 @@ from pathlib import Path
 
 import pytest
 
+from strata.broker.handlers import alter_client_quotas
+from strata.broker.quotas.broker_quotas import BrokerQuotas
+from strata.broker.quotas.client_quota_manager import QuotaWindow
+from strata.broker.quotas.quota_store import FileQuotaStore
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.header import RequestHeader, encode_request_header
 from strata.protocol.messages import decode_request_body
 
 from .group_wire import SUBSCRIPTION, fresh_state, join_fields, round_trip
+from .helpers import broker_state, context, request
 
 
 def offset_commit_v2(retention_time_ms: int) -> bytes:
@@ -74,3 +79,23 @@ async def test_join_group_listing_a_protocol_twice_selects_it(tmp_path: Path,
         assert answer.error_code == ErrorCode.none, answer
         assert answer.protocol_name == "range"
         assert [bytes(m.metadata) for m in answer.members] == [SUBSCRIPTION]  # the first entry
+
+
+@pytest.mark.parametrize("version", [0, 1])
+async def test_alter_client_quotas_with_a_type_both_default_and_named_is_refused(
+    tmp_path: Path, version: int
+) -> None:
+    """Sorting the entity ((user, None), (user, "a")) raised TypeError: the connection was
+    closed (the API has no top-level error field) and a traceback logged."""
+    state = broker_state(tmp_path)
+    state.quotas = BrokerQuotas(FileQuotaStore(tmp_path), QuotaWindow(11, 1000))
+    ctx = context(state, ApiKey.ALTER_CLIENT_QUOTAS, version)
+    answer = await alter_client_quotas.handle(ctx, request(
+        ApiKey.ALTER_CLIENT_QUOTAS, version, validate_only=False, entries=[
+            {"entity": [{"entity_type": "user", "entity_name": None},
+                        {"entity_type": "user", "entity_name": "a"}],
+             "ops": [{"key": "producer_byte_rate", "value": 1024.0, "remove": False}]},
+            {"entity": [{"entity_type": "user", "entity_name": "b"}],
+             "ops": [{"key": "producer_byte_rate", "value": 1024.0, "remove": False}]}]))
+    assert [e.error_code for e in answer.entries] == [ErrorCode.invalid_request, ErrorCode.none]
+    assert "duplicate entity entry user" in answer.entries[0].error_message
