@@ -5,15 +5,18 @@ that version and draws each by its Kafka type (``field.metadata["kafka_type"]``)
 value fits the grammar and kio encodes it; only the *values* are arbitrary:
 
 ==============  ==============================================================================
-int8 ... int64  small values (-2..16, where enums and partition indexes live), the type's
-                boundaries, anything in range; ``max_wait`` and ``rebalance_timeout`` at most
-                ``MAX_WAIT_MS`` (a legitimate long poll must not stall the run); an int64 of
-                milliseconds within what kio's ``timedelta`` holds (+-999999999 days)
-string          the world's names (topics, groups, users, config keys, mechanisms), arbitrary
-                text (empty, unicode, control characters); None where the version allows null
+int8 ... int64  small values (-2..16, where enums and partition indexes live; -1..2 most),
+                the type's boundaries, anything in range; ``max_wait`` and
+                ``rebalance_timeout`` at most ``MAX_WAIT_MS`` (a legitimate long poll must not
+                stall the run); an int64 of milliseconds within what a Python ``timedelta``
+                holds (+-999999999 days: kio builds one to write it)
+string          the world's topics and groups (a third of the time, so requests reach them),
+                known words (users, config keys, mechanisms, quota keys), arbitrary text
+                (empty, unicode, control characters); None where the version allows null
 bytes           arbitrary bytes (at most 32)
 records         None, empty, small valid RecordBatch v2 (any codec, keys or not), or invalid
-                ones (random bytes, a batch cut short, a flipped CRC byte, magic 1)
+                ones (random bytes, a batch cut short, a flipped CRC byte, another magic,
+                a length of 0, -1 or 2**31-1)
 uuid            the world's topic ids, the zero uuid, any uuid
 float64         0, small, negative, huge, NaN and infinities
 arrays          0 to ``MAX_ARRAY`` elements; None where the version allows null
@@ -83,12 +86,14 @@ def integers(bits: int, name: str = "", *, limit: int | None = None) -> st.Searc
         return st.one_of(st.integers(-2, MAX_WAIT_MS), st.sampled_from((low, -1)))
     edges = sorted({low, low + 1, -1, 0, 1, high - 1, high, 0x7F & high, 0x7FFF & high,
                     1 << min(bits - 2, 30)})
-    return st.one_of(st.integers(-2, 16), st.sampled_from(edges), st.integers(low, high))
+    return st.one_of(st.integers(-1, 2), st.integers(-2, 16), st.sampled_from(edges),
+                     st.integers(low, high))
 
 
 def strings(world: World, nullable: bool) -> st.SearchStrategy[str | None]:
-    named = st.sampled_from([*world.topics, *world.groups, *world.words])
-    drawn: st.SearchStrategy[str | None] = st.one_of(named, st.text(max_size=16))
+    drawn: st.SearchStrategy[str | None] = st.one_of(
+        st.sampled_from([*world.topics, *world.groups]), st.sampled_from(world.words),
+        st.text(max_size=16))
     return st.one_of(st.none(), drawn) if nullable else drawn
 
 
