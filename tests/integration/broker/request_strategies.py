@@ -8,8 +8,10 @@ value fits the grammar and kio encodes it; only the *values* are arbitrary:
 int8 ... int64  small values (-2..16, where enums and partition indexes live; -1..2 most),
                 the type's boundaries, anything in range; ``max_wait`` and
                 ``rebalance_timeout`` at most ``MAX_WAIT_MS`` (a legitimate long poll must not
-                stall the run); an int64 of milliseconds within what a Python ``timedelta``
-                holds (+-999999999 days: kio builds one to write it)
+                stall the run); times also as clients send them (0 to 60 s, a session timeout
+                at most ``MAX_SESSION_TIMEOUT_MS``); an int64 of
+                milliseconds within what a Python ``timedelta`` holds (+-999999999 days: kio
+                builds one to write it)
 string          the world's topics and groups (a third of the time, so requests reach them),
                 known words (users, config keys, mechanisms, quota keys), arbitrary text
                 (empty, unicode, control characters); None where the version allows null
@@ -21,6 +23,7 @@ uuid            the world's topic ids, the zero uuid, any uuid
 float64         0, small, negative, huge, NaN and infinities
 arrays          0 to ``MAX_ARRAY`` elements; None where the version allows null
 tagged fields   drawn like the others, or left out (kio's default)
+client values   half the time, a field named in ``_CLIENT_VALUES`` takes what a client sends
 ==============  ==============================================================================
 
 The fields go through ``build_request`` (Strata's kio adapter), as every other test builds
@@ -45,6 +48,8 @@ from strata.storage.records import RecordSpec, build_batch
 
 MAX_ARRAY: Final = 3
 MAX_WAIT_MS: Final = 300
+MAX_SESSION_TIMEOUT_MS: Final = 1000  # the test broker's group.max.session.timeout.ms
+MIN_SESSION_TIMEOUT_MS: Final = 10  # and its group.min.session.timeout.ms
 TIMEDELTA_MAX_MS: Final = 86_399_999_913_600_000  # 999999999 days
 # kio's names of fields whose value is how long the broker may legitimately hold the answer.
 _WAITS: Final = frozenset({"max_wait", "rebalance_timeout"})
@@ -88,6 +93,23 @@ def integers(bits: int, name: str = "", *, limit: int | None = None) -> st.Searc
                     1 << min(bits - 2, 30)})
     return st.one_of(st.integers(-1, 2), st.integers(-2, 16), st.sampled_from(edges),
                      st.integers(low, high))
+
+
+# Half of the draws of these fields (by kio's name) take the value a client sends, so stateful
+# APIs get past their first check: a new member, a session timeout the broker accepts.
+_CLIENT_VALUES: Final[dict[str, st.SearchStrategy[Any]]] = {
+    "member_id": st.just(""),
+    "session_timeout": st.integers(MIN_SESSION_TIMEOUT_MS, MAX_SESSION_TIMEOUT_MS),
+    "protocol_type": st.just("consumer"),
+    "generation_id": st.integers(-1, 3),
+}
+
+
+def _milliseconds(name: str) -> st.SearchStrategy[int]:
+    """Times as clients send them; session timeouts within what the test broker allows."""
+    if name in _WAITS:
+        return st.integers(0, MAX_WAIT_MS)
+    return st.integers(0, MAX_SESSION_TIMEOUT_MS if name == "session_timeout" else 60_000)
 
 
 def strings(world: World, nullable: bool) -> st.SearchStrategy[str | None]:
@@ -161,7 +183,9 @@ def _leaf(kind: str, name: str, nullable: bool, world: World) -> st.SearchStrate
     elif kind == "float64":
         drawn = floats()
     elif kind == "timedelta_i64":  # kio holds it in a ``timedelta``: at most 999999999 days
-        drawn = integers(64, name, limit=TIMEDELTA_MAX_MS)
+        drawn = st.one_of(integers(64, name, limit=TIMEDELTA_MAX_MS), _milliseconds(name))
+    elif kind == "timedelta_i32":
+        drawn = st.one_of(integers(32, name), _milliseconds(name))
     elif kind in _INT_BITS:
         drawn = integers(_INT_BITS[kind], name)
     else:  # pragma: no cover - a kafka type kio added after this module was written
@@ -170,6 +194,12 @@ def _leaf(kind: str, name: str, nullable: bool, world: World) -> st.SearchStrate
 
 
 def field_strategy(field: dataclasses.Field[Any], world: World) -> st.SearchStrategy[Any]:
+    drawn = _field_strategy(field, world)
+    client_value = _CLIENT_VALUES.get(field.name)
+    return drawn if client_value is None else st.one_of(client_value, drawn)
+
+
+def _field_strategy(field: dataclasses.Field[Any], world: World) -> st.SearchStrategy[Any]:
     annotation, nullable = _unwrap(field.type)
     kind = field.metadata.get("kafka_type", "")
     if typing.get_origin(annotation) is tuple:

@@ -25,6 +25,8 @@ Special cases, each covered rather than skipped:
   login among them); each step is answered and decodes; a failed step may close the connection
   (Kafka's rule), a login that succeeded serves the next request, and a fresh connection always
   logs in.
+- JoinGroup answered MEMBER_ID_REQUIRED (v4+, KIP-394) is sent again with the member id given,
+  as clients do, so drawn members also join.
 - AlterClientQuotas: whatever it set is removed after each example, so a drawn
   ``request_percentage`` of 1e-300 does not throttle the rest of the run.
 
@@ -44,6 +46,7 @@ Defects found in code another change owns are listed in ``KNOWN_DEFECTS`` and ma
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 import socket
@@ -55,7 +58,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 import pytest
-from hypothesis import HealthCheck, Phase, event, given, seed, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from strata.broker.handlers import build_registry
@@ -74,7 +77,13 @@ from strata.storage.records import RecordSpec, build_batch
 
 from ..broker_process import GROUPS_CONFIG, BrokerProcess, create_user, free_port, serving
 from ..raw_socket import read_frame
-from .request_strategies import World, request_strategy, strings
+from .request_strategies import (
+    MAX_SESSION_TIMEOUT_MS,
+    MIN_SESSION_TIMEOUT_MS,
+    World,
+    request_strategy,
+    strings,
+)
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -121,6 +130,20 @@ class Target:
     sasl_port: int
     world: World
     log_checked: int = 0
+    # (api key name and version, outcome) -> examples, printed when the module ends
+    outcomes: collections.Counter[tuple[str, str]] = dataclasses.field(
+        default_factory=collections.Counter)
+
+    def summary(self) -> str:
+        by_outcome: collections.Counter[str] = collections.Counter()
+        clean: set[str] = set()
+        for (pair, outcome), count in self.outcomes.items():
+            by_outcome[outcome] += count
+            if outcome != "answered with errors":
+                clean.add(pair)
+        never = sorted({pair for pair, _ in self.outcomes} - clean)
+        return (f"{sum(by_outcome.values())} requests: {dict(by_outcome)}; never answered "
+                f"without an error ({len(never)}): {', '.join(never)}")
 
     def new_log(self) -> str:
         """The broker's log written since the last call."""
@@ -217,7 +240,8 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     workdir = tmp_path_factory.mktemp("property-broker")
     broker = BrokerProcess(workdir, {
         **GROUPS_CONFIG, "num.partitions": "1",
-        "group.min.session.timeout.ms": "10", "group.max.session.timeout.ms": "1000",
+        "group.min.session.timeout.ms": str(MIN_SESSION_TIMEOUT_MS),
+        "group.max.session.timeout.ms": str(MAX_SESSION_TIMEOUT_MS),
         "authorizer.class.name": "strata.acl", "super.users": f"User:ANONYMOUS;User:{SASL_USER}",
         "sasl.enabled.mechanisms": ",".join(MECHANISMS),
         "connection.failed.authentication.delay.ms": "0",
@@ -231,6 +255,7 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     with serving(broker):
         found = Target(broker, sasl_port, prepare(broker))
         yield found
+        print(found.summary())
         assert "Traceback" not in found.new_log(), broker.log_tail()
 
 
@@ -258,13 +283,14 @@ def remove_client_quotas(port: int) -> None:
 
 # ------------------------------------------------------------------------------ the property
 def exchange(target: Target, api_key: int, version: int, request: Any, correlation_id: int,
-             client_id: str | None) -> str:
-    """Send ``request``; check the answer, the follow-up and the log. Returns a description
-    of what was sent, for the failure message."""
+             client_id: str | None) -> Any:
+    """Send ``request``; check the answer, the follow-up and the log. Returns the decoded
+    answer (None for Produce with ``acks=0``)."""
     header = RequestHeader(api_key, version, correlation_id, client_id)
     sent = f"{ApiKey(api_key).name} v{version} {header} {request!r}"[:4000]
     with connect(target.broker.port) as sock:
         sock.sendall(encode_request(header, request))
+        answer = None
         if getattr(request, "acks", None) != 0 or api_key != ApiKey.PRODUCE:
             try:
                 frame = read_frame(sock)
@@ -276,9 +302,10 @@ def exchange(target: Target, api_key: int, version: int, request: Any, correlati
             codes = set(error_codes(answer))
             assert ErrorCode.unknown_server_error not in codes, (
                 f"UNKNOWN_SERVER_ERROR answering {sent}: {answer!r}"[:6000])
-            event("answered, no error" if codes <= {ErrorCode.none} else "answered with errors")
+            outcome = "answered, no error" if codes <= {ErrorCode.none} else "answered with errors"
         else:
-            event("acks=0: no answer")
+            outcome = "acks=0: no answer"
+        target.outcomes[pair_id((api_key, version)), outcome] += 1
         follow_up = (correlation_id + 1) & 0x7FFFFFFF
         try:
             api_versions_answered(sock, follow_up)
@@ -286,7 +313,7 @@ def exchange(target: Target, api_key: int, version: int, request: Any, correlati
             raise AssertionError(f"the connection stopped serving after {sent}: {exc!r}\n"
                                  f"{target.broker.log_tail()}") from exc
     assert_no_traceback(target, sent)
-    return sent
+    return answer
 
 
 def removed_produce_exchange(target: Target, version: int, request: Any,
@@ -336,9 +363,13 @@ def test_every_well_formed_request_is_answered(target: Target, api_key: int,
         if removed:
             removed_produce_exchange(target, version, request, correlation_id)
             return
-        exchange(target, api_key, version, request, correlation_id, client_id)
+        answer = exchange(target, api_key, version, request, correlation_id, client_id)
         if api_key == ApiKey.ALTER_CLIENT_QUOTAS:
             remove_client_quotas(target.broker.port)
+        if api_key == ApiKey.JOIN_GROUP and answer.error_code == ErrorCode.member_id_required:
+            # KIP-394: a client joins again with the member id it was given
+            exchange(target, api_key, version, dataclasses.replace(request,
+                     member_id=answer.member_id), correlation_id, client_id)
 
     answered()
 
