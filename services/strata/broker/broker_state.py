@@ -27,6 +27,7 @@ from strata.broker.producer_id_manager import ProducerIdManager
 from strata.broker.quotas.broker_quotas import BrokerQuotas
 from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.security.authorization import BrokerAuthorizer
+from strata.broker.telemetry.client_metrics_manager import ClientMetricsManager
 from strata.broker.topic_store import TopicStore
 from strata.protocol.registry import HandlerRegistry
 from strata.security.credentials import CredentialStore
@@ -68,6 +69,7 @@ class BrokerState:
     advertised_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
     group_coordinator: GroupCoordinator = field(init=False)
     fetch_sessions: FetchSessionCache = field(init=False)
+    client_metrics: ClientMetricsManager = field(init=False)  # KIP-714 (strata.broker.telemetry)
 
     def __post_init__(self) -> None:
         self.group_coordinator = GroupCoordinator(
@@ -77,6 +79,9 @@ class BrokerState:
         self.fetch_sessions = FetchSessionCache(
             self.config.get_int("max.incremental.fetch.session.cache.slots"),
             self.config.get_int("min.incremental.fetch.session.eviction.ms"))
+        self.client_metrics = ClientMetricsManager(
+            self.clock, self.topic_store.all_broker_configs,
+            telemetry_max_bytes=self.config.get_int("telemetry.max.bytes"))
 
     def live_brokers(self, listener: str | None = None) -> list[BrokerEndpoint]:
         """The brokers clients are told about (Metadata, DescribeCluster), by node id: the

@@ -104,6 +104,9 @@ BROKER_SETTINGS: Final[tuple[BrokerSetting, ...]] = (
                   "At most this many fetch sessions (KIP-227) are cached."),
     BrokerSetting("min.incremental.fetch.session.eviction.ms", "120000", ConfigType.INT,
                   "A fetch session unused this long may be evicted for a new one."),
+    BrokerSetting("telemetry.max.bytes", "1048576", ConfigType.INT,
+                  "The maximum size (after compression if compression is used) of telemetry "
+                  "metrics pushed from a client to the broker (KIP-714)."),
     BrokerSetting("max.request.partition.size.limit", "2000", ConfigType.INT,
                   "At most this many partitions in one DescribeTopicPartitions answer."),
     BrokerSetting("quota.window.num", "11", ConfigType.INT,
@@ -185,6 +188,28 @@ BROKER_SETTINGS: Final[tuple[BrokerSetting, ...]] = (
                   "How often expired offsets are removed."),
     BrokerSetting("offset.metadata.max.bytes", "4096", ConfigType.INT,
                   "The largest metadata string an offset commit may carry."),
+    # The transaction coordinator (strata.broker.transaction) and its topic __transaction_state.
+    BrokerSetting("transaction.state.log.num.partitions", "50", ConfigType.INT,
+                  "Partitions of __transaction_state (fixed once the topic exists)."),
+    BrokerSetting("transaction.state.log.replication.factor", "3", ConfigType.SHORT,
+                  "Replication factor of __transaction_state, capped at the live brokers."),
+    BrokerSetting("transaction.state.log.min.isr", "2", ConfigType.INT,
+                  "min.insync.replicas of __transaction_state."),
+    BrokerSetting("transaction.state.log.segment.bytes", "104857600", ConfigType.INT,
+                  "segment.bytes of __transaction_state."),
+    BrokerSetting("transaction.max.timeout.ms", "900000", ConfigType.INT,
+                  "The largest transaction.timeout.ms a producer may ask for "
+                  "(INVALID_TRANSACTION_TIMEOUT above it)."),
+    BrokerSetting("transactional.id.expiration.ms", "604800000", ConfigType.INT,
+                  "A transactional id without a transaction this long is forgotten."),
+    BrokerSetting("transaction.abort.timed.out.transaction.cleanup.interval.ms", "10000",
+                  ConfigType.INT, "How often transactions past their timeout are aborted."),
+    BrokerSetting("transaction.remove.expired.transaction.cleanup.interval.ms", "3600000",
+                  ConfigType.INT, "How often expired transactional ids are removed."),
+    BrokerSetting("transaction.version", "2", ConfigType.SHORT,
+                  "The transaction.version feature level in use (Kafka finalizes it with "
+                  "kafka-features.sh): 0 = transactions v1, 1 = flexible __transaction_state "
+                  "values, 2 = transactions v2 (KIP-890, the epoch bumped at every EndTxn)."),
     # Security (strata.broker.security). Any of the ssl.* / sasl.* keys may also be set per
     # listener as listener.name.<name>.<key> (Kafka's rule; those keys are always known).
     BrokerSetting("listener.security.protocol.map",
@@ -325,7 +350,7 @@ class BrokerConfig:
             setting = SETTINGS_BY_NAME.get(key)
             if setting is None:
                 continue
-            if setting.type in (ConfigType.INT, ConfigType.LONG):
+            if setting.type in (ConfigType.INT, ConfigType.LONG, ConfigType.SHORT):
                 self.get_int(key)
             elif setting.type is ConfigType.BOOLEAN:
                 self.get_bool(key)

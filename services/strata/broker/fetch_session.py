@@ -19,6 +19,12 @@ news. Kafka's rules (``FetchManager.newContext``, ``FetchSession``, ``FetchSessi
 * a full fetch creates its session after the read (``FetchContext.complete``) with the
   partitions answered; its first incremental epoch is 1. If the cache is full and nothing may
   be evicted, the response says session 0 and the fetcher goes on with full fetches;
+* a throttled fetch (a client quota) is answered ``throttled_response``: no partitions at all.
+  A full fetch then creates no session (session id 0; the fetcher starts over with a full
+  fetch); an incremental one keeps its session as the request updated it, its epoch moved on,
+  and what each partition was last told unchanged, so the partitions not sent are sent next
+  time (Kafka's ``getThrottledResponse``). If another request of the session moved its epoch
+  on meanwhile, the answer is INVALID_FETCH_SESSION_EPOCH;
 * an incremental response includes a partition only if it has records, an error, a diverging
   epoch, or a high watermark / last stable offset / log start offset other than the one last
   sent; a partition included is moved to the end of the session (no starvation under
@@ -165,6 +171,7 @@ class FetchContext:
         self.error_code = error_code
         self.session = session
         self._create = create  # (privileged, uses_topic_ids) of a full fetch's new session
+        self._epoch = session.epoch if session is not None else None  # expected at the answer
 
     @property
     def incremental(self) -> bool:
@@ -175,6 +182,16 @@ class FetchContext:
         """Whether ``complete`` reads the answers (a sessionless fetch keeps every one)."""
         return self.session is not None or (self._create is not None
                                              and self._cache is not None)
+
+    def throttled_response(self) -> tuple[ErrorCode, int]:
+        """(error code, session id) of the response to a throttled fetch, which carries no
+        partitions and changes nothing in the session."""
+        session = self.session
+        if session is None:
+            return ErrorCode.none, INVALID_SESSION_ID
+        if session.epoch != self._epoch:
+            return ErrorCode.invalid_fetch_session_epoch, session.id
+        return ErrorCode.none, session.id
 
     def complete(self, answers: Sequence[PartitionAnswer], now_ms: int
                  ) -> tuple[int, list[int]]:

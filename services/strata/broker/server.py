@@ -71,6 +71,7 @@ from strata.broker.quotas.broker_quotas import open_quotas
 from strata.broker.quotas.client_quota_manager import QuotaWindow
 from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.security.authorization import open_authorizer
+from strata.broker.telemetry.client_metrics_collector import ClientMetricsCollector
 from strata.broker.topic_store import FileTopicStore, TopicRecord, TopicStore, TopicStoreError
 from strata.metadata.errors import MetadataStoreError
 from strata.security.credentials import (
@@ -192,6 +193,7 @@ class KafkaServer:
         replica_manager.log_metrics = metrics.log
         replica_manager.replication_metrics = metrics.replication
         FetchSessionMetrics(metrics.registry, state.fetch_sessions)
+        state.client_metrics.exporter = ClientMetricsCollector(state.clock, metrics.registry)
         self._http.metrics = metrics
         if cluster is not None:
             def on_configs(image: ClusterImage) -> None:

@@ -94,6 +94,10 @@ class TopicStore(Protocol):
 
     def get(self, name: str) -> TopicRecord | None: ...
 
+    def all_broker_configs(self) -> Mapping[str, Mapping[str, str]]:
+        """Every scope's dynamic configs (brokers, and ``client-metrics/<name>`` resources)."""
+        ...
+
     def broker_configs(self, scope: str) -> Mapping[str, str]:
         """Dynamic broker configs of ``scope``: ``""`` = cluster default, else a node id."""
         ...
@@ -154,6 +158,9 @@ class FileTopicStore:
 
     def broker_configs(self, scope: str) -> Mapping[str, str]:
         return MappingProxyType(self._broker_configs.get(scope, {}))
+
+    def all_broker_configs(self) -> Mapping[str, Mapping[str, str]]:
+        return MappingProxyType(self._broker_configs)
 
     # ---------------------------------------------------------------- writes
     async def create_topic(self, record: TopicRecord) -> None:

@@ -21,7 +21,9 @@ highest offset; older records of the key are removed and the survivors keep thei
    group's result fits ``segment.bytes``, ``segment.index.bytes`` and 32-bit relative offsets
    (``group_segments_by_size``). Each group is filtered batch by batch (``batch_filter``: the
    retention rules) into one new segment ``<base>.log.cleaned`` (+ indexes), flushed, and swapped
-   in for the group by ``Log.replace_segments`` (crash-safe: ``segment_swap``).
+   in for the group by ``Log.replace_segments`` (crash-safe: ``segment_swap``). The ``.txnindex``
+   entry of each ABORT marker kept is copied into the new segment (Kafka's cleaned index); the
+   entry of a marker that goes goes with it.
 
 As in Kafka, a round runs only when a log has dirty bytes (``log_cleaner_manager``), so an expired
 tombstone goes with the next round after its horizon, not at the horizon. A group whose records
@@ -392,6 +394,9 @@ class Cleaner:
                         + names.CLEANED_FILE_SUFFIX)).unlink(missing_ok=True)
         cleaned = LogSegment.open(log.dir, base, segment_config(log.config), now_ms=now_ms,
                                   file_suffix=names.CLEANED_FILE_SUFFIX)
+        # An aborted transaction stays in the .txnindex while its ABORT marker survives: a
+        # consumer that met its data without the marker would skip the producer's later data.
+        aborted = {t.last_offset: t for seg in group for t in seg.txn_index.all_aborted_txns()}
         try:
             for seg in group:
                 for _, batch in self.read_batches(seg):
@@ -401,6 +406,9 @@ class Cleaner:
                         header = rb.parse_header(out)
                         cleaned.append(header.last_offset, header.max_timestamp,
                                        header.last_offset, out)
+                        txn = aborted.get(header.base_offset) if header.is_control else None
+                        if txn is not None and header.records_count > 0:
+                            cleaned.update_txn_index(txn)
             cleaned.on_become_inactive_segment()
             cleaned.flush()
             modified_ns = group[-1].last_modified * 1_000_000

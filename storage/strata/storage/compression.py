@@ -28,7 +28,9 @@ payload. Codecs are cramjam's; the framings around them are Kafka's:
 
 Invariants: ``decompress(c, compress(c, data)) == data`` for every codec; any malformed input to
 ``decompress`` raises ``CorruptRecordError`` (never a codec library's exception); an unknown
-codec id raises ``UnsupportedCompressionTypeError``.
+codec id raises ``UnsupportedCompressionTypeError``. ``decompress_bounded`` never holds more
+than ``max_size + 1`` decompressed bytes, whatever the input claims (a small "compression bomb"
+is refused with ``RecordTooLargeError`` before it can take the broker's memory).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import cramjam
 from strata.storage.errors import (
     CorruptRecordError,
     InvalidConfigError,
+    RecordTooLargeError,
     UnsupportedCompressionTypeError,
 )
 
@@ -236,3 +239,56 @@ def decompress(codec: int, data: Buffer) -> bytes:
         raise CorruptRecordError(
             f"records compressed with {c.config_name} fail to decompress: {exc}"
         ) from None
+
+
+def decompress_bounded(codec: int, data: Buffer, max_size: int) -> bytes:
+    """``decompress`` that refuses (``RecordTooLargeError``) output larger than ``max_size``
+    bytes, decompressing into a buffer of ``max_size + 1`` bytes so memory stays bounded."""
+    c = CompressionType.for_id(codec)
+    if c is CompressionType.NONE:
+        if len(data) > max_size:
+            raise RecordTooLargeError(f"{len(data)} bytes exceed the limit of {max_size}")
+        return bytes(data)
+    if c is CompressionType.SNAPPY:
+        _check_snappy_size(memoryview(data), max_size)
+        return decompress(codec, data)
+    out = bytearray(max_size + 1)
+    module = {CompressionType.GZIP: cramjam.gzip, CompressionType.LZ4: cramjam.lz4,
+              CompressionType.ZSTD: cramjam.zstd}[c]
+    try:
+        written = int(module.decompress_into(data, out))
+    except cramjam.DecompressionError as exc:
+        if "failed to write whole buffer" in str(exc):
+            raise RecordTooLargeError(
+                f"records compressed with {c.config_name} decompress to more than "
+                f"{max_size} bytes") from None
+        raise CorruptRecordError(
+            f"records compressed with {c.config_name} fail to decompress: {exc}") from None
+    if written > max_size:
+        raise RecordTooLargeError(
+            f"records compressed with {c.config_name} decompress to more than {max_size} bytes")
+    del out[written:]
+    return bytes(out)
+
+
+def _check_snappy_size(view: memoryview, max_size: int) -> None:
+    """The decompressed size of a snappy payload (raw or xerial-framed), from the length each
+    raw block states, checked against ``max_size`` before anything is decompressed."""
+    try:
+        if bytes(view[: len(XERIAL_MAGIC)]) != XERIAL_MAGIC:
+            total = int(cramjam.snappy.decompress_raw_len(view))
+        else:
+            total, pos = 0, _XERIAL_HEADER_SIZE
+            while pos + 4 <= len(view) and total <= max_size:
+                (length,) = _I.unpack_from(view, pos)
+                pos += 4
+                if length < 0 or length > len(view) - pos:
+                    return  # malformed: decompress() names the defect
+                total += int(cramjam.snappy.decompress_raw_len(view[pos : pos + length]))
+                pos += length
+    except cramjam.DecompressionError as exc:
+        raise CorruptRecordError(f"records compressed with snappy fail to decompress: {exc}"
+                                 ) from None
+    if total > max_size:
+        raise RecordTooLargeError(
+            f"records compressed with snappy decompress to more than {max_size} bytes")

@@ -59,6 +59,20 @@ class InvalidProducerEpochError(StorageError):
     error_name = "INVALID_PRODUCER_EPOCH"
 
 
+class InvalidTxnStateError(StorageError):
+    """A non-transactional batch from a producer whose transaction is still open."""
+
+    error_code = 48
+    error_name = "INVALID_TXN_STATE"
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """A transaction marker from a coordinator epoch older than the one the partition saw."""
+
+    error_code = 52
+    error_name = "TRANSACTION_COORDINATOR_FENCED"
+
+
 class KafkaStorageError(StorageError):
     """A disk error (ENOSPC, EIO...): the write was not acknowledged; the log dir goes offline."""
 

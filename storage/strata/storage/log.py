@@ -9,6 +9,11 @@ it (Kafka's vocabulary, see GLOSSARY.md):
 * ``high_watermark`` (HW) — set by the partition layer (replication); consumers read below it.
   ``log_start_offset <= high_watermark <= log_end_offset`` always holds.
 * ``recovery_point`` — everything below it has been fsynced; recovery scans from here.
+* ``last_stable_offset`` (LSO) — min(first unstable offset, HW): read_committed consumers read
+  below it. The first unstable offset is the first offset of the oldest transaction not yet
+  both decided and replicated (``producer_state``); retention never moves the log start offset
+  past it (DeleteRecords, as in Kafka, is bounded by the HW only). Transaction rules live in
+  ``log_transactions``.
 
 Invariants: segments are sorted by base offset and contiguous in offsets (gaps only where
 compaction removed records); only the last segment (the active one) is appended to; the segment
@@ -46,7 +51,7 @@ from strata.storage.errors import (
 from strata.storage.leader_epoch_cache import LeaderEpochFileCache
 from strata.storage.log_append import assign_offsets
 from strata.storage.log_config import LogConfig
-from strata.storage.log_read import offset_by_timestamp, read_segments, replay_producer_state
+from strata.storage.log_read import offset_by_timestamp, read_segments
 from strata.storage.log_results import FetchDataInfo, LogAppendInfo, TimestampAndOffset
 from strata.storage.log_retention import (
     below_log_start,
@@ -56,8 +61,22 @@ from strata.storage.log_retention import (
 )
 from strata.storage.log_roll import out_of_descriptors, roll_params, segment_config
 from strata.storage.log_segment import LogSegment
-from strata.storage.log_validator import ValidationConfig, validate_records
-from strata.storage.producer_state import ProducerStateManager
+from strata.storage.log_transactions import (
+    AppendOrigin,
+    FetchIsolation,
+    OnCompletedTxn,
+    aborted_entry,
+    apply_producer_batches,
+    check_markers,
+    collect_aborted_transactions,
+    follower_producer_batches,
+    markers_of,
+    read_committed,
+    replay_producer_state,
+)
+from strata.storage.log_validator import validate_records, validation_config
+from strata.storage.producer_state import CompletedTxn, ProducerStateManager
+from strata.storage.records import EndTransactionMarker
 from strata.storage.segment_deletion import SegmentDeletion
 
 __all__ = ["Log"]
@@ -83,7 +102,7 @@ class Log:
             raise ValueError("a log has at least one segment")
         self.dir = dir
         self._config = config
-        self._validation_config = _validation_config(config)
+        self._validation_config = validation_config(config)
         self._clock = clock
         self._segments: tuple[LogSegment, ...] = tuple(segments)
         self._bases: tuple[int, ...] = tuple(s.base_offset for s in segments)
@@ -109,7 +128,7 @@ class Log:
 
     def update_config(self, config: LogConfig) -> None:
         self._config = config
-        self._validation_config = _validation_config(config)
+        self._validation_config = validation_config(config)
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -130,6 +149,7 @@ class Log:
     def update_high_watermark(self, offset: int) -> int:
         """Set the HW, clamped into [log_start_offset, log_end_offset]; returns the value set."""
         self._high_watermark = max(self.log_start_offset, min(offset, self._log_end_offset))
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
         return self._high_watermark
 
     def maybe_increment_high_watermark(self, offset: int) -> bool:
@@ -138,6 +158,26 @@ class Log:
             before = self._high_watermark
             return self.update_high_watermark(offset) > before
         return False
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest transaction not both decided and replicated, or None."""
+        return self.producer_state.first_unstable_offset
+
+    def last_stable_offset(self, high_watermark: int | None = None) -> int:
+        """The LSO: min(first unstable offset, ``high_watermark`` (default: the log's HW)).
+        ListOffsets latest under read_committed answers it."""
+        hw = self._high_watermark if high_watermark is None else high_watermark
+        first = self.producer_state.first_unstable_offset
+        return hw if first is None or first > hw else first
+
+    def collect_aborted_transactions(self, start_offset: int,
+                                     upper_bound_offset: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of every aborted transaction overlapping
+        [``start_offset``, ``upper_bound_offset``) (``.txnindex`` files)."""
+        found = collect_aborted_transactions(self._segments, self._bases, start_offset,
+                                             upper_bound_offset)
+        return [(t.producer_id, t.first_offset) for t in found]
 
     @property
     def size(self) -> int:
@@ -174,21 +214,29 @@ class Log:
 
     # ---------------------------------------------------------------- append
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int
+        self, records: bytes | bytearray | memoryview, leader_epoch: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
-        """Validate a client's record set, assign offsets and epoch, append it.
+        """Validate a record set, assign offsets and epoch, append it.
 
         Raises the validator's errors (Kafka error codes) without touching the log, and the
-        producer-state errors for idempotent batches. A duplicate of one of a producer's last
-        five batches is not appended again: the original offsets come back, ``duplicate=True``.
+        producer-state errors for idempotent and transactional batches. A duplicate of one of
+        a producer's last five batches is not appended again: the original offsets come back,
+        ``duplicate=True``. Transaction markers (control batches) come from the coordinator
+        only (``origin=COORDINATOR``); a client's control batch is INVALID_RECORD.
         """
         with self.lock:
             self._check_online()
             now = self._clock.milliseconds()
-            result = validate_records(records, self._validation_config, now)
+            coordinator = origin is AppendOrigin.COORDINATOR
+            result = validate_records(records, self._validation_config, now,
+                                      control_allowed=coordinator)
             batches = result.batches
+            markers = markers_of(records, batches, self._log_end_offset) if coordinator else None
+            if markers is not None:
+                check_markers(self.producer_state, batches, markers, self._log_end_offset)
             for _, header in batches:
-                if header.producer_id >= 0:
+                if markers is None and header.producer_id >= 0:
                     dup = self.producer_state.check(header)
                     if dup is not None:
                         first = dup.last_offset - dup.offset_delta
@@ -205,7 +253,8 @@ class Log:
             if leader_epoch >= 0:
                 self._assign_epoch(leader_epoch, info.first_offset)
             self._append(assigned.data, assigned.size, assigned.producer_batches,
-                         info.last_offset, info.max_timestamp, info.offset_of_max_timestamp)
+                         info.last_offset, info.max_timestamp, info.offset_of_max_timestamp,
+                         markers)
             return info
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
@@ -238,9 +287,9 @@ class Log:
             if first > self._log_end_offset:
                 # The leader's log starts later than ours ends (e.g. after its retention).
                 self.truncate_fully_and_start_at(first)
-            producer_batches = [(h, h.base_offset, h.last_offset) for _, h in headers
-                                if h.producer_id >= 0]
-            self._append(buf, info.valid_bytes, producer_batches, last, max_ts, offset_of_max_ts)
+            producer_batches, markers = follower_producer_batches(records, headers)
+            self._append(buf, info.valid_bytes, producer_batches, last, max_ts, offset_of_max_ts,
+                         markers)
             return info
 
     def _assign_epoch(self, epoch: int, start_offset: int) -> None:
@@ -256,9 +305,11 @@ class Log:
         last_offset: int,
         max_ts: int,
         offset_of_max_ts: int,
+        markers: dict[int, EndTransactionMarker] | None = None,
     ) -> None:
         """Write ``buf`` and record ``(header, first offset, last offset)`` of each batch that
-        carries a producer id in the producer state."""
+        carries a producer id in the producer state; ``markers`` (by offset) are the
+        transaction markers among them, whose aborted transactions go to the ``.txnindex``."""
         try:
             segment = self._maybe_roll(size, max_ts, last_offset)
             segment.append(last_offset, max_ts, offset_of_max_ts, buf)
@@ -267,8 +318,19 @@ class Log:
                 self._storage_failure(exc)
             raise
         psm = self.producer_state
-        for h, first, last in producer_batches:
-            psm.update(h, first, last, h.max_timestamp)
+        if markers is None:
+            for h, first, last in producer_batches:
+                psm.update(h, first, last, h.max_timestamp)
+        else:
+            def on_completed(completed: CompletedTxn) -> None:
+                if completed.is_aborted:
+                    segment.update_txn_index(aborted_entry(completed))
+
+            try:
+                apply_producer_batches(psm, producer_batches, markers, on_completed)
+            except KafkaStorageError as exc:  # the .txnindex write failed: a disk error
+                self._storage_failure(exc)
+                raise
         psm.update_map_end_offset(last_offset + 1)
         self._log_end_offset = last_offset + 1
 
@@ -306,12 +368,15 @@ class Log:
         max_bytes: int,
         upper_bound: int | None = None,
         min_one_message: bool = True,
+        isolation: FetchIsolation | None = None,
     ) -> FetchDataInfo:
         """Read from ``start_offset`` up to (excluding) ``upper_bound`` (default: LEO).
 
         Consumers pass the high watermark as ``upper_bound``, followers the LEO. Returns at
         least one whole batch when ``min_one_message`` even if it exceeds ``max_bytes``
         (KIP-74). Raises ``OffsetOutOfRangeError`` outside [log_start_offset, LEO].
+        ``isolation=TXN_COMMITTED`` (read_committed) also stops at the first unstable offset
+        and fills ``aborted_transactions``; any other isolation reads as before.
         """
         self._check_online()
         segments, bases = self._segments, self._bases
@@ -321,6 +386,12 @@ class Log:
             raise OffsetOutOfRangeError(
                 f"offset {start_offset} is outside [{self.log_start_offset}, {end}] of {self.dir}"
             )
+        if isolation is not None and isolation == FetchIsolation.TXN_COMMITTED:  # or broker enum
+            first_unstable = self.producer_state.first_unstable_offset
+            if first_unstable is not None and first_unstable < bound:
+                bound = first_unstable
+            return read_committed(segments, bases, start_offset, max_bytes, bound, end,
+                                  min_one_message)
         return read_segments(segments, bases, start_offset, max_bytes, bound, end,
                              min_one_message)
 
@@ -378,13 +449,17 @@ class Log:
         self.recovery_point = min(self.recovery_point, end)
         self._high_watermark = min(self._high_watermark, end)
         self.log_start_offset = min(self.log_start_offset, end)
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
 
-    def rebuild_producer_state(self) -> None:
-        """Bring the producer state up to the log end (``log_read.replay_producer_state``)."""
-        replay_producer_state(self.producer_state, self._segments, self._log_end_offset)
+    def rebuild_producer_state(self, on_completed: OnCompletedTxn | None = None) -> None:
+        """Bring the producer state up to the log end (``log_transactions``' replay);
+        ``on_completed`` sees each transaction a replayed marker completes."""
+        replay_producer_state(self.producer_state, self._segments, self._log_end_offset,
+                              on_completed)
 
     def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: move the log start offset up to ``offset`` (<= HW); returns it."""
+        """DeleteRecords: move the log start offset up to ``offset`` (<= HW); returns it. As in
+        Kafka, an open transaction does not hold it back (only retention waits for it)."""
         with self.lock:
             self._check_online()
             if offset > self._high_watermark:
@@ -426,7 +501,8 @@ class Log:
         """Delete the prefix ``deletable_prefix`` picks; the active segment is rolled first if
         it must go too."""
         segments = self._segments
-        count = deletable_prefix(segments, self._high_watermark, self._log_end_offset, predicate)
+        count = deletable_prefix(segments, self.last_stable_offset(), self._log_end_offset,
+                                 predicate)
         if count == 0:
             return 0
         doomed = segments[:count]
@@ -489,15 +565,3 @@ class Log:
         for seg in self._segments:
             seg.close()
         self.delete_pending_segments(force=True)
-
-
-def _validation_config(cfg: LogConfig) -> ValidationConfig:
-    return ValidationConfig(
-        max_message_bytes=cfg.max_message_bytes,
-        message_timestamp_type=cfg.message_timestamp_type,
-        message_timestamp_before_max_ms=cfg.message_timestamp_before_max_ms,
-        message_timestamp_after_max_ms=cfg.message_timestamp_after_max_ms,
-        message_timestamp_difference_max_ms=cfg.message_timestamp_difference_max_ms,
-        compacted=cfg.compact,
-    )
-

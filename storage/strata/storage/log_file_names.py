@@ -10,6 +10,7 @@ offsets), followed by a suffix::
     00000000000000000000.log         the records (RecordBatch v2, concatenated)
     00000000000000000000.index       offset index (relative offset -> file position)
     00000000000000000000.timeindex   time index (timestamp -> relative offset)
+    00000000000000000000.txnindex    aborted transactions (only once the segment has one)
     00000000000000001234.snapshot    producer state as of offset 1234
 
 A second suffix marks a file in transit; it is appended to the full name, e.g.
@@ -31,6 +32,7 @@ from pathlib import Path
 LOG_FILE_SUFFIX = ".log"
 INDEX_FILE_SUFFIX = ".index"
 TIME_INDEX_FILE_SUFFIX = ".timeindex"
+TXN_INDEX_FILE_SUFFIX = ".txnindex"
 PRODUCER_SNAPSHOT_FILE_SUFFIX = ".snapshot"
 DELETED_FILE_SUFFIX = ".deleted"
 CLEANED_FILE_SUFFIX = ".cleaned"
@@ -72,6 +74,10 @@ def offset_index_file(dir: Path, offset: int, suffix: str = "") -> Path:
 
 def time_index_file(dir: Path, offset: int, suffix: str = "") -> Path:
     return dir / (filename_prefix_from_offset(offset) + TIME_INDEX_FILE_SUFFIX + suffix)
+
+
+def txn_index_file(dir: Path, offset: int, suffix: str = "") -> Path:
+    return dir / (filename_prefix_from_offset(offset) + TXN_INDEX_FILE_SUFFIX + suffix)
 
 
 def producer_snapshot_file(dir: Path, offset: int) -> Path:

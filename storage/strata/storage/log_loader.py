@@ -24,6 +24,13 @@ Owns the load phase only; it *returns* a ready ``Log``. Steps, in order:
    to [log_start_offset, log_end_offset); producer state is loaded from the newest snapshot and
    replayed from the batches after it; the high watermark is the caller's checkpointed one
    (``replication-offset-checkpoint``) clamped into the log, or the log start offset.
+   A recovered segment's ``.txnindex`` was emptied by its recovery: snapshots above the first
+   recovered segment's base are dropped so the replay covers every recovered segment, and the
+   replay writes each aborted transaction whose marker lies in a recovered segment back into
+   that segment's index - the same entries, with the same last stable offsets, since the open
+   transactions the replay starts from come from the snapshot (Kafka's ``LogLoader``
+   rebuilding producer state through ``LogSegment.recover``). A ``.txnindex`` that fails its
+   sanity check gets its segment recovered the same way.
 
 Invariant on return: every byte of every segment is a whole, CRC-valid batch (for the scanned
 range and the last segment's tail), offsets are increasing, and the log end offset is the last
@@ -46,7 +53,8 @@ from strata.storage.log import Log
 from strata.storage.log_config import LogConfig
 from strata.storage.log_roll import segment_config
 from strata.storage.log_segment import LogSegment
-from strata.storage.producer_state import ProducerStateManager
+from strata.storage.log_transactions import index_aborted_txn
+from strata.storage.producer_state import CompletedTxn, ProducerStateManager
 from strata.storage.record_batch import BatchHeader
 from strata.storage.segment_swap import complete_swaps
 
@@ -119,8 +127,10 @@ def _load(
     if epoch_cache.checkpoint_corrupt:  # rebuilt from the batches by a full scan
         logger.warning("corrupt %s in %s: full recovery", LEADER_EPOCH_CHECKPOINT, dir)
         had_clean_shutdown, recovery_point = False, 0
+    recovered: set[int] = set()
     if segments:
-        segments = _recover(dir, segments, recovery_point, had_clean_shutdown, on_batch)
+        segments = _recover(dir, segments, recovery_point, had_clean_shutdown, on_batch,
+                            recovered)
     else:
         segments = [LogSegment.open(dir, log_start_offset, seg_cfg, now_ms=now)]
     log_end = segments[-1].read_next_offset()
@@ -129,6 +139,8 @@ def _load(
     epoch_cache.truncate_from_start(start)
 
     producer_state = ProducerStateManager(dir, producer_id_expiration_ms)
+    if recovered:
+        producer_state.delete_snapshots_above(min(recovered))
     producer_state.truncate_and_reload(start, log_end)
 
     log = Log(
@@ -139,7 +151,11 @@ def _load(
         producer_state=producer_state,
         on_storage_error=on_storage_error,
     )
-    log.rebuild_producer_state()
+    def on_completed(completed: CompletedTxn) -> None:
+        if recovered and completed.is_aborted:
+            index_aborted_txn(segments, completed, only=recovered)
+
+    log.rebuild_producer_state(on_completed)
     # The checkpointed HW (none: the log start offset), never the log end offset: an
     # unreplicated tail must not count as committed after a restart.
     log.update_high_watermark(start if high_watermark is None else high_watermark)
@@ -152,14 +168,17 @@ def _recover(
     recovery_point: int,
     had_clean_shutdown: bool,
     on_batch: Callable[[BatchHeader], None],
+    recovered: set[int],
 ) -> list[LogSegment]:
     """Step 3 of the module docstring: scan what may be unflushed, dropping everything after
-    its first bad batch; check the rest cheaply, recovering only what fails."""
+    its first bad batch; check the rest cheaply, recovering only what fails. The base offsets
+    of the recovered segments are added to ``recovered``."""
     last = len(segments) - 1
     for i, seg in enumerate(segments):
         nxt = segments[i + 1].base_offset if i < last else None
         unflushed = not had_clean_shutdown and (nxt is None or nxt > recovery_point)
         if unflushed:
+            recovered.add(seg.base_offset)
             truncated = seg.recover(on_batch)
             if truncated > 0:
                 logger.warning("recovery of %s truncated %d invalid bytes; deleting %d later "
@@ -171,6 +190,7 @@ def _recover(
         try:
             seg.offset_index.sanity_check()
             seg.time_index.sanity_check()
+            seg.txn_index.sanity_check()
         except CorruptIndexError as exc:
             logger.warning("rebuilding indexes of %s: %s", seg.log.path, exc)
         else:
@@ -179,6 +199,7 @@ def _recover(
                 continue
             logger.warning("%s is damaged after a clean shutdown (%s): recovering it",
                            seg.log.path, damage)
+        recovered.add(seg.base_offset)
         truncated = seg.recover(on_batch if i == last else None)
         if truncated > 0 and i < last:
             logger.error("%s was damaged on disk: cut %d bytes after offset %d; the offsets "
@@ -190,6 +211,7 @@ def _recover(
 def _delete_orphan_indexes(dir: Path) -> None:
     logs = {p.stem for p in dir.iterdir() if p.name.endswith(names.LOG_FILE_SUFFIX)}
     for p in dir.iterdir():
-        if p.name.endswith((names.INDEX_FILE_SUFFIX, names.TIME_INDEX_FILE_SUFFIX)) and \
+        if p.name.endswith((names.INDEX_FILE_SUFFIX, names.TIME_INDEX_FILE_SUFFIX,
+                            names.TXN_INDEX_FILE_SUFFIX)) and \
                 p.stem not in logs:
             p.unlink()

@@ -1,7 +1,7 @@
-"""Reads over a snapshot of one log's segments: Fetch by offset, ListOffsets by timestamp, and
-the replay of batch headers into the producer state.
+"""Reads over a snapshot of one log's segments: Fetch by offset and ListOffsets by timestamp
+(the producer-state replay and read_committed reads are ``log_transactions``').
 
-Owns no state of its own (the replay updates the ``ProducerStateManager`` it is given). Every
+Owns no state of its own. Every
 function takes the segment tuple a ``Log`` handed out (immutable, replaced on every change)
 together with the offsets read at the same moment, so a roll, a retention deletion or a cleaner
 swap on the owner thread never disturbs a read in progress: the files of removed segments stay
@@ -25,7 +25,6 @@ from strata.storage.log_results import (
     TimestampAndOffset,
 )
 from strata.storage.log_segment import LogSegment
-from strata.storage.producer_state import ProducerStateManager
 
 
 def read_segments(
@@ -93,18 +92,3 @@ def offset_by_timestamp(
             ts, off = found
             return TimestampAndOffset(ts, off, cache.epoch_for_offset(off))
     return None
-
-
-def replay_producer_state(
-    psm: ProducerStateManager, segments: Sequence[LogSegment], log_end_offset: int
-) -> None:
-    """Replay batch headers from the producer state's map end offset to ``log_end_offset``
-    (after a load or a truncation reloaded it from a snapshot). Per batch, headers only."""
-    start = psm.map_end_offset
-    for i, seg in enumerate(segments):
-        if i + 1 < len(segments) and segments[i + 1].base_offset <= start:
-            continue
-        for _, h in seg.batches():
-            if h.base_offset >= start and h.has_producer_id:
-                psm.update(h, h.base_offset, h.last_offset, h.max_timestamp)
-    psm.update_map_end_offset(log_end_offset)

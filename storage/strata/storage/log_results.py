@@ -41,10 +41,13 @@ class LogAppendInfo(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class FetchDataInfo:
-    """A read: file slices ready for ``os.sendfile`` (may end inside a batch, like Kafka)."""
+    """A read: file slices ready for ``os.sendfile`` (may end inside a batch, like Kafka).
+    ``aborted_transactions``: (producer id, first offset) of the aborted transactions a
+    read_committed read overlaps (Fetch's ``aborted_transactions``); None for other reads."""
 
     fetch_offset: int
     slices: tuple[FileSlice, ...]
+    aborted_transactions: tuple[tuple[int, int], ...] | None = None
 
     @property
     def size(self) -> int:

@@ -1,4 +1,4 @@
-"""One segment of a partition log: ``<base>.log`` + ``<base>.index`` + ``<base>.timeindex``.
+"""One segment of a partition log: ``<base>.log`` + ``.index`` + ``.timeindex`` + ``.txnindex``.
 
 Kafka's ``LogSegment``. The ``.log`` (``FileRecords``) holds whole RecordBatch v2 batches whose
 offsets start at ``base_offset`` (the number in the file names) and strictly increase; every
@@ -27,6 +27,11 @@ fails: the disk may have changed since the clean shutdown. An index file that is
 missing while its ``.log`` has data, or whose last entry points past the ``.log``, is marked
 corrupt on open so its ``sanity_check`` fails and the loader rebuilds it.
 
+Transactions: ``update_txn_index`` records an aborted transaction whose ABORT marker this
+segment holds in its ``.txnindex`` (``transaction_index``); ``recover`` empties that index and the
+loader's producer-state replay writes it again; ``truncate_to`` drops the entries of the markers
+it removes.
+
 Descriptors: the indexes keep none (``file_mapping``); an inactive segment loaded
 with ``lazy`` opens its ``.log`` on first read, so a partition costs one descriptor at rest.
 
@@ -50,6 +55,7 @@ from strata.storage.file_records import FileRecords, FileSlice
 from strata.storage.offset_index import OffsetIndex
 from strata.storage.record_batch import BatchHeader, Buffer
 from strata.storage.time_index import TimeIndex, TimestampOffset
+from strata.storage.transaction_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
 
 logger = logging.getLogger(__name__)
 
@@ -96,10 +102,13 @@ class LogSegment:
         base_offset: int,
         index_interval_bytes: int,
         created_ms: int,
+        txn_index: TransactionIndex | None = None,
     ) -> None:
         self.log = log
         self.offset_index = offset_index
         self.time_index = time_index
+        self.txn_index = txn_index if txn_index is not None else TransactionIndex(
+            base_offset, names.txn_index_file(log.path.parent, base_offset))
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
@@ -145,8 +154,10 @@ class LogSegment:
         except BaseException:
             log.close()
             raise
+        txn_index = TransactionIndex(base_offset,
+                                     names.txn_index_file(dir, base_offset, file_suffix))
         segment = cls(log, offset_index, time_index, base_offset, config.index_interval_bytes,
-                      now_ms)
+                      now_ms, txn_index)
         if file_already_exists:
             segment._check_indexes_against_log(index_existed, time_index_existed)
         return segment
@@ -240,7 +251,16 @@ class LogSegment:
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += size
 
+    def update_txn_index(self, aborted: AbortedTxn) -> None:
+        """Record an aborted transaction whose ABORT marker was appended to this segment."""
+        self.txn_index.append(aborted)
+
     # ------------------------------------------------------------------ read
+    def collect_aborted_txns(self, fetch_offset: int,
+                             upper_bound_offset: int) -> TxnIndexSearchResult:
+        """This segment's aborted transactions overlapping [fetch, upper bound) (Kafka's)."""
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+
     def translate_offset(
         self, offset: int, starting_position: int = 0
     ) -> tuple[int, BatchHeader] | None:
@@ -263,7 +283,10 @@ class LogSegment:
         Length: ``min(max_position - start position, max_size)``, with ``max_position``
         defaulting to the segment size. With ``min_one_message`` (KIP-74) ``max_size`` is
         raised to the first batch's size, so that batch is returned whole. May end inside a
-        batch (the client discards the partial batch), like Kafka.
+        later batch (the client discards the partial batch), like Kafka; when even the first
+        batch does not fit (``max_size`` below its size without ``min_one_message``) the slice
+        is empty, as Kafka's ``readFromLog`` answers Fetch v3+ (``firstEntryIncomplete``):
+        a partition holding only part of a batch makes consumers fail ("no complete records").
         """
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size} for a read of {self.log.path}")
@@ -272,6 +295,8 @@ class LogSegment:
             return None
         start_position, header = found
         adjusted_max_size = max(max_size, header.size) if min_one_message else max_size
+        if adjusted_max_size < header.size:
+            return self.log.slice(start_position, 0)
         limit = self.size if max_position is None else max_position
         fetch_size = max(min(limit - start_position, adjusted_max_size), 0)
         return self.log.slice(start_position, fetch_size)
@@ -312,7 +337,8 @@ class LogSegment:
 
     # --------------------------------------------------------------- recover
     def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
-        """Rebuild both indexes from a CRC-checked scan; returns the bytes truncated.
+        """Rebuild both indexes from a CRC-checked scan; returns the bytes truncated. The
+        ``.txnindex`` is emptied: the loader's producer-state replay writes it again.
 
         The ``.log`` is truncated at the first batch that is truncated, badly framed, fails
         its CRC, does not strictly follow the previous batch's offsets, or overflows the
@@ -320,6 +346,7 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         self._max_timestamp_and_offset = TimestampOffset(-1, self.base_offset)
         valid_bytes = last_index_entry = 0
         previous_last_offset = self.base_offset - 1
@@ -388,6 +415,7 @@ class LogSegment:
         found = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         # After truncation this may be the active segment again: give the indexes room.
         self.offset_index.resize(self.offset_index.max_index_size)
         self.time_index.resize(self.time_index.max_index_size)
@@ -447,10 +475,11 @@ class LogSegment:
 
     # ------------------------------------------------------------- lifecycle
     def flush(self) -> None:
-        """fsync the ``.log`` and msync the indexes. Raises ``OSError``."""
+        """fsync the ``.log`` and the ``.txnindex``, msync the indexes. Raises ``OSError``."""
         self.log.flush()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Write the final time index entry, then close (trim, flush) all three files."""
@@ -463,6 +492,7 @@ class LogSegment:
             try:
                 self.offset_index.close()
                 self.time_index.close()
+                self.txn_index.flush()
             finally:
                 self.log.close()
 
@@ -476,16 +506,17 @@ class LogSegment:
             self.log.release()
 
     def delete(self) -> None:
-        """Close (no flush) and unlink all three files; missing files are fine."""
+        """Close (no flush) and unlink all four files; missing files are fine."""
         try:
             self.offset_index.delete()
             self.time_index.delete()
+            self.txn_index.delete()
         finally:
             self.log.delete()
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
-        """Rename all three files, e.g. ``("", ".deleted")`` or ``(".cleaned", ".swap")``."""
-        for item in (self.log, self.offset_index, self.time_index):
+        """Rename all four files, e.g. ``("", ".deleted")`` or ``(".cleaned", ".swap")``."""
+        for item in (self.log, self.offset_index, self.time_index, self.txn_index):
             item.rename_to(item.path.with_name(
                 names.replace_suffix(item.path.name, old_suffix, new_suffix)))
 

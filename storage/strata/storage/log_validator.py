@@ -17,8 +17,9 @@ batch size > ``max.message.bytes``                          MESSAGE_TOO_LARGE
 CRC32C mismatch                                             CORRUPT_MESSAGE
 ``baseOffset`` != 0 (clients always send 0)                 INVALID_RECORD
 ``recordsCount`` < 1 or ``lastOffsetDelta`` != count - 1    INVALID_RECORD
-control batch (only the broker writes those)                INVALID_RECORD
-producer id set but ``baseSequence`` < 0                    INVALID_RECORD
+control batch from a client (only the coordinator writes     INVALID_RECORD
+those: ``control_allowed``)
+producer id set but ``baseSequence`` < 0 (client only)      INVALID_RECORD
 codec id > 4                                                UNSUPPORTED_COMPRESSION_TYPE
 timestamp type LogAppendTime set by the producer            INVALID_TIMESTAMP
 CreateTime topic: ``baseTimestamp`` or ``maxTimestamp``     INVALID_TIMESTAMP
@@ -48,6 +49,7 @@ from strata.storage.errors import (
     InvalidTimestampError,
     RecordTooLargeError,
 )
+from strata.storage.log_config import LogConfig
 from strata.storage.records import iter_records
 
 LONG_MAX = (1 << 63) - 1
@@ -127,7 +129,7 @@ def _check_timestamp(timestamp: int, now_ms: int, before: int, after: int, what:
 
 
 def _validate_header(
-    buf: rb.Buffer, pos: int, config: ValidationConfig, now_ms: int
+    buf: rb.Buffer, pos: int, config: ValidationConfig, now_ms: int, control_allowed: bool
 ) -> rb.BatchHeader:
     # Hot path: one call per produced batch. Attribute bits are tested inline (not through
     # BatchHeader's properties) and the error branches build their messages only when taken.
@@ -157,9 +159,9 @@ def _validate_header(
             f"inconsistent lastOffsetDelta {header.last_offset_delta} for {count} records"
         )
     attributes = header.attributes
-    if attributes & rb.CONTROL_FLAG_MASK:
+    if attributes & rb.CONTROL_FLAG_MASK and not control_allowed:
         raise InvalidRecordError("clients are not allowed to write control records")
-    if header.producer_id >= 0 and header.base_sequence < 0:
+    if header.producer_id >= 0 and header.base_sequence < 0 and not control_allowed:
         raise InvalidRecordError(
             f"invalid baseSequence {header.base_sequence} in a record batch with producerId "
             f"{header.producer_id}"
@@ -213,9 +215,11 @@ def _record_errors(errors: tuple[tuple[int, str], ...]) -> InvalidRecordError:
 
 
 def validate_records(
-    records: bytes | bytearray | memoryview, config: ValidationConfig, now_ms: int
+    records: bytes | bytearray | memoryview, config: ValidationConfig, now_ms: int,
+    *, control_allowed: bool = False,
 ) -> ValidationResult:
-    """Validate a produced record set; raise the first error (a ``StorageError`` subclass)."""
+    """Validate a produced record set; raise the first error (a ``StorageError`` subclass).
+    ``control_allowed``: the coordinator's append (transaction markers); clients may not."""
     if len(records) == 0:
         raise InvalidRecordError("produce request holds no record batch")
     batches: list[tuple[int, rb.BatchHeader]] = []
@@ -224,7 +228,7 @@ def validate_records(
     pos, end, count = 0, len(records), 0
     max_timestamp, delta_of_max = rb.NO_TIMESTAMP, -1
     while pos < end:
-        header = _validate_header(records, pos, config, now_ms)
+        header = _validate_header(records, pos, config, now_ms, control_allowed)
         if read_records:
             _validate_records(records, pos, header, config, now_ms)
         batch_max = now_ms if log_append_time else header.max_timestamp
@@ -234,3 +238,15 @@ def validate_records(
         count += header.records_count
         pos += header.batch_length + rb.LOG_OVERHEAD
     return ValidationResult(batches, count, max_timestamp, delta_of_max, log_append_time)
+
+
+def validation_config(cfg: LogConfig) -> ValidationConfig:
+    """The validation settings of a topic's ``LogConfig``."""
+    return ValidationConfig(
+        max_message_bytes=cfg.max_message_bytes,
+        message_timestamp_type=cfg.message_timestamp_type,
+        message_timestamp_before_max_ms=cfg.message_timestamp_before_max_ms,
+        message_timestamp_after_max_ms=cfg.message_timestamp_after_max_ms,
+        message_timestamp_difference_max_ms=cfg.message_timestamp_difference_max_ms,
+        compacted=cfg.compact,
+    )

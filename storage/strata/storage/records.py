@@ -309,6 +309,52 @@ def parse_end_transaction_marker(value: bytes | None) -> tuple[int, int]:
     return int(version), int(epoch)
 
 
+@dataclass(frozen=True, slots=True)
+class EndTransactionMarker:
+    """An ABORT/COMMIT control record (Kafka's ``EndTransactionMarker``)."""
+
+    control_type: int  # ControlRecordType.ABORT or COMMIT
+    coordinator_epoch: int
+
+    @property
+    def is_abort(self) -> bool:
+        return self.control_type == ControlRecordType.ABORT
+
+
+def read_end_transaction_marker(buf: Buffer, pos: int = 0) -> EndTransactionMarker | None:
+    """The transaction marker of the control batch at ``pos``; None if the batch is empty or its
+    first record is another control type (LEADER_CHANGE...). Raises ``InvalidRecordError``."""
+    for record in iter_records(buf, pos, verify_crc=False):
+        _, type_ = parse_control_key(record.key)
+        if type_ not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            return None
+        _, coordinator_epoch = parse_end_transaction_marker(record.value)
+        return EndTransactionMarker(type_, coordinator_epoch)
+    return None
+
+
+def build_end_transaction_marker(
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    commit: bool,
+    timestamp: int,
+    *,
+    base_offset: int = 0,
+    partition_leader_epoch: int = rb.NO_PARTITION_LEADER_EPOCH,
+) -> bytes:
+    """The control batch a coordinator writes to end a transaction (Kafka's
+    ``MemoryRecords.withEndTransactionMarker``): transactional + control, no sequence, one record
+    with key (version 0, COMMIT/ABORT) and value (version 0, ``coordinator_epoch``). Pure."""
+    type_ = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+    spec = RecordSpec(key=control_record_key(type_),
+                      value=end_transaction_marker_value(coordinator_epoch), timestamp=timestamp)
+    return build_batch([spec], base_offset=base_offset, producer_id=producer_id,
+                       producer_epoch=producer_epoch, base_sequence=rb.NO_SEQUENCE,
+                       partition_leader_epoch=partition_leader_epoch, is_transactional=True,
+                       is_control=True)
+
+
 # ---------------------------------------------------------------------------------- building
 def _write_bytes(out: bytearray, data: bytes | None) -> None:
     if data is None:

@@ -17,7 +17,8 @@ intact), ``.deleted`` files, and the index ``.swap`` files of an uncommitted seg
 Invariant: after a crash at any point the directory holds either the old segments or the cleaned
 one for each offset range, never both and never neither. An index lost on the way is rebuilt by
 the loader (a missing index fails its sanity check). Only segment files (``.log``, ``.index``,
-``.timeindex``) are renamed or deleted here; ``.snapshot`` and checkpoint files never.
+``.timeindex``, ``.txnindex``) are renamed or deleted here; ``.snapshot`` and checkpoint files
+never.
 
 Threads: ``replace_segments`` runs under the log's lock (``Log.replace_segments``, called by the
 cleaner's worker thread once it has checked that the old segments are still the log's);
@@ -44,6 +45,7 @@ SEGMENT_FILE_SUFFIXES = (
     names.LOG_FILE_SUFFIX,
     names.INDEX_FILE_SUFFIX,
     names.TIME_INDEX_FILE_SUFFIX,
+    names.TXN_INDEX_FILE_SUFFIX,
 )
 
 

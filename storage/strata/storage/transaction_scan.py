@@ -26,17 +26,11 @@ from dataclasses import dataclass
 
 from strata.storage import record_batch as rb
 from strata.storage.records import ControlRecordType, iter_records, parse_control_key
+from strata.storage.transaction_index import AbortedTxn  # the .txnindex entry (lso unknown here)
+
+__all__ = ["AbortedTxn", "LastRecord", "ProducerScan", "TransactionTracker", "control_type"]
 
 Buffer = bytes | bytearray | memoryview
-
-
-@dataclass(frozen=True, slots=True)
-class AbortedTxn:
-    """An aborted transaction: its producer, first data offset and abort marker offset."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -298,3 +298,39 @@ def test_served_ranges() -> None:
     served: Mapping[ApiKey, Any] = served_versions()
     assert (served[ApiKey.FETCH].min_version, served[ApiKey.FETCH].max_version) == (4, 18)
     assert (served[ApiKey.METADATA].min_version, served[ApiKey.METADATA].max_version) == (0, 13)
+
+
+def test_kafka_python_reads_batches_larger_than_the_fetch_budget_left(
+        proxied: tuple[BrokerProcess, RecordingProxy]) -> None:
+    """Three partitions of one 20 KB batch each under ``fetch_max_bytes`` = 30 KB: the first
+    partition takes its batch whole (KIP-74), the next ones must get nothing rather than part
+    of a batch (Kafka's ``readFromLog`` for Fetch v3+), or kafka-python fails on them."""
+    _, proxy = proxied
+    name = f"fetch-budget-{uuid.uuid4().hex[:8]}"
+    bootstrap = f"127.0.0.1:{proxy.port}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, 3, 1)])[name].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50,
+                         "compression.type": "none"})
+    for p in range(3):
+        for i in range(20):
+            producer.produce(name, value=bytes([65 + i]) * 1000, partition=p)
+    assert producer.flush(30) == 0
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="fv-budget",
+                             enable_auto_commit=False, fetch_max_wait_ms=50,
+                             fetch_max_bytes=30_000, request_timeout_ms=30000)
+    try:
+        consumer.assign([KpTopicPartition(name, p) for p in range(3)])
+        consumer.seek_to_beginning()
+        seen: list[tuple[int, int]] = []
+
+        def poll() -> int:
+            batches = consumer.poll(timeout_ms=200)
+            got = [(r.partition, r.offset) for records in batches.values() for r in records]
+            seen.extend(got)
+            return len(got)
+
+        consume_until(poll, 60)
+    finally:
+        consumer.close()
+    assert sorted(seen) == [(p, o) for p in range(3) for o in range(20)]

@@ -7,18 +7,25 @@ Prometheus scrapes every second with the labels a Kubernetes scrape config adds 
 every panel query is run twice: with every filter at "All" (``.*``) and with the values the
 variable queries offered (the traffic's topic and group). Waits poll with deadlines. The
 replicated topic gives followers' series (lag, ISR) and the controller panels a real source.
+A ``client-metrics`` subscription and a producer and a consumer kept open for the module give
+the client metrics row (KIP-714) the series their clients push.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Final
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from strata.client.bootstrap_request import bootstrap_request
+from strata.protocol.api_keys import ApiKey
 
 from ..cluster.cluster_processes import ClusterProcesses, cluster_on
 from .dashboard_queries import Query, load, queries, substitute, variables
@@ -40,8 +47,44 @@ def busy_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterPr
     must show series for."""
     settings = {"log.flush.interval.ms": "200", "log.flush.scheduler.interval.ms": "200"}
     with cluster_on("sqlite", tmp_path_factory.mktemp("cluster"), 3, settings) as cluster:
+        subscribe_every_client(cluster.bootstrap)
         traffic(cluster.bootstrap)
-        yield cluster
+        with pushing_clients(cluster.bootstrap):
+            yield cluster
+
+
+def subscribe_every_client(bootstrap: str) -> None:
+    """A ``client-metrics`` resource (type 16) subscribing every client to every metric, pushed
+    each second (confluent-kafka's admin binding has no CLIENT_METRICS resource type)."""
+    configs = [{"name": "metrics", "config_operation": 0, "value": "*"},
+               {"name": "interval.ms", "config_operation": 0, "value": "1000"}]
+    response = asyncio.run(bootstrap_request(
+        bootstrap, None, 30, "dash-test", ApiKey.INCREMENTAL_ALTER_CONFIGS, 1,
+        {"resources": [{"resource_type": 16, "resource_name": "dash-all", "configs": configs}],
+         "validate_only": False}))
+    assert [r.error_code for r in response.responses] == [0]
+
+
+@contextmanager
+def pushing_clients(bootstrap: str) -> Iterator[None]:
+    """A producer and a consumer (its own group) that stay open, pushing their metrics."""
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": "dash-producer"})
+    producer.produce(TOPIC, b"telemetry")
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "dash-telemetry",
+                         "client.id": "dash-consumer", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    try:
+        consumer.subscribe([TOPIC])
+        deadline = time.monotonic() + DEADLINE_S
+        message = None
+        while message is None or message.error() is not None:
+            assert time.monotonic() < deadline, "the telemetry consumer read nothing"
+            message = consumer.poll(0.2)
+        consumer.commit(asynchronous=False)
+        yield
+    finally:
+        consumer.close()
 
 
 def traffic(bootstrap: str) -> None:

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from strata.broker.broker_state import BrokerState
-from strata.broker.group.metadata_manager import OFFSETS_TOPIC, partition_for
+from strata.broker.coordinator_partition import partition_for
+from strata.broker.group.metadata_manager import OFFSETS_TOPIC
 from strata.broker.handlers import (
     build_registry,
     delete_groups,

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from strata.broker.coordinator_partition import java_string_hashcode, partition_for
 from strata.broker.group import metadata_manager as gmm
 from strata.broker.group.classic_group import ClassicGroup, OffsetAndMetadata
 from strata.broker.group.member import GroupMember
@@ -15,8 +16,6 @@ from strata.broker.group.metadata_manager import (
     OFFSETS_TOPIC,
     GroupMetadataManager,
     append_error,
-    java_string_hashcode,
-    partition_for,
 )
 from strata.broker.group.state import GroupState
 from strata.protocol.error_codes import ErrorCode

@@ -539,6 +539,9 @@ def test_aborted_transactions_are_removed(tmp_path: Path, clock: ManualClock) ->
     # Producer 9 is active: its aborted batch stays as an empty batch (its last sequence), and
     # so does the marker of that transaction.
     assert batches() == [(0, 1), (1, 0), (3, 1), (4, 1)]
+    # the cleaned segment keeps the .txnindex entry of the aborted transaction
+    assert log.collect_aborted_transactions(0, log.log_end_offset) == [(9, 1)]
+    assert log.segments[0].txn_index.path.exists()
     assert [(o, v) for o, _, v in as_tuples(read_all(log)) if o != 3] == [
         (0, b"committed"), (4, b"1")]
     log.producer_state.remove_expired_producers(clock.milliseconds() + DAY)
@@ -546,9 +549,12 @@ def test_aborted_transactions_are_removed(tmp_path: Path, clock: ManualClock) ->
     assert batches() == [(0, 1), (3, 1), (4, 1)]
     clean(log, clock)  # the marker's transaction is empty: it gets a delete horizon
     assert batches() == [(0, 1), (3, 1), (4, 1)]
+    assert log.collect_aborted_transactions(0, log.log_end_offset) == [(9, 1)]
     clock.advance(DAY)
     clean(log, clock)
     assert batches() == [(0, 1), (4, 1)]
+    # the marker is gone, and so is its .txnindex entry
+    assert log.collect_aborted_transactions(0, log.log_end_offset) == []
 
 
 def test_open_transactions_bound_the_cleanable_range(tmp_path: Path,

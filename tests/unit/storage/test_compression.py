@@ -20,6 +20,7 @@ from strata.storage.compression import CompressionType, compress, decompress
 from strata.storage.errors import (
     CorruptRecordError,
     InvalidConfigError,
+    RecordTooLargeError,
     UnsupportedCompressionTypeError,
 )
 
@@ -212,3 +213,33 @@ def test_garbage_is_corrupt(codec: CompressionType) -> None:
         with pytest.raises(CorruptRecordError, match=codec.config_name) as exc:
             decompress(codec, bad)
         assert exc.value.error_code == 2
+
+
+# ------------------------------------------------------------------------ bounded decompression
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.config_name)
+def test_bounded_decompression_keeps_what_fits_and_refuses_a_bomb(codec: CompressionType) -> None:
+    data = PAYLOADS["text"]
+    packed = compress(codec, data)
+    assert comp.decompress_bounded(codec, packed, len(data)) == data
+    with pytest.raises(RecordTooLargeError):
+        comp.decompress_bounded(codec, packed, len(data) - 1)
+    bomb = compress(codec, bytes(64 * 1024 * 1024))  # 64 MiB of zeros, tiny once compressed
+    with pytest.raises(RecordTooLargeError, match="1024"):
+        comp.decompress_bounded(codec, bomb, 1024)
+
+
+@pytest.mark.parametrize("codec", CODECS[1:], ids=lambda c: c.config_name)
+def test_bounded_decompression_of_garbage_is_corrupt(codec: CompressionType) -> None:
+    with pytest.raises(CorruptRecordError, match=codec.config_name):
+        comp.decompress_bounded(codec, b"definitely not compressed data", 1 << 20)
+
+
+def test_bounded_decompression_reads_raw_snappy_and_other_frames() -> None:
+    data = PAYLOADS["text"]
+    raw = bytes(cramjam.snappy.compress_raw(data))
+    assert comp.decompress_bounded(CompressionType.SNAPPY, raw, len(data)) == data
+    with pytest.raises(RecordTooLargeError):
+        comp.decompress_bounded(CompressionType.SNAPPY, raw, len(data) - 1)
+    assert comp.decompress_bounded(CompressionType.GZIP, gzip.compress(data), len(data)) == data
+    linked = lz4.frame.compress(data, block_linked=True, store_size=True)
+    assert comp.decompress_bounded(CompressionType.LZ4, linked, len(data)) == data

@@ -18,6 +18,7 @@ from strata.storage.producer_state import (
     read_snapshot,
 )
 from strata.storage.record_batch import BatchHeader
+from strata.storage.records import ControlRecordType, EndTransactionMarker
 
 EXPIRATION_MS = 60_000
 T0 = 1_700_000_000_000
@@ -215,12 +216,23 @@ def test_snapshot_layout(tmp_path: Path) -> None:
     assert path is not None
     data = path.read_bytes()
     version, crc = struct.unpack_from(">hI", data, 0)
-    assert version == 1 and crc == crc32c.crc32c(data[6:])
+    assert version == 2 and crc == crc32c.crc32c(data[6:])
     assert struct.unpack_from(">i", data, 6) == (1,)
-    assert struct.unpack_from(">qhqb", data, 10) == (5, 2, T0, 1)
-    assert struct.unpack_from(">iqiq", data, 29) == (9, 22, 2, T0)
-    assert len(data) == 29 + 24
+    # coordinator epoch -1 and no open transaction (-1) since version 2
+    assert struct.unpack_from(">qhqiqb", data, 10) == (5, 2, T0, -1, -1, 1)
+    assert struct.unpack_from(">iqiq", data, 41) == (9, 22, 2, T0)
+    assert len(data) == 41 + 24
     assert read_snapshot(path)[0].producer_id == 5
+
+
+def test_a_version_1_snapshot_is_still_read(tmp_path: Path) -> None:
+    body = struct.pack(">i", 1) + struct.pack(">qhqb", 5, 2, T0, 1) + struct.pack(
+        ">iqiq", 9, 22, 2, T0)
+    path = producer_snapshot_file(tmp_path, 23)
+    path.write_bytes(struct.pack(">hI", 1, crc32c.crc32c(body)) + body)
+    (entry,) = read_snapshot(path)
+    assert (entry.producer_id, entry.producer_epoch, entry.last_seq) == (5, 2, 9)
+    assert entry.current_txn_first_offset == -1 and entry.coordinator_epoch == -1
 
 
 def test_take_snapshot_only_for_a_new_offset(psm: ProducerStateManager) -> None:
@@ -239,7 +251,7 @@ def test_take_snapshot_only_for_a_new_offset(psm: ProducerStateManager) -> None:
     [
         lambda b: b[:7] + bytes([b[7] ^ 0x01]) + b[8:],  # a bit flip: CRC fails
         lambda b: b[:-3],  # torn write
-        lambda b: b"\x00\x02" + b[2:],  # unknown version
+        lambda b: b"\x00\x03" + b[2:],  # unknown version
         lambda b: b"",
         lambda b: b + b"\x00",  # trailing garbage
     ],
@@ -374,3 +386,27 @@ def test_entry_defaults() -> None:
     entry = ProducerStateEntry(4)
     assert entry.is_empty and entry.first_seq == entry.last_seq == -1
     assert entry.first_data_offset == entry.last_data_offset == -1
+
+
+def txn_header(pid: int, epoch: int, base_seq: int, count: int = 1) -> BatchHeader:
+    h = header(pid, epoch, base_seq, count)
+    return BatchHeader(**{**h._asdict(), "attributes": 0x10})  # transactional
+
+
+def test_open_transactions_survive_a_snapshot_in_offset_order(tmp_path: Path) -> None:
+    psm = ProducerStateManager(tmp_path, EXPIRATION_MS)
+    append(psm, txn_header(2, 0, 0), 10)
+    append(psm, txn_header(1, 0, 0), 11)
+    append(psm, txn_header(3, 0, 0), 12)
+    completed = psm.update_marker(header(3, 0, -1), 13, EndTransactionMarker(
+        ControlRecordType.ABORT, 7))
+    assert completed is not None and completed.is_aborted
+    assert (completed.first_offset, completed.last_offset, completed.last_stable_offset) == \
+        (12, 13, 10)  # the earliest other open transaction
+    psm.take_snapshot(14)
+    reloaded = ProducerStateManager(tmp_path, EXPIRATION_MS)
+    reloaded.load(0, 14)
+    assert list(reloaded.ongoing_transactions.items()) == [(2, 10), (1, 11)]
+    assert reloaded.first_unstable_offset == 10
+    entry = reloaded.last_entry(3)
+    assert entry is not None and entry.coordinator_epoch == 7 and not entry.in_transaction

@@ -65,6 +65,9 @@ class ClusterTopicStore:
     def broker_configs(self, scope: str) -> Mapping[str, str]:
         return self.cache.image.broker_configs.get(scope, MappingProxyType({}))
 
+    def all_broker_configs(self) -> Mapping[str, Mapping[str, str]]:
+        return self.cache.image.broker_configs
+
     # ---------------------------------------------------------------- writes
     def place(self, partitions: int, replication_factor: int, *,
               first_partition: int = 0) -> list[tuple[int, ...]]:

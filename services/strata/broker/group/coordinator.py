@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Final, TypeVar
 
 from strata.broker.config import BrokerConfig
+from strata.broker.coordinator_partition import partition_for
 from strata.broker.group.classic_group import (
     DEAD_GROUP_SUMMARY,
     ClassicGroup,
@@ -52,7 +53,6 @@ from strata.broker.group.metadata_manager import (
     OFFSETS_TOPIC,
     GroupMetadataManager,
     OffsetsTopicConfig,
-    partition_for,
 )
 from strata.broker.group.rebalance import GroupConfig
 from strata.broker.group.state import GroupState

@@ -3,8 +3,8 @@
 Kafka's ``GroupMetadataManager``, minus the in-memory cache (the coordinator holds the groups).
 Owns:
 
-* partitioning: a group belongs to partition ``abs(java_string_hashcode(group_id)) %
-  partitions`` (Kafka's rule; Python's ``hash()`` is salted per process), and its coordinator
+* partitioning: a group belongs to partition ``coordinator_partition.partition_for(group_id,
+  partitions)`` (Kafka's rule; Python's ``hash()`` is salted per process), and its coordinator
   is that partition's leader;
 * writes: offset commits, group metadata and tombstones as Kafka-shaped records
   (``group_metadata_codec``), one batch per call, appended as the partition's leader with
@@ -56,22 +56,6 @@ logger = logging.getLogger(__name__)
 OFFSETS_TOPIC: Final = "__consumer_offsets"
 LOAD_BUFFER_BYTES: Final = 5 * 1024 * 1024  # Kafka's offsets.load.buffer.size
 REQUIRED_ACKS: Final = -1  # Kafka's offsets.commit.required.acks
-
-
-def java_string_hashcode(value: str) -> int:
-    """Java's ``String.hashCode`` (``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code units,
-    int32 overflow)."""
-    h = 0
-    data = value.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(group_id: str, partitions: int) -> int:
-    """Kafka's ``Utils.abs(groupId.hashCode) % partitions`` (abs of Integer.MIN_VALUE is 0)."""
-    h = java_string_hashcode(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,10 @@ restates a range. Invariants (unit tests in tests/unit/broker/test_handler_regis
 - every version is non-flexible except where Kafka has no other: ApiVersions v3 (flexible body,
   but its response still uses response header v0, KIP-511), IncrementalAlterConfigs v1 (Kafka's
   first flexible version of that API), ElectLeaders v2,
-  DescribeCluster, Alter/ListPartitionReassignments and Describe/AlterUserScramCredentials
-  (flexible-only), the classic group and offset APIs (FindCoordinator, JoinGroup, SyncGroup,
-  Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups),
+  DescribeCluster, Alter/ListPartitionReassignments, Describe/AlterUserScramCredentials and
+  GetTelemetrySubscriptions/PushTelemetry (flexible-only), the classic group and offset APIs
+  (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+  DescribeGroups, ListGroups, DeleteGroups),
   Produce v9-13, Fetch v12-18, Metadata v9-13, ListOffsets v6-11, and the admin APIs
   (ApiVersions, Create/DeleteTopics, CreatePartitions, Describe/AlterConfigs, DeleteRecords,
   InitProducerId, the ACL and SASL APIs, OffsetForLeaderEpoch): each up to the newest version
@@ -142,6 +143,7 @@ def build_registry() -> BrokerRegistry:
         elect_leaders,
         fetch,
         find_coordinator,
+        get_telemetry_subscriptions,
         heartbeat,
         incremental_alter_configs,
         init_producer_id,
@@ -156,6 +158,7 @@ def build_registry() -> BrokerRegistry:
         offset_fetch,
         offset_for_leader_epoch,
         produce,
+        push_telemetry,
         sasl_authenticate,
         sasl_handshake,
         sync_group,
@@ -202,6 +205,8 @@ def build_registry() -> BrokerRegistry:
         (ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, describe_topic_partitions.handle),
         (ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, describe_client_quotas.handle),
         (ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, alter_client_quotas.handle),
+        (ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 0, get_telemetry_subscriptions.handle),
+        (ApiKey.PUSH_TELEMETRY, 0, 0, push_telemetry.handle),
     ]
     registry = BrokerRegistry()
     for api_key, min_version, max_version, handler in routes:

@@ -38,6 +38,8 @@ from strata.broker.handlers.describe_configs import (
     topic_record,
 )
 from strata.broker.network.request_context import RequestContext
+from strata.broker.telemetry import client_metrics_resource
+from strata.broker.telemetry.client_metrics_config import ClientMetricsConfigError
 from strata.broker.topic_store import UnknownTopicError
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
@@ -53,6 +55,11 @@ def current_configs(state: BrokerState, resource_type: int, resource_name: str) 
         return dict(topic_record(state, resource_name).configs)
     if resource_type == ConfigResourceType.BROKER:
         return dict(state.topic_store.broker_configs(broker_scope(state, resource_name)))
+    if resource_type == ConfigResourceType.CLIENT_METRICS:
+        try:
+            return client_metrics_resource.current(state.topic_store, resource_name)
+        except ClientMetricsConfigError as exc:
+            raise ApiError(ErrorCode[exc.error_name.lower()], str(exc)) from None
     raise ApiError(ErrorCode.invalid_request,
                    f"Unsupported resource type {resource_type} for altering configs")
 
@@ -82,6 +89,12 @@ async def alter_resource(state: BrokerState, resource_type: int, resource_name: 
             return
         await state.topic_store.set_broker_configs(scope, configs)
         state.apply_broker_defaults()
+    elif resource_type == ConfigResourceType.CLIENT_METRICS:
+        try:
+            await client_metrics_resource.alter(state.topic_store, resource_name, configs,
+                                                validate_only)
+        except ClientMetricsConfigError as exc:
+            raise ApiError(ErrorCode[exc.error_name.lower()], str(exc)) from None
     else:
         raise ApiError(ErrorCode.invalid_request,
                        f"Unsupported resource type {resource_type} for altering configs")

@@ -48,6 +48,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         and _SOFTWARE.fullmatch(request.client_software_version)
     ):
         error = ErrorCode.invalid_request
+    elif version >= 3:  # what client_software_* selectors of client-metrics match (KIP-714)
+        ctx.state.client_metrics.note_client_software(
+            ctx.client_host, ctx.client_port, request.client_software_name,
+            request.client_software_version)
     response = api_versions_response(version, ctx.state.registry.version_ranges(),
                                      error_code=error)
     if version < 3:

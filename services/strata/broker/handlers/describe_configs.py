@@ -55,6 +55,8 @@ from strata.broker.dynamic_broker_config import config_type as dynamic_config_ty
 from strata.broker.dynamic_broker_config import is_dynamic
 from strata.broker.handlers import ApiError
 from strata.broker.network.request_context import RequestContext
+from strata.broker.telemetry import client_metrics_resource
+from strata.broker.telemetry.client_metrics_config import ClientMetricsConfigError
 from strata.broker.topic_store import TopicRecord, invalid_topic_name_reason
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
@@ -84,6 +86,7 @@ class ConfigSource(enum.IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
 
 
 _BROKER_SETTING_NAMES: Final = frozenset(s.name for s in BROKER_SETTINGS)
@@ -257,7 +260,8 @@ def check_config_access(ctx: RequestContext, resource_type: int, name: str,
         if not ctx.authorize(operation, ResourceType.TOPIC, name):
             raise ApiError(ErrorCode.topic_authorization_failed,
                            f"{operation.kafka_name} on topic {name} is not authorized")
-    elif resource_type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER) and \
+    elif resource_type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER,
+                           ConfigResourceType.CLIENT_METRICS) and \
             not ctx.authorize(operation, ResourceType.CLUSTER):
         raise ApiError(ErrorCode.cluster_authorization_failed,
                        f"{operation.kafka_name} on the cluster is not authorized")
@@ -276,6 +280,15 @@ def _entries(state: BrokerState, resource: Any) -> list[ConfigEntry]:
         source = ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG
         return [ConfigEntry(name, level, source, False, ConfigType.STRING, "")
                 for name, level in logger_levels()]
+    if resource_type == ConfigResourceType.CLIENT_METRICS:
+        try:
+            entries = client_metrics_resource.described(state.topic_store,
+                                                        resource.resource_name)
+        except ClientMetricsConfigError as exc:
+            raise ApiError(ErrorCode[exc.error_name.lower()], str(exc)) from None
+        source = ConfigSource.CLIENT_METRICS_CONFIG
+        return [ConfigEntry(name, value, source, False, config_type, doc, ((name, value, source),))
+                for name, value, config_type, doc in entries]
     raise ApiError(ErrorCode.invalid_request,
                    f"Unsupported resource type {resource_type} for DescribeConfigs")
 

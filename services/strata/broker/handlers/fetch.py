@@ -30,10 +30,16 @@ partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carries ``curre
 (the leader and its epoch as the metadata knows them, -1 if none) and the response's
 ``node_endpoints`` lists those leaders.
 
-Client quotas (``consumer_byte_rate``, consumers only): one fetch reads at most what the
-client's quota allows in a quota window (Kafka caps ``max_bytes`` so), its records' bytes are
-charged to the quota, and a throttle time is answered in ``throttle_time_ms`` (the connection
-then mutes the client for it, ``strata.broker.quotas.request_quotas``).
+Client quotas (consumers only; a follower's Fetch is exempt from both): one fetch reads at
+most what the client's ``consumer_byte_rate`` allows in a quota window (Kafka caps
+``max_bytes`` so); then, as Kafka's ``handleFetchRequest``, the records' bytes are charged to
+``consumer_byte_rate`` and the request's thread time so far to ``request_percentage``. If
+either throttles, the response is the fetch context's *throttled response*: the larger
+throttle time and no partitions at all — the bytes charged are taken back ("unrecorded"),
+the client retries after the throttle, and a fetch session is left as the request left it
+(an incremental session keeps its epoch and cached partitions, so what was not sent is sent
+next time; a full fetch creates no session). The connection then mutes the client for the
+throttle time (``strata.broker.quotas.request_quotas``).
 
 Authorization (with ``authorizer.class.name``): a follower needs ClusterAction on the Cluster,
 a consumer Read on each topic; a partition refused is TOPIC_AUTHORIZATION_FAILED (Kafka
@@ -160,16 +166,20 @@ async def handle(ctx: RequestContext, request: Any) -> Response:
     )
     read = iter(results)
     answered = [slot if slot is not None else next(read) for slot in slots]
-    if quota is not None:
-        ctx.throttle_time_ms = max(ctx.throttle_time_ms, charge_fetch(
-            state.quotas, ctx.principal, ctx.header.client_id,
-            sum(r.size for r in results), state.clock.milliseconds()))
     endpoints: dict[int, NodeEndpoint] = {}
     if version >= 16:
         for i, (p, result) in enumerate(zip(context.partitions, answered, strict=True)):
             if result.error_code in _LEADER_ERRORS and p.topic is not None:
                 leader = _current_leader(state, ctx.listener, p.topic, p.partition, endpoints)
                 tags[i] = tags.get(i, PartitionTags())._replace(current_leader=leader)
+    throttle_ms = _charge_quotas(ctx, replica_id, sum(r.size for r in results))
+    if throttle_ms > 0:
+        ctx.throttle_time_ms = max(ctx.throttle_time_ms, throttle_ms)
+        error_code, session_id = context.throttled_response()
+        return encode_fetch_response(version, (), read_committed=read_committed,
+                                     error_code=error_code, session_id=session_id,
+                                     node_endpoints=list(endpoints.values()),
+                                     throttle_time_ms=ctx.throttle_time_ms)
     kept: Sequence[int]
     if context.needs_answers:
         session_id, kept = context.complete(
@@ -194,6 +204,28 @@ async def handle(ctx: RequestContext, request: Any) -> Response:
     return encode_fetch_response(version, topics, read_committed=read_committed,
                                  session_id=session_id, node_endpoints=list(endpoints.values()),
                                  throttle_time_ms=ctx.throttle_time_ms)
+
+
+def _charge_quotas(ctx: RequestContext, replica_id: int, records_size: int) -> int:
+    """Charge a consumer's fetch to ``consumer_byte_rate`` and ``request_percentage`` (a
+    follower's is exempt); the larger throttle time, the bytes unrecorded when throttled."""
+    request_time = ctx.request_time
+    if replica_id >= 0:
+        if request_time is not None:
+            request_time.exempt = True  # Kafka's sendResponseExemptThrottle
+        return 0
+    quotas = ctx.state.quotas
+    if quotas is None:
+        return 0
+    now_ms = ctx.state.clock.milliseconds()
+    request_throttle = request_time.charge(now_ms) if request_time is not None else 0
+    bandwidth_throttle = charge_fetch(quotas, ctx.principal, ctx.header.client_id,
+                                      records_size, now_ms)
+    throttle = max(request_throttle, bandwidth_throttle)
+    if throttle > 0:  # the response carries none of the bytes just charged
+        quotas.fetch.unrecord(quota_user(ctx.principal), ctx.header.client_id or "",
+                              records_size, now_ms)
+    return throttle
 
 
 def _fetch_context(state: BrokerState, request: Any, version: int,

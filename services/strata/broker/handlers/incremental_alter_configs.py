@@ -36,6 +36,7 @@ from strata.broker.handlers.describe_configs import (
     topic_config_type,
 )
 from strata.broker.network.request_context import RequestContext
+from strata.broker.telemetry import client_metrics_resource
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
@@ -62,6 +63,11 @@ def _list_value_in_force(state: BrokerState, resource_type: int, resource_name: 
         raw = configs.get(name)
         if raw is None:
             raw = LogConfig.from_props({}, state.broker_defaults()).to_props()[name]
+    elif resource_type == ConfigResourceType.CLIENT_METRICS:
+        if client_metrics_resource.CONFIG_TYPES.get(name) is not ConfigType.LIST:
+            raise ApiError(ErrorCode.invalid_request,
+                           f"Config value append is not allowed for config key: {name}")
+        raw = configs.get(name, "")
     else:
         if broker_key_type(name) is not ConfigType.LIST:
             raise ApiError(ErrorCode.invalid_request,

@@ -11,7 +11,10 @@ series per quota that clients share):
   ``request-time``);
 * ``strata_quota_throttle_time_ms_total`` and ``strata_quota_throttled_requests_total``: the
   throttle time given and how many responses carried one (Kafka's ``throttle-time``);
-* ``strata_quota_limit``: the quota in force for the series' tags.
+* ``strata_quota_limit``: the quota in force for the series' tags;
+* ``strata_quota_exempt_request_time`` (no labels): the time of requests exempt from the
+  request quota (inter-broker, a follower's Fetch, SASL authentication), percent of the event
+  loop, measured while any ``request_percentage`` is set (Kafka's ``exempt-request-time``).
 
 Only clients that a quota applies to are measured, so a broker without quotas exports none.
 """
@@ -49,9 +52,15 @@ class QuotaMetrics(Collector):
                                        labels=LABELS)
         throttled = CounterMetricFamily("strata_quota_throttled_requests",
                                         "Responses that carried a throttle time.", labels=LABELS)
+        exempt = GaugeMetricFamily("strata_quota_exempt_request_time",
+                                   "Thread time of requests exempt from request quotas "
+                                   "(percent of the event loop).")
         quotas = self._quotas()
         if quotas is not None:
             now = self._now_ms()
+            exempt_rate = quotas.request.exempt_rate(now)
+            if exempt_rate is not None:
+                exempt.add_metric([], exempt_rate)
             for quota_type, manager in (("Produce", quotas.produce), ("Fetch", quotas.fetch),
                                         ("Request", quotas.request)):
                 for (user, client_id), value in sorted(manager.measured(now).items()):
@@ -64,4 +73,4 @@ class QuotaMetrics(Collector):
                     labels = [quota_type, user, client_id]
                     throttle.add_metric(labels, stats.total_ms)
                     throttled.add_metric(labels, stats.count)
-        yield from (rate, limit, throttle, throttled)
+        yield from (rate, limit, throttle, throttled, exempt)

@@ -44,6 +44,11 @@ Invariants:
   UNKNOWN_SERVER_ERROR when the response has a top-level ``error_code``; otherwise the connection
   closes. An exception anywhere else in the serve task (a codec bug) is logged and closes this
   connection, never leaving it open and unread. The broker keeps serving everyone else.
+- client quotas (``strata.broker.quotas.request_quotas``): a Produce is charged its size
+  before its handler; under a ``request_percentage`` quota, a request's thread time
+  (``RequestTime``) is charged once it is answered and encoding and writing it count against
+  the next. A throttled answer goes out at once, then the connection handles nothing for the
+  throttle time (KIP-219's muted channel; before the client-side versions the answer waits).
 """
 
 from __future__ import annotations
@@ -65,7 +70,13 @@ from strata.broker.network.listeners import ListenerSecurity
 from strata.broker.network.pre_authentication import ConnectionSecurity
 from strata.broker.network.request_context import RequestContext, Response
 from strata.broker.network.request_queue_limit import RequestQueueLimit
-from strata.broker.quotas.request_quotas import charge_produce, throttle_plan
+from strata.broker.quotas.request_quotas import (
+    charge_produce,
+    charge_request_time,
+    start_request_time,
+    throttle_plan,
+)
+from strata.broker.quotas.request_time import RequestTime
 from strata.broker.security.authorization import AuthorizationFailed
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.api_versions import encode_unsupported_version_response
@@ -291,6 +302,7 @@ class KafkaConnection(asyncio.Protocol):
                 self._transport.close()
 
     async def _handle(self, frame: bytes) -> None:
+        received_ns = time.perf_counter_ns()
         state = self._state
         security = self._security
         refusal = security.refusal(frame)  # before the body is decoded
@@ -331,15 +343,29 @@ class KafkaConnection(asyncio.Protocol):
             return
         context = RequestContext(header, self._peer[0], self._peer[1], state,
                                  security.listener.name, security.session)
-        if header.api_key == ApiKey.PRODUCE and state.quotas is not None:
-            context.throttle_time_ms = charge_produce(state.quotas, context.principal,
-                                                      header.client_id, len(frame),
-                                                      state.clock.milliseconds())
+        request_time: RequestTime | None = None
+        if state.quotas is not None:
+            if header.api_key == ApiKey.PRODUCE:
+                context.throttle_time_ms = charge_produce(state.quotas, context.principal,
+                                                          header.client_id, len(frame),
+                                                          state.clock.milliseconds())
+            request_time = context.request_time = start_request_time(
+                state.quotas, context, security.listener.protocol.uses_sasl,
+                security.session.authenticated, received_ns)
         body: Any = None
         try:
-            result = body = await handler(context, request.body)
+            work = handler(context, request.body)
+            result = body = await (work if request_time is None else request_time.timed(work))
+            if request_time is not None:
+                if result is None:  # Produce acks=0: not charged (Kafka neither)
+                    request_time = None
+                else:
+                    result = charge_request_time(request_time, context, result)
             if result is not None and not isinstance(result, Response):
+                encoding = time.perf_counter_ns()
                 result = encode_response(header, result)
+                if request_time is not None:
+                    request_time.add(time.perf_counter_ns() - encoding)
         except asyncio.CancelledError:
             raise
         except AuthorizationFailed as exc:
@@ -363,7 +389,11 @@ class KafkaConnection(asyncio.Protocol):
         throttle = throttle_plan(header.api_key, header.api_version, context.throttle_time_ms)
         if throttle is not None and throttle.delay_response:
             await self._hold(throttle.delay_s)  # before KIP-219: the answer itself waits
-        await self._answer(header, result)
+        if request_time is None:
+            await self._answer(header, result)
+        else:  # Kafka's network-thread time: counts against the next request
+            await request_time.timed(self._answer(header, result))
+            request_time.finish(state.clock.milliseconds())
         if throttle is not None and not throttle.delay_response:
             await self._hold(throttle.delay_s)  # KIP-219: the channel is muted
 

@@ -1,7 +1,8 @@
 """The seam between a connection and the handlers: what a handler is told, and what it returns.
 
 Owns ``RequestContext`` (the request's header, the peer, the broker's shared state, the
-listener, the security session and the client-quota throttle time the answer carries),
+listener, the security session, the client-quota throttle time the answer carries and the
+request's thread time under a request quota),
 ``Response`` (a pre-encoded response body in chunks, ``FileSlice`` chunks sent with
 ``os.sendfile``) and ``Handler`` (``async def handle(ctx, request)``). The connection
 (``connection.py``) builds one ``RequestContext`` per request and writes what the handler
@@ -23,6 +24,7 @@ from strata.storage.file_records import FileSlice
 
 if TYPE_CHECKING:
     from strata.broker.broker_state import BrokerState
+    from strata.broker.quotas.request_time import RequestTime
 
 
 @dataclass(slots=True)
@@ -36,6 +38,7 @@ class RequestContext:
     listener: str = "PLAINTEXT"  # the listener name the request came in on
     session: SecuritySession | None = None
     throttle_time_ms: int = 0  # client-quota throttle the response carries (quotas)
+    request_time: RequestTime | None = None  # set while a request_percentage quota is in force
 
     @property
     def principal(self) -> str:

@@ -57,7 +57,9 @@ class BrokerQuotas:
         self.quotas = ClientQuotas()
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, window)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, window)
-        self.request = ClientQuotaManager(REQUEST_PERCENTAGE, window)
+        # Kafka bounds a request-quota throttle at one window (ClientRequestQuotaManager).
+        self.request = ClientQuotaManager(REQUEST_PERCENTAGE, window,
+                                          max_throttle_ms=window.size_ms)
         self.mutation = ControllerMutationQuotaManager(window)
         self._wait_for_revision = wait_for_revision
         self._follower: FileFollower | None = None

@@ -9,7 +9,14 @@ share a quota share a sensor — plus the throttle time each pair was last given
   fetch: the response's bytes; request: the handler's time as a percentage of one thread) and
   return 0, or the KIP-219 throttle time when the rate is now above the quota, capped at the
   whole quota window (``quota.window.num`` x ``quota.window.size.seconds``). The value stays
-  recorded either way, as in Kafka, so a client that keeps pushing stays throttled.
+  recorded either way, as in Kafka, so a client that keeps pushing stays throttled. The
+  request quota bounds its throttle at one ``quota.window.size.seconds`` instead
+  (``max_throttle_ms``; Kafka's ``ClientRequestQuotaManager.throttleTime``).
+- ``record_no_throttle``: add a value that throttles nobody now but counts against the next
+  request (Kafka records a request's network-thread time so).
+- ``record_exempt``: the time of requests exempt from the request quota (inter-broker
+  requests, a follower's Fetch, SASL authentication), in one sensor for all clients (Kafka's
+  ``exempt-request-time``); ``exempt_rate`` reads it.
 - ``unrecord``: take a recorded value back (Kafka does so for a fetch answered empty because
   it is throttled).
 - ``max_value_in_window``: the most a client may take in one quota window (Kafka caps a
@@ -60,16 +67,24 @@ class ClientQuotaManager:
     key: str
     window: QuotaWindow = field(default_factory=QuotaWindow)
     quotas: ClientQuotas = field(default_factory=ClientQuotas)
+    max_throttle_ms: int | None = None  # None: the whole quota window
     _sensors: dict[tuple[str, str], SampledRate] = field(default_factory=dict)
     throttles: dict[tuple[str, str], ThrottleStats] = field(default_factory=dict)
+    _exempt: SampledRate | None = None
+    _enabled: bool = False
+
+    def __post_init__(self) -> None:
+        self._enabled = self.quotas.has_any(self.key)
 
     def update_quotas(self, quotas: ClientQuotas) -> None:
         """New quota configuration: sensors keep their history, limits apply from now."""
         self.quotas = quotas
+        self._enabled = quotas.has_any(self.key)
 
     @property
     def enabled(self) -> bool:
-        return self.quotas.has_any(self.key)
+        """Whether any entity has a quota of this key (asked on every request: cached)."""
+        return self._enabled
 
     def _sensor(self, tags: tuple[str, str], now_ms: int) -> SampledRate:
         sensor = self._sensors.get(tags)
@@ -90,14 +105,38 @@ class ClientQuotaManager:
         sensor = self._sensor(tags, now_ms)
         sensor.record(value, now_ms)
         rate = sensor.measure(now_ms)
+        bound = (self.window.max_throttle_ms if self.max_throttle_ms is None
+                 else self.max_throttle_ms)
         throttle = min(throttle_time_ms(rate, resolution.limit, sensor.window_size_ms(now_ms)),
-                       self.window.max_throttle_ms)
+                       bound)
         if throttle > 0:
             stats = self.throttles.setdefault(tags, ThrottleStats())
             stats.last_ms = throttle
             stats.total_ms += throttle
             stats.count += 1
         return throttle
+
+    def record_no_throttle(self, user: str, client_id: str, value: float, now_ms: int) -> None:
+        """Record ``value`` for the client without throttling it now."""
+        if not self.enabled:
+            return
+        resolution = self.quotas.resolve(self.key, user, client_id)
+        if resolution.limit is not None:
+            self._sensor((resolution.user_tag, resolution.client_id_tag), now_ms).record(
+                value, now_ms)
+
+    def record_exempt(self, value: float, now_ms: int) -> None:
+        """Record ``value`` of a request exempt from the quota (measured while any quota of
+        this key is set, as Kafka's exempt sensor)."""
+        if not self.enabled:
+            return
+        if self._exempt is None:
+            self._exempt = SampledRate(self.window.samples, self.window.size_ms, now_ms)
+        self._exempt.record(value, now_ms)
+
+    def exempt_rate(self, now_ms: int) -> float | None:
+        """The exempt requests' rate now; None when nothing exempt was ever measured."""
+        return None if self._exempt is None else self._exempt.measure(now_ms)
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """Take back ``value`` recorded for the client (its response carried none of it)."""
