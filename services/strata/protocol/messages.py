@@ -52,7 +52,7 @@ from kio.static.primitive import i64
 from kio.static.protocol import Payload, RequestPayload, ResponsePayload
 
 from strata.protocol.errors import InvalidRequest, InvalidResponse, MessageBuildError
-from strata.protocol.prescan import scan, without_unknown_tagged_fields
+from strata.protocol.prescan import readable_copy, scan
 from strata.protocol.primitives import BytesLike, WireFormatError, skip_tagged_fields
 
 E = TypeVar("E")
@@ -62,7 +62,10 @@ _TIME_KINDS: Final = frozenset({"timedelta_i32", "timedelta_i64", "datetime_i64"
 # What kio's Rust reader raises on bad input besides its own SerialError subclasses. KeyError:
 # kio 0.6.5 cannot skip a tagged field its class does not declare ("Unknown tagged field tag",
 # found by the protocol fuzzer); Kafka skips them, and so does ``_decode`` (it reads a copy
-# without them) unless one sits inside a declared tagged field.
+# without them) unless one sits inside a declared tagged field. ValueError: among others, an
+# int64 of milliseconds past what kio's timedelta / datetime hold ("timedelta milliseconds
+# overflow", found by the request property test); Kafka reads any long, and ``_decode`` reads a
+# copy with it clamped (``prescan.readable_copy``).
 _KIO_DECODE_ERRORS: Final = (SerialError, ValueError, TypeError, OverflowError, IndexError,
                              KeyError)
 # What kio's Python writer raises when handed a value of the wrong type or range.
@@ -172,12 +175,12 @@ def _decode(cls: type[Any], buffer: BytesLike, offset: int) -> Any:
     readable = memoryview(buffer).toreadonly() if isinstance(buffer, bytearray) else buffer
     try:
         value, _size = _reader(cls)(readable, offset)
-    except KeyError as exc:
-        stripped = without_unknown_tagged_fields(cls, buffer, offset, end)
-        if stripped is None:
+    except (KeyError, ValueError) as exc:  # perhaps what kio cannot read and Kafka can
+        copy = readable_copy(cls, buffer, offset, end)
+        if copy is None:
             raise _BodyError(f"{label}: {type(exc).__name__}: {exc}") from exc
         try:
-            value, _size = _reader(cls)(stripped, 0)
+            value, _size = _reader(cls)(copy, 0)
         except _KIO_DECODE_ERRORS as again:
             raise _BodyError(f"{label}: {type(again).__name__}: {again}") from again
     except _KIO_DECODE_ERRORS as exc:

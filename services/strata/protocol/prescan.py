@@ -26,9 +26,13 @@ Grammar followed (Kafka's message-spec encoding, per field in declaration order)
     struct              its fields, then in flexible versions a TAG_BUFFER whose known tags are
                         scanned inside their declared size and unknown ones skipped
 
-Unknown tagged fields are skipped here as Kafka skips them; kio cannot skip them, so
-``without_unknown_tagged_fields`` (run only after kio refused a body) rewrites a copy without
-them for kio to read.
+Two things Kafka reads and kio 0.6.5 cannot: unknown tagged fields (Kafka skips them, kio raises
+``KeyError``), and an int64 of milliseconds beyond what kio's ``timedelta`` / ``datetime`` hold
+(``timedelta_i64`` past +-9223372036854775 ms, ``datetime_i64`` outside years 1-9999: kio raises
+``ValueError``, where Kafka reads any long, e.g. an OffsetCommit v2-v4 ``retention_time`` of
+``Long.MAX_VALUE``). ``readable_copy`` (run only after kio refused a body) rewrites a copy
+without the former and with the latter clamped to the nearest value kio holds (a retention of
+292,000 years for one of 292 million: the same answer), for kio to read.
 
 Invariant: ``scan`` accepts every body kio's writer produces (the unit tests round-trip samples
 of every supported version through it) and returns the offset just past the body. Scanners are
@@ -38,6 +42,7 @@ compiled once per kio class and cached; consecutive fixed-size fields collapse i
 from __future__ import annotations
 
 import dataclasses
+import struct
 import threading
 import types
 import typing
@@ -74,6 +79,12 @@ FIXED_SIZES: Final[dict[str, int]] = {
     "uuid": 16,
 }
 _VARIABLE_KINDS: Final = frozenset({"string", "bytes", "records"})
+# The int64 time kinds kio reads into a ``timedelta`` / ``datetime``: the values it can hold.
+_TIME_RANGES: Final[dict[str, tuple[int, int]]] = {
+    "timedelta_i64": (-9_223_372_036_854_775, 9_223_372_036_854_775),  # microseconds in int64
+    "datetime_i64": (-62_135_596_800_000, 253_402_300_799_999),  # years 1 to 9999, UTC
+}
+_INT64: Final = struct.Struct(">q")
 
 
 def scan(entity_type: type[Any], buffer: BytesLike, offset: int, end: int) -> int:
@@ -114,7 +125,7 @@ def _compile_entity(entity_type: type[Any]) -> tuple[Scanner, ...]:
             tagged[int(tag)] = _field_scanner(field, flexible, in_tag=True, where=where)
             continue
         size = _fixed_size(field)
-        if size is not None:
+        if size is not None and field.metadata.get("kafka_type") not in _TIME_RANGES:
             pending_fixed += size
             continue
         if pending_fixed:
@@ -183,6 +194,8 @@ def _field_scanner(
         struct = entity_scanner(typing.cast(type[Any], annotation))
         return _nullable_struct(struct, where) if nullable and not in_tag else struct
     kind = field.metadata["kafka_type"]
+    if kind in _TIME_RANGES:
+        return _time_i64(*_TIME_RANGES[kind], where)
     if kind in FIXED_SIZES:
         return _skip(FIXED_SIZES[kind], where)
     return _variable(kind, flexible, nullable, where)
@@ -195,6 +208,22 @@ def _skip(size: int, where: str) -> Scanner:
         return offset + size
 
     return scan_fixed
+
+
+def _time_i64(low: int, high: int, where: str) -> Scanner:
+    """An int64 of milliseconds; while ``readable_copy`` runs, one kio cannot hold is clamped."""
+
+    def scan_time(buffer: BytesLike, offset: int, end: int) -> int:
+        if end - offset < 8:
+            raise WireFormatError(f"{where}: truncated (8 bytes needed at offset {offset})")
+        edits = _EDITS.edits
+        if edits is not None:
+            (value,) = _INT64.unpack_from(buffer, offset)
+            if not low <= value <= high:
+                edits.append((offset, offset + 8, _INT64.pack(max(low, min(high, value)))))
+        return offset + 8
+
+    return scan_time
 
 
 def _not_nullable(where: str) -> WireFormatError:
@@ -331,7 +360,7 @@ def _tag_buffer(known: dict[int, Scanner], where: str) -> Scanner:
             raise WireFormatError(
                 f"{where}: {count} tagged fields announced, only {end - offset} bytes remaining"
             )
-        edits = _UNKNOWN_TAGS.edits  # None unless ``without_unknown_tagged_fields`` runs
+        edits = _EDITS.edits  # None unless ``readable_copy`` runs
         dropped = 0
         for _ in range(count):
             field_start = offset
@@ -346,8 +375,8 @@ def _tag_buffer(known: dict[int, Scanner], where: str) -> Scanner:
                 else:
                     before = len(edits)
                     scanner(buffer, offset, offset + size)
-                    if len(edits) != before:  # its size would change: not rewritten
-                        raise _NestedUnknownTags
+                    if any(len(new) != stop - start for start, stop, new in edits[before:]):
+                        raise _NestedUnknownTags  # its size would change: not rewritten
             elif edits is not None:
                 edits.append((field_start, offset + size, b""))
                 dropped += 1
@@ -360,40 +389,37 @@ def _tag_buffer(known: dict[int, Scanner], where: str) -> Scanner:
     return scan_tags
 
 
-# ------------------------------------------------------------------ unknown tagged fields
-class _UnknownTagEdits(threading.local):
-    """Per thread: the edits ``scan_tags`` records while ``without_unknown_tagged_fields``
-    runs (``(start, end, replacement)`` over the buffer), else None (the normal scan)."""
+# ------------------------------------------------------------------ what kio cannot read
+class _CopyEdits(threading.local):
+    """Per thread: the edits the scanners record while ``readable_copy`` runs (``(start, end,
+    replacement)`` over the buffer), else None (the normal scan)."""
 
     edits: list[tuple[int, int, bytes]] | None = None
 
 
-_UNKNOWN_TAGS: Final = _UnknownTagEdits()
+_EDITS: Final = _CopyEdits()
 
 
 class _NestedUnknownTags(Exception):
     pass
 
 
-def without_unknown_tagged_fields(
-    entity_type: type[Any], buffer: BytesLike, offset: int, end: int
-) -> bytes | None:
-    """The body in ``buffer[offset:end]`` with every tagged field its class does not declare
-    removed (and each TAG_BUFFER's count lowered), or None if there is none to remove or one
+def readable_copy(entity_type: type[Any], buffer: BytesLike, offset: int, end: int) -> bytes | None:
+    """The body in ``buffer[offset:end]`` as kio can read it: every tagged field its class does
+    not declare removed (each TAG_BUFFER's count lowered) and every int64 time kio cannot hold
+    clamped (see the module docstring). None if there is nothing to change, or an unknown tag
     sits inside a declared tagged field (whose size would then change).
 
-    Kafka's readers skip unknown tagged fields (KIP-482: a newer peer may add them); kio 0.6.5
-    raises ``KeyError`` instead, so ``messages`` decodes this copy after such an error. Runs
-    only then: the normal scan records nothing.
+    Runs only after kio refused a body (``messages``): the normal scan records nothing.
     """
     edits: list[tuple[int, int, bytes]] = []
-    _UNKNOWN_TAGS.edits = edits
+    _EDITS.edits = edits
     try:
         body_end = scan(entity_type, buffer, offset, end)
     except _NestedUnknownTags:
         return None
     finally:
-        _UNKNOWN_TAGS.edits = None
+        _EDITS.edits = None
     if not edits:
         return None
     out = bytearray()

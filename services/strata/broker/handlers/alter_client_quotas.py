@@ -28,7 +28,10 @@ from strata.security.acl import AclOperation, ResourceType
 
 
 def _entity_key(entry: Any) -> tuple[tuple[str, str | None], ...]:
-    return tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity))
+    """The entry's entity in a canonical order. A type may appear twice, once as the default
+    (name None) and once named: refused later (``client_quotas``), but it must sort."""
+    return tuple(sorted(((e.entity_type, e.entity_name) for e in entry.entity),
+                        key=lambda pair: (pair[0], pair[1] is not None, pair[1] or "")))
 
 
 def _precheck(entry: Any, duplicated: bool) -> QuotaRequestError | None:

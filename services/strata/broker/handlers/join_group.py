@@ -14,6 +14,9 @@ rebalance completes. Version rules:
 * v9 answers ``skip_assignment`` (KIP-814): a static leader rejoining a Stable group unchanged
   is told it leads, with the members, and not to assign (``JoinRequest``).
 
+A protocol name listed twice counts once (its first entry's metadata is kept), as Kafka's
+members hold their protocols as a set of names.
+
 The member's client host is Kafka's ``InetAddress.toString`` form, ``/127.0.0.1``, as
 DescribeGroups and the group tools show it.
 
@@ -45,7 +48,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         rebalance_timeout_ms=_ms(request.rebalance_timeout) if version >= 1 else session_timeout_ms,
         session_timeout_ms=session_timeout_ms,
         protocol_type=request.protocol_type,
-        protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
+        protocols=_distinct_protocols(request.protocols),
         supports_skip_assignment=version >= 9,
         reason=request.reason if version >= 8 else None,
     )
@@ -62,6 +65,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                      "metadata": m.metadata} for m in result.members],
     })
+
+
+def _distinct_protocols(protocols: Any) -> tuple[tuple[str, bytes], ...]:
+    """``(name, metadata)`` per protocol name, the first entry of a repeated name kept. A
+    member's protocols are a set of names to the coordinator (Kafka's
+    ``MemberMetadata.protocols``): the group counts each name once per member, so a name
+    listed twice would count as two members' support and no protocol could be chosen."""
+    distinct: dict[str, bytes] = {}
+    for protocol in protocols:
+        distinct.setdefault(protocol.name, bytes(protocol.metadata))
+    return tuple(distinct.items())
 
 
 def _ms(value: Any) -> int:
