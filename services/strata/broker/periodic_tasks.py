@@ -9,6 +9,8 @@ Owns which job runs how often (the interval configs, Kafka's names) and on which
   expiry (``offsets.retention.check.interval.ms``) run on the loop: they change segment lists
   and group state, which the loop owns;
 * ISR expiration every ``replica.lag.time.max.ms`` / 2, on the loop (Kafka's isr-expiration);
+* every second, on the loop, the AlterReplicaLogDirs moves a restart cut off start again once
+  their partition is hosted (``ReplicaAlterLogDirsManager.resume_interrupted``);
 * ``log.cleaner.threads`` compaction workers: ``clean_one`` in a thread, again at once while
   there was work, else after ``log.cleaner.backoff.ms`` (Kafka's ``CleanerThread``).
 
@@ -29,6 +31,8 @@ from strata.broker.config import BrokerConfig
 from strata.storage.log_manager import LogManager
 
 logger = logging.getLogger(__name__)
+
+RESUME_MOVES_INTERVAL_S = 1.0  # how soon a cut-off AlterReplicaLogDirs move starts again
 
 
 class PeriodicTasks:
@@ -62,6 +66,11 @@ class PeriodicTasks:
             "isr expiration", max_lag_ms / 2000.0,
             lambda: _on_loop(lambda: state.replica_manager.maybe_shrink_isr(max_lag_ms))),
             name="strata-isr-expiration"))
+        # Moves between log dirs a restart cut off start again once their partition is hosted.
+        self._tasks.append(loop.create_task(self._every(
+            "log dir moves", RESUME_MOVES_INTERVAL_S,
+            lambda: _on_loop(state.log_dir_movers.resume_interrupted)),
+            name="strata-log-dir-moves"))
         if log_manager.cleaner_config.enable:
             for worker in range(log_manager.cleaner_config.threads):
                 self._tasks.append(loop.create_task(self._clean(log_manager),

@@ -212,17 +212,22 @@ def discard(future: Log) -> None:
     shutil.rmtree(doomed, ignore_errors=True)
 
 
-def settle_future_dirs(futures: Sequence[Path], current: set[tuple[str, int]]) -> list[Path]:
+def settle_future_dirs(futures: Sequence[Path], current: set[tuple[str, int]],
+                       interrupted: dict[tuple[str, int], Path] | None = None) -> list[Path]:
     """Startup: remove each ``-future`` dir whose partition has a current dir (``current``:
-    the partitions found; the move is not resumed) and rename the others to the partition's
-    name (a crash between ``promote``'s two renames: the current dir is already ``-delete``,
-    the future one holds every offset). Returns the renamed dirs, now partition logs."""
+    the partitions found), noting its destination in ``interrupted`` so that the move starts
+    again once the partition is hosted, and rename the others to the partition's name (a crash
+    between ``promote``'s two renames: the current dir is already ``-delete``, the future one
+    holds every offset). Returns the renamed dirs, now partition logs."""
     promoted = []
     for future in futures:
         tp = names.parse_topic_partition_name(future.name)
         if tp in current:
-            logger.info("discarding the unfinished move of %s-%d to %s", *tp, future.parent)
+            logger.info("the move of %s-%d to %s was cut off: it starts again", *tp,
+                        future.parent)
             shutil.rmtree(future, ignore_errors=True)
+            if interrupted is not None:
+                interrupted[tp] = future.parent
             continue
         final = future.with_name(names.topic_partition_dir_name(*tp))
         logger.warning("%s-%d: the future log %s replaces a current log removed by an "

@@ -35,8 +35,10 @@ Moves between log dirs (AlterReplicaLogDirs; the copy and swap are ``future_log`
 ``create_future_log`` (refused while a dir is offline, as Kafka), ``remove_future_log``,
 ``replace_current_with_future_log`` (the old log stays open, renamed ``-delete``, for
 ``file.delete.delay.ms``: ``cleanup_logs`` removes it). An unhosted partition's preferred dir
-is where it is created. At startup an unfinished move is discarded (not resumed), and a future
-log whose current log a crashed swap already renamed becomes the current log.
+is where it is created. At startup an unfinished move's copy is discarded and the move is
+remembered (``interrupted_moves``: the broker starts it again, from scratch, once the partition
+is hosted), and a future log whose current log a crashed swap already renamed becomes the
+current log.
 """
 
 from __future__ import annotations
@@ -114,6 +116,8 @@ class LogManager:
         self._lock = threading.Lock()  # guards _logs against concurrent create/delete
         self._future_logs: dict[TopicPartition, Log] = {}  # replicas moving to another dir
         self._preferred_log_dirs: dict[TopicPartition, Path] = {}
+        # Moves a restart cut off: partition -> destination dir (resumed by the broker).
+        self.interrupted_moves: dict[TopicPartition, Path] = {}
         self._swapped_out = SwappedOutLogs()  # renamed ``-delete``, removed after a delay
         self._checkpoint_lock = threading.Lock()
         self._swap_lock = threading.Lock()  # a swap and ``shutdown`` exclude each other
@@ -171,7 +175,7 @@ class LogManager:
         """Startup (``future_log.settle_future_dirs``): a promoted future log is recovered in
         full; its log start offset and HW come from whichever dir's checkpoint has them."""
         jobs: list[_LoadJob] = []
-        for final in settle_future_dirs(futures, current):
+        for final in settle_future_dirs(futures, current, self.interrupted_moves):
             tp = names.parse_topic_partition_name(final.name)
             found: list[dict[TopicPartition, int]] = [{}, {}]
             for data_dir in self.log_dirs:

@@ -4,7 +4,8 @@ admin client (``alter_replica_log_dirs``) as ``kafka-reassign-partitions.sh`` as
 While a librdkafka producer keeps producing with acks=all, the partition moves from one dir to
 the other: DescribeLogDirs lists it in the destination within a deadline, its data is there, a
 consumer reads every acknowledged record exactly once and in offset order, and after a restart
-the partition loads from its new dir. A broker killed during a move loses nothing either. A
+the partition loads from its new dir. A broker killed during a move loses nothing either, and
+the move completes after the restart. A
 path that is not a log dir gets LOG_DIR_NOT_FOUND.
 
 This module restarts its broker, so it has one of its own.
@@ -142,6 +143,7 @@ def test_a_partition_moves_while_a_producer_keeps_producing(broker: BrokerProces
             wait_until(moved, "the move to complete")
             moved_at = producer.acked.count()
             wait_until(lambda: producer.acked.count() > moved_at + 100, "appends after it")
+            wait_until(lambda: len(tail.read) > PREFILL, "the consumer to read past the prefill")
             acked = producer.stop()
             read_during = tail.stop()
     print(f"{moved_at - before} records acknowledged during the move; DescribeLogDirs "
@@ -169,8 +171,9 @@ def test_a_partition_moves_while_a_producer_keeps_producing(broker: BrokerProces
 def test_a_broker_stopped_during_a_move_keeps_every_acknowledged_record(
         broker: BrokerProcess, hard: bool) -> None:
     """SIGKILL (or SIGTERM: a clean shutdown, exit code 0) right after the move starts,
-    wherever the copy or swap then is: after the restart the partition is in exactly one dir,
-    no ``-future`` dir is left, and every acknowledged record is there."""
+    wherever the copy or swap then is: after the restart the move completes (started again if
+    the stop cut it off, as Kafka resumes it), the partition is in the destination only, no
+    ``-future`` dir is left, and every acknowledged record is there."""
     topic = "killed" if hard else "stopped"
     with closing(admin_client(broker)) as admin:
         admin.create_topics([NewTopic(topic, 1, 1)])
@@ -182,10 +185,14 @@ def test_a_broker_stopped_during_a_move_keeps_every_acknowledged_record(
         answer = admin.alter_replica_log_dirs({TopicPartitionReplica(topic, 0, 1): target})
         assert answer == {TopicPartitionReplica(topic, 0, 1): NoError}
     assert broker.restart(hard=hard) == (-9 if hard else 0)
+    with closing(admin_client(broker)) as admin:
+        wait_until(lambda: set(placement(admin, topic)) == {(target, False)},
+                   f"{topic}-0 only in {target} after the restart")
     homes = [d for d in ("a", "b") if (broker.workdir / d / f"{topic}-0").is_dir()]
     leftovers = [p.name for d in ("a", "b") for p in (broker.workdir / d).iterdir()
                  if p.name.startswith(f"{topic}-0.")]
     print(f"after the {'kill' if hard else 'stop'} {topic}-0 (moving from {Path(source).name} to "
           f"{Path(target).name}) is in {homes}; left over: {leftovers}")
-    assert len(homes) == 1 and not [n for n in leftovers if n.endswith("-future")]
+    assert homes == [Path(target).name] and not [n for n in leftovers
+                                                 if n.endswith("-future")]
     assert_read_back(broker, topic, acked)

@@ -223,3 +223,35 @@ async def test_deleting_a_moving_partition_ends_its_move(tmp_path: Path) -> None
     assert state.log_manager.future_log("t", 0) is None
     assert [d.name for d in target.iterdir() if d.name.startswith("t-0")] == []
     assert target not in state.log_manager.offline_dirs
+
+
+async def test_a_move_a_restart_cut_off_starts_again_once_the_partition_is_hosted(
+        tmp_path: Path) -> None:
+    state = two_dir_state(tmp_path)
+    lm = state.log_manager
+    target = lm.log_dirs[1]
+    lm.interrupted_moves[("t", 0)] = target  # as a restart found it (test_future_log)
+    assert state.log_dir_movers.resume_interrupted() == 0  # not hosted yet: kept for later
+    assert ("t", 0) in lm.interrupted_moves
+    state.replica_manager.make_leader("t", 0, TOPIC_ID, 0)
+    partition = state.replica_manager.get_partition_or_error("t", 0)
+    if partition.log.dir.parent == target:  # created in the destination: nothing to move
+        target = lm.log_dirs[0]
+        lm.interrupted_moves[("t", 0)] = target
+    fill(state, "t", 20)
+    assert state.log_dir_movers.resume_interrupted() == 1
+    assert not lm.interrupted_moves
+    await state.log_dir_movers.wait("t", 0)
+    assert partition.log.dir == target / "t-0" and partition.log_end_offset == 40
+
+
+async def test_a_new_request_supersedes_a_cut_off_move(tmp_path: Path) -> None:
+    state = two_dir_state(tmp_path, ("t", 1))
+    lm = state.log_manager
+    here = lm.get_log("t", 0)
+    assert here is not None
+    lm.interrupted_moves[("t", 0)] = other_dir(state, "t", 0)
+    response = await call(state, ApiKey.ALTER_REPLICA_LOG_DIRS, 2,
+                          dirs=[alter(here.dir.parent, "t", 0)])  # stay where it is
+    assert errors(response) == {("t", 0): ErrorCode.none}
+    assert not lm.interrupted_moves and state.log_dir_movers.resume_interrupted() == 0

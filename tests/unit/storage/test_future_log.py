@@ -238,6 +238,7 @@ def test_restart_discards_an_unfinished_move(tmp_path: Path) -> None:
     log = again.get_log("t", 0)
     assert log is not None and log.dir == current.dir and log.log_end_offset == 2
     assert not future_dir.exists() and again.future_log("t", 0) is None
+    assert again.interrupted_moves == {("t", 0): target}  # the broker starts it again
 
 
 def test_restart_after_a_swap_cut_between_its_renames_keeps_the_future(tmp_path: Path) -> None:

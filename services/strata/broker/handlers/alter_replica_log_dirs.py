@@ -61,6 +61,7 @@ async def _alter(ctx: RequestContext, topic: str, index: int, path: str) -> Erro
     if (topic, index) in log_manager.offline_partitions:
         return ErrorCode.kafka_storage_error
     log_manager.maybe_update_preferred_log_dir(topic, index, destination)
+    log_manager.interrupted_moves.pop((topic, index), None)  # this request supersedes it
     if ctx.state.replica_manager.get_partition(topic, index) is None or \
             log_manager.get_log(topic, index) is None:
         return ErrorCode.replica_not_available

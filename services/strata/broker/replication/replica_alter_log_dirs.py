@@ -22,7 +22,8 @@ future log, one step at a time as ``strata.storage.future_log.next_step`` decide
 A mover ends when its move is done, when the partition or its future log goes away
 (``LogManager.delete_log``, a newer AlterReplicaLogDirs), or on a storage error (the future log
 is then removed; the current log serves on). Reads and writes of the partition are never
-refused because of a move.
+refused because of a move. A move a restart cut off starts again from scratch once its
+partition is hosted (``resume_interrupted``, every second from the periodic tasks).
 
 One manager per broker (``BrokerState.log_dir_movers``), event-loop only.
 """
@@ -61,6 +62,30 @@ class ReplicaAlterLogDirsManager:
             raise RuntimeError(f"{topic}-{partition} is already moving")
         self._tasks[tp] = asyncio.get_running_loop().create_task(
             self._move(tp, future), name=f"alter-log-dir-{topic}-{partition}")
+
+    def resume_interrupted(self) -> int:
+        """Start again each move a restart cut off (``LogManager.interrupted_moves``) whose
+        partition is hosted now (Kafka's ``maybeAddLogDirFetchers`` after a restart; the copy
+        starts from scratch). Returns how many started."""
+        started = 0
+        pending = self.log_manager.interrupted_moves
+        for tp, destination in list(pending.items()):
+            if self.replica_manager.get_partition(*tp) is None or \
+                    self.log_manager.get_log(*tp) is None:
+                continue  # not hosted (yet): asked again at the next round
+            del pending[tp]
+            if tp in self.moving():
+                continue
+            try:
+                future = self.log_manager.create_future_log(*tp, destination)
+            except StorageError as exc:
+                logger.warning("cannot resume moving %s-%d to %s: %s", *tp, destination, exc)
+                continue
+            if future is not None:
+                logger.info("resuming the move of %s-%d to %s", *tp, destination)
+                self.add_partition(*tp, future)
+                started += 1
+        return started
 
     async def stop(self, topic: str, partition: int) -> None:
         """Stop the partition's mover after its current step (a worker thread is never left
