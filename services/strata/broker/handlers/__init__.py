@@ -10,8 +10,9 @@ restates a range. Invariants (unit tests in tests/unit/broker/test_handler_regis
 - every version is non-flexible except where Kafka has no other: ApiVersions v3 (flexible body,
   but its response still uses response header v0, KIP-511), IncrementalAlterConfigs v1 (Kafka's
   first flexible version of that API), ElectLeaders v2,
-  DescribeCluster, Alter/ListPartitionReassignments, Describe/AlterUserScramCredentials and
-  GetTelemetrySubscriptions/PushTelemetry (flexible-only), the classic group and offset APIs
+  DescribeCluster, Alter/ListPartitionReassignments, Describe/AlterUserScramCredentials,
+  GetTelemetrySubscriptions/PushTelemetry and WriteTxnMarkers (flexible-only), the classic
+  group and offset APIs
   (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
   DescribeGroups, ListGroups, DeleteGroups),
   Produce v9-13, Fetch v12-18, Metadata v9-13, ListOffsets v6-11, and the admin APIs
@@ -162,6 +163,7 @@ def build_registry() -> BrokerRegistry:
         sasl_authenticate,
         sasl_handshake,
         sync_group,
+        write_txn_markers,
     )
     routes: list[tuple[ApiKey, int, int, Handler]] = [
         (ApiKey.PRODUCE, 3, 13, produce.handle),
@@ -207,6 +209,7 @@ def build_registry() -> BrokerRegistry:
         (ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, alter_client_quotas.handle),
         (ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 0, get_telemetry_subscriptions.handle),
         (ApiKey.PUSH_TELEMETRY, 0, 0, push_telemetry.handle),
+        (ApiKey.WRITE_TXN_MARKERS, 1, 2, write_txn_markers.handle),
     ]
     registry = BrokerRegistry()
     for api_key, min_version, max_version, handler in routes:

@@ -53,6 +53,7 @@ from strata.storage.log_results import (
     LogAppendInfo,
     TimestampAndOffset,
 )
+from strata.storage.log_transactions import AppendOrigin
 
 UNKNOWN_SERVER_ERROR = -1
 NONE = 0
@@ -375,8 +376,10 @@ class Partition:
             )
 
     # ------------------------------------------------------------------ append
-    def append_records_to_leader(self, records: bytes, required_acks: int) -> LogAppendInfo:
-        """Append a client's record set as the leader; raises Kafka errors.
+    def append_records_to_leader(self, records: bytes, required_acks: int,
+                                 origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
+        """Append a record set as the leader; raises Kafka errors. ``origin`` COORDINATOR is a
+        transaction coordinator's markers (WriteTxnMarkers), else a client's produce.
 
         acks=-1 needs at least ``min.insync.replicas`` replicas in the ISR at the time of the
         append (NOT_ENOUGH_REPLICAS otherwise, nothing written); acks=0/1 do not check. The HW
@@ -388,7 +391,7 @@ class Partition:
                 f"the size of the current ISR {sorted(self.isr)} of {self.topic}-"
                 f"{self.partition} is below min.insync.replicas {self.min_insync_replicas}"
             )
-        info = self.log.append_as_leader(records, self.leader_epoch)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin)
         self.maybe_increment_high_watermark()
         return info
 

@@ -53,6 +53,7 @@ from strata.storage.clock import Clock
 from strata.storage.errors import InvalidRecordError, StorageError
 from strata.storage.file_records import FileSlice
 from strata.storage.log_manager import LogManager
+from strata.storage.log_transactions import AppendOrigin
 
 logger = logging.getLogger(__name__)
 
@@ -222,8 +223,10 @@ class ReplicaManager:
         entries: Sequence[tuple[TopicPartition, bytes]],
         required_acks: int,
         timeout_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> list[PartitionAppendResult]:
         """Append each ``(topic-partition, record set)``; one result per entry, in order.
+        ``origin`` COORDINATOR: transaction markers (WriteTxnMarkers), appended like a produce.
 
         acks=-1 is answered once the HW passed each partition's appended records (with
         ISR = {leader} at once): the produce waits in the produce purgatory, woken when a
@@ -246,7 +249,7 @@ class ReplicaManager:
                                else _UNKNOWN_APPEND)
                 continue
             try:
-                info = partition.append_records_to_leader(records, required_acks)
+                info = partition.append_records_to_leader(records, required_acks, origin)
             except InvalidRecordError as exc:
                 results.append(PartitionAppendResult(
                     exc.error_code, log_start_offset=partition.log.log_start_offset,
