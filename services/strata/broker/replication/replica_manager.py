@@ -90,6 +90,9 @@ class FetchPartitionResult(NamedTuple):
     log_start_offset: int = -1
     records: tuple[FileSlice, ...] = ()
     size: int = 0
+    # read_committed: (producer id, first offset) of the aborted transactions the records
+    # overlap; None for other reads (the response then says empty or null by isolation).
+    aborted_transactions: tuple[tuple[int, int], ...] | None = None
 
 
 class DeleteRecordsResult(NamedTuple):
@@ -413,7 +416,7 @@ class ReplicaManager:
                     self.update_follower_fetch_state(partition, replica_id, info.fetch_offset)
                     if read.high_watermark != partition.high_watermark:  # the fetch moved it
                         read = read._replace(high_watermark=partition.high_watermark,
-                                             last_stable_offset=partition.high_watermark)
+                                             last_stable_offset=partition.last_stable_offset)
             except (StorageError, PartitionError) as exc:
                 results.append(FetchPartitionResult(exc.error_code))
                 failed = True
@@ -432,7 +435,8 @@ class ReplicaManager:
                 total += size
             results.append(FetchPartitionResult(NONE, read.high_watermark,
                                                 read.last_stable_offset, read.log_start_offset,
-                                                read.slices, size))
+                                                read.slices, size,
+                                                read.aborted_transactions))
         return results, total, failed
 
     # --------------------------------------------------------- delete records
