@@ -61,6 +61,7 @@ EXPECTED = {
     "GET_TELEMETRY_SUBSCRIPTIONS": (0, 0),
     "PUSH_TELEMETRY": (0, 0),
     "WRITE_TXN_MARKERS": (1, 2),
+    "TXN_OFFSET_COMMIT": (0, 5),
 }
 
 

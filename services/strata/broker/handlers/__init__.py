@@ -14,6 +14,7 @@ restates a range. Invariants (unit tests in tests/unit/broker/test_handler_regis
   GetTelemetrySubscriptions/PushTelemetry and WriteTxnMarkers (flexible-only), the classic
   group and offset APIs
   (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+  TxnOffsetCommit,
   DescribeGroups, ListGroups, DeleteGroups),
   Produce v9-13, Fetch v12-18, Metadata v9-13, ListOffsets v6-11, and the admin APIs
   (ApiVersions, Create/DeleteTopics, CreatePartitions, Describe/AlterConfigs, DeleteRecords,
@@ -163,6 +164,7 @@ def build_registry() -> BrokerRegistry:
         sasl_authenticate,
         sasl_handshake,
         sync_group,
+        txn_offset_commit,
         write_txn_markers,
     )
     routes: list[tuple[ApiKey, int, int, Handler]] = [
@@ -210,6 +212,7 @@ def build_registry() -> BrokerRegistry:
         (ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 0, get_telemetry_subscriptions.handle),
         (ApiKey.PUSH_TELEMETRY, 0, 0, push_telemetry.handle),
         (ApiKey.WRITE_TXN_MARKERS, 1, 2, write_txn_markers.handle),
+        (ApiKey.TXN_OFFSET_COMMIT, 0, 5, txn_offset_commit.handle),
     ]
     registry = BrokerRegistry()
     for api_key, min_version, max_version, handler in routes:

@@ -101,11 +101,8 @@ def _complete_offsets(ctx: RequestContext, producer_id: int, partitions: list[in
                       commit: bool) -> dict[TopicPartition, int]:
     """Materialize or drop the producer's pending transactional offsets (Kafka answers
     UNKNOWN_SERVER_ERROR for the offsets partitions if that fails)."""
-    complete = getattr(ctx.state.group_coordinator, "complete_transaction", None)
-    if complete is None:
-        return {}
     try:
-        complete(producer_id, partitions, commit)
+        ctx.state.group_coordinator.complete_transaction(producer_id, partitions, commit)
     except Exception:  # Kafka: "exception while trying to update the offsets cache"
         logger.exception(
             "completing the transactional offsets of producer %d failed", producer_id)
