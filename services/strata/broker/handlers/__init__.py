@@ -28,8 +28,9 @@ does the same: ``version_ranges()`` (what ApiVersions lists) starts at the adver
 ``served_ranges()`` and ``lookup`` at the first served version; a request at a removed version
 gets the API's refusal (every partition UNSUPPORTED_VERSION), never a closed connection.
 
-Not registered yet, on purpose: the transaction APIs (not built; an InitProducerId with a
-transactional id gets a clear error instead). The ACL APIs start at v1 (kio, like
+Not registered yet, on purpose: the transaction coordinator's APIs (not built; an
+InitProducerId with a transactional id gets a clear error instead). The partition side
+(WriteTxnMarkers, TxnOffsetCommit) is served. The ACL APIs start at v1 (kio, like
 Kafka 4, has no v0).
 
 A handler is ``async def handle(ctx: RequestContext, request) -> response`` (see
