@@ -10,9 +10,11 @@ restates a range. Invariants (unit tests in tests/unit/broker/test_handler_regis
 - every version is non-flexible except where Kafka has no other: ApiVersions v3 (flexible body,
   but its response still uses response header v0, KIP-511), IncrementalAlterConfigs v1 (Kafka's
   first flexible version of that API), ElectLeaders v2,
-  DescribeCluster, Alter/ListPartitionReassignments, Describe/AlterUserScramCredentials and
-  GetTelemetrySubscriptions/PushTelemetry (flexible-only), the classic group and offset APIs
+  DescribeCluster, Alter/ListPartitionReassignments, Describe/AlterUserScramCredentials,
+  GetTelemetrySubscriptions/PushTelemetry and WriteTxnMarkers (flexible-only), the classic
+  group and offset APIs
   (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+  TxnOffsetCommit,
   DescribeGroups, ListGroups, DeleteGroups),
   Produce v9-13, Fetch v12-18, Metadata v9-13, ListOffsets v6-11, and the admin APIs
   (ApiVersions, Create/DeleteTopics, CreatePartitions, Describe/AlterConfigs, DeleteRecords,
@@ -26,8 +28,9 @@ does the same: ``version_ranges()`` (what ApiVersions lists) starts at the adver
 ``served_ranges()`` and ``lookup`` at the first served version; a request at a removed version
 gets the API's refusal (every partition UNSUPPORTED_VERSION), never a closed connection.
 
-Not registered yet, on purpose: the transaction APIs (not built; an InitProducerId with a
-transactional id gets a clear error instead). The ACL APIs start at v1 (kio, like
+Not registered yet, on purpose: the transaction coordinator's APIs (not built; an
+InitProducerId with a transactional id gets a clear error instead). The partition side
+(WriteTxnMarkers, TxnOffsetCommit) is served. The ACL APIs start at v1 (kio, like
 Kafka 4, has no v0).
 
 A handler is ``async def handle(ctx: RequestContext, request) -> response`` (see
@@ -163,6 +166,8 @@ def build_registry() -> BrokerRegistry:
         sasl_authenticate,
         sasl_handshake,
         sync_group,
+        txn_offset_commit,
+        write_txn_markers,
     )
     routes: list[tuple[ApiKey, int, int, Handler]] = [
         (ApiKey.PRODUCE, 3, 13, produce.handle),
@@ -209,6 +214,8 @@ def build_registry() -> BrokerRegistry:
         (ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, alter_client_quotas.handle),
         (ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 0, get_telemetry_subscriptions.handle),
         (ApiKey.PUSH_TELEMETRY, 0, 0, push_telemetry.handle),
+        (ApiKey.WRITE_TXN_MARKERS, 1, 2, write_txn_markers.handle),
+        (ApiKey.TXN_OFFSET_COMMIT, 0, 5, txn_offset_commit.handle),
     ]
     registry = BrokerRegistry()
     for api_key, min_version, max_version, handler in routes:
