@@ -112,22 +112,10 @@ def positions(current: Log, future: Log) -> Positions:
         None if epoch is None else current.end_offset_for_epoch(epoch))
 
 
-def whole_batches(data: bytes) -> memoryview:
-    """The prefix of ``data`` made of whole batches (a read may end inside one)."""
-    view = memoryview(data)
-    pos, end = 0, len(view)
-    while pos < end:
-        size = rb.peek_size(view, pos)
-        if size is None or pos + size > end:
-            break
-        pos += size
-    return view[:pos]
-
-
 def copy_batches(future: Log, data: FetchDataInfo) -> int:
     """Append the whole batches of one read of the current log to the future log; returns the
     bytes appended. Blocking file I/O: the mover runs it in a worker thread."""
-    records = whole_batches(data.read_bytes())
+    records = rb.whole_batches(data.read_bytes())
     if records.nbytes:
         future.append_as_follower(records)
     return records.nbytes

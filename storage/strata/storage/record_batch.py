@@ -141,6 +141,18 @@ def peek_size(buf: Buffer, pos: int = 0) -> int | None:
     return int(_I.unpack_from(buf, pos + 8)[0]) + LOG_OVERHEAD
 
 
+def whole_batches(buf: Buffer) -> memoryview:
+    """The prefix of ``buf`` made of whole batches (a read or a fetch may end inside one)."""
+    view = memoryview(buf)
+    pos, end = 0, len(view)
+    while pos < end:
+        size = peek_size(view, pos)
+        if size is None or pos + size > end:
+            break
+        pos += size
+    return view[:pos]
+
+
 def parse_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     """Decode the header at ``pos``; checks framing and magic, not the CRC.
 

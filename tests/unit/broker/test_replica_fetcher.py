@@ -24,11 +24,11 @@ from strata.broker.replication.replica_fetcher import (
     FetcherConfig,
     LeaderEndpoint,
     ReplicaFetcherManager,
-    whole_batches,
 )
 from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.server import KafkaServer
 from strata.storage.clock import SystemClock
+from strata.storage.record_batch import whole_batches
 
 from .helpers import batch, log_manager
 

@@ -269,7 +269,7 @@ class ReplicaFetcher:
             return
         log = partition.log
         try:
-            records = whole_batches(answer.records or b"")
+            records = rb.whole_batches(answer.records or b"")
             if records and partition.log_end_offset == fetch_offset:
                 log.append_as_follower(records)
             log.update_high_watermark(min(answer.high_watermark, log.log_end_offset))
@@ -305,18 +305,6 @@ class ReplicaFetcher:
             logger.info("broker %d restarts %s-%d at the leader's log start %d", self.node_id,
                         tp[0], tp[1], start)
             log.truncate_fully_and_start_at(start)
-
-
-def whole_batches(records: bytes | memoryview) -> memoryview:
-    """The prefix of ``records`` made of whole batches (a fetch may end inside one)."""
-    view = memoryview(records)
-    pos, end = 0, len(view)
-    while pos < end:
-        size = rb.peek_size(view, pos)
-        if size is None or pos + size > end:
-            break
-        pos += size
-    return view[:pos]
 
 
 class ReplicaFetcherManager:
