@@ -3,7 +3,8 @@
 Owns what a request handler may reach: the broker config, node and cluster ids, the clock, the
 ``LogManager``, the ``ReplicaManager``, the ``TopicStore``, the producer id manager, the handler
 registry, metrics, the cluster (with ``metadata.store``), SCRAM credentials, the authorizer,
-the advertised endpoints per listener and the ``GroupCoordinator``. Handlers get it through
+the advertised endpoints per listener, the ``GroupCoordinator`` and the transaction
+coordinator (``TransactionRuntime``). Handlers get it through
 ``RequestContext.state``; nothing is global. ``KafkaServer.start`` builds it once.
 
 Invariant: mutated only on the event loop; after startup only the control-plane handlers
@@ -29,6 +30,11 @@ from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.security.authorization import BrokerAuthorizer
 from strata.broker.telemetry.client_metrics_manager import ClientMetricsManager
 from strata.broker.topic_store import TopicStore
+from strata.broker.transaction.transaction_marker_sender import TransactionMarkerSender
+from strata.broker.transaction.transaction_runtime import (
+    TransactionRuntime,
+    served_transaction_config,
+)
 from strata.protocol.registry import HandlerRegistry
 from strata.security.credentials import CredentialStore
 from strata.storage.clock import Clock
@@ -68,6 +74,7 @@ class BrokerState:
     # listener name -> (host, port) advertised; the first listener is advertised_host/_port
     advertised_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
     group_coordinator: GroupCoordinator = field(init=False)
+    transaction_coordinator: TransactionRuntime = field(init=False)
     fetch_sessions: FetchSessionCache = field(init=False)
     client_metrics: ClientMetricsManager = field(init=False)  # KIP-714 (strata.broker.telemetry)
 
@@ -76,6 +83,14 @@ class BrokerState:
             group=group_config(self.config), offsets=offsets_topic_config(self.config),
             clock=self.clock, replica_manager=self.replica_manager,
             topic_store=self.topic_store, create_topic=self.create_internal_topic)
+        self.transaction_coordinator = TransactionRuntime(
+            config=served_transaction_config(self.config), clock=self.clock,
+            replica_manager=self.replica_manager, topic_store=self.topic_store,
+            create_topic=self.create_internal_topic,
+            producer_id_manager=self.producer_id_manager,
+            sender=TransactionMarkerSender(
+                node_id=self.node_id, clock=self.clock, replica_manager=self.replica_manager,
+                topic_store=self.topic_store))
         self.fetch_sessions = FetchSessionCache(
             self.config.get_int("max.incremental.fetch.session.cache.slots"),
             self.config.get_int("min.incremental.fetch.session.eviction.ms"))
@@ -113,14 +128,19 @@ class BrokerState:
 
     async def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
                                     configs: Mapping[str, str]) -> None:
-        """Register and host an internal topic (``__consumer_offsets``), its replication factor
-        capped at the live brokers."""
+        """Register and host an internal topic (``__consumer_offsets``, ``__transaction_state``),
+        its replication factor capped at the live brokers (and its ``min.insync.replicas`` at
+        that replication factor)."""
         from strata.broker.handlers import ApiError  # handlers import this module
         from strata.broker.handlers.create_topics import TopicSpec, create_topic
         from strata.protocol.error_codes import ErrorCode
 
         live = max(len(self.live_broker_ids()), 1)
-        spec = TopicSpec(name, partitions, min(replication_factor, live), configs)
+        replication_factor = min(replication_factor, live)
+        if "min.insync.replicas" in configs:  # writable with the replicas it has
+            configs = {**configs, "min.insync.replicas": str(
+                min(int(configs["min.insync.replicas"]), replication_factor))}
+        spec = TopicSpec(name, partitions, replication_factor, configs)
         try:
             await create_topic(self, spec)
         except ApiError as exc:  # another broker of the cluster created it first
