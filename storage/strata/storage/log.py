@@ -237,7 +237,7 @@ class Log:
                 check_markers(self.producer_state, batches, markers, self._log_end_offset)
             for _, header in batches:
                 if markers is None and header.producer_id >= 0:
-                    dup = self.producer_state.check(header)
+                    dup = self.producer_state.check(header, client=not coordinator)
                     if dup is not None:
                         first = dup.last_offset - dup.offset_delta
                         return LogAppendInfo(first, dup.last_offset, dup.timestamp, dup.last_offset,

@@ -137,7 +137,7 @@ def check_markers(
         if marker is not None:
             psm.check_marker(header, marker)
         elif header.producer_id >= 0 and not header.attributes & rb.CONTROL_FLAG_MASK:
-            psm.check(header)
+            psm.check(header, client=False)
         offset += header.last_offset_delta + 1
 
 

@@ -123,22 +123,26 @@ class ProducerStateManager:
                 child.unlink(missing_ok=True)  # a snapshot write interrupted by a crash
 
     # ---------------------------------------------------------------- append path
-    def check(self, header: BatchHeader) -> BatchMetadata | None:
-        """Validate a client data batch before a leader append.
+    def check(self, header: BatchHeader, *, client: bool = True) -> BatchMetadata | None:
+        """Validate a data batch before a leader append.
 
         Returns None when the batch may be appended, or the ``BatchMetadata`` of the identical
         earlier batch (a retry) whose offsets the caller answers with. Raises
         ``InvalidProducerEpochError`` / ``OutOfOrderSequenceError`` / ``InvalidTxnStateError``
-        (rules in the module doc).
+        (rules in the module doc). A coordinator's data batch (``client`` False: the group
+        coordinator's transactional offset commits) gets the epoch and transaction checks
+        only, no duplicate or sequence check (Kafka checks sequences for ``AppendOrigin.CLIENT``
+        only).
         """
         if not header.has_producer_id:
             return None
         entry = self._producers.get(header.producer_id)
         if entry is None:
             return None  # unknown producer: any epoch, any sequence
-        duplicate = entry.find_duplicate_batch(header)
-        if duplicate is not None:
-            return duplicate
+        if client:
+            duplicate = entry.find_duplicate_batch(header)
+            if duplicate is not None:
+                return duplicate
         current_epoch = entry.producer_epoch
         pid, epoch, first_seq = header.producer_id, header.producer_epoch, header.base_sequence
         if epoch < current_epoch:
@@ -146,14 +150,15 @@ class ProducerStateManager:
                 f"epoch of producer {pid} in {self.partition_dir.name} is {epoch}, which is "
                 f"smaller than the last seen epoch {current_epoch}"
             )
-        if epoch != current_epoch:
+        if client and epoch != current_epoch:
             if first_seq != 0 and current_epoch != NO_PRODUCER_EPOCH:
                 raise OutOfOrderSequenceError(
                     f"invalid sequence number for new epoch of producer {pid} in "
                     f"{self.partition_dir.name}: {epoch} (request epoch), {first_seq} (seq. "
                     f"number), {current_epoch} (current producer epoch)"
                 )
-        elif current_epoch != NO_PRODUCER_EPOCH and not in_sequence(entry.last_seq, first_seq):
+        elif (client and current_epoch != NO_PRODUCER_EPOCH
+              and not in_sequence(entry.last_seq, first_seq)):
             raise OutOfOrderSequenceError(
                 f"out of order sequence number for producer {pid} in {self.partition_dir.name}: "
                 f"{first_seq} (incoming seq. number), {entry.last_seq} (current end sequence "

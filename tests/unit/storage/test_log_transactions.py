@@ -581,3 +581,17 @@ def test_a_torn_abort_marker_reopens_its_transaction_after_recovery(tmp_path: Pa
     assert again.producer_state.ongoing_transactions == {2: 3}
     assert again.first_unstable_offset == 3 and again.last_stable_offset() == 3
     assert [e.last_offset for e in again.active_segment.txn_index.all_aborted_txns()] == [2]
+
+
+def test_a_coordinators_data_batches_skip_sequence_and_duplicate_checks(tmp_path: Path) -> None:
+    """The group coordinator writes a producer's transactional offset commits at sequence 0
+    each time (Kafka checks sequences and duplicates for client appends only); the epoch is
+    still checked."""
+    log = open_log(tmp_path)
+    coordinator = AppendOrigin.COORDINATOR
+    first = log.append_as_leader(data(9, 2, 0), 0, coordinator)
+    again = log.append_as_leader(data(9, 2, 0), 0, coordinator)
+    assert not again.duplicate and again.first_offset == first.first_offset + 1
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_as_leader(data(9, 1, 0), 0, coordinator)
+    assert log.append_as_leader(data(9, 2, 0), 0).duplicate  # a client's retry still is one

@@ -16,7 +16,9 @@ Kafka's ``GroupCoordinator`` runtime around the pure parts (``classic_group``, `
   sleeps until the earliest deadline of all groups (woken when a request makes an earlier
   one), then expires what is due. ``tick()`` does the same by hand (tests move a
   ``ManualClock`` and call it);
-* offset commits (stored, then cached on success), offset expiry
+* offset commits (stored, then cached on success); transactional ones (TxnOffsetCommit) held
+  pending per producer until its marker (``complete_transaction``, from WriteTxnMarkers);
+  offset expiry
   (``offsets.retention.minutes``, run by the server every
   ``offsets.retention.check.interval.ms``), group deletion and OffsetDelete, all writing
   tombstones;
@@ -56,6 +58,7 @@ from strata.broker.group.metadata_manager import (
 )
 from strata.broker.group.rebalance import GroupConfig
 from strata.broker.group.state import GroupState
+from strata.broker.group.transactional_offsets import PendingTransactionalOffsets
 from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.topic_store import TopicStore
 from strata.protocol.error_codes import ErrorCode
@@ -107,6 +110,7 @@ class GroupCoordinator:
         # host every __consumer_offsets partition).
         self.leader_lookup: Callable[[str, int], int | None] | None = None
         self._groups: dict[str, ClassicGroup] = {}
+        self.pending_txn_offsets = PendingTransactionalOffsets()
         self._owned: set[int] = set()
         self._loading: dict[int, asyncio.Task[None]] = {}
         self._active = False
@@ -218,6 +222,9 @@ class GroupCoordinator:
         for group_id, group in loaded.groups.items():
             self._groups[group_id] = group
             self.membership.on_group_loaded(group)
+        for producer_id, groups in loaded.pending.items():
+            for group_id, offsets in groups.items():
+                self.pending_txn_offsets.add(producer_id, group_id, offsets)
         self._owned.add(index)
         logger.info("loaded %d groups from %d records of %s-%d in %.0f ms", len(loaded.groups),
                     loaded.records, OFFSETS_TOPIC, index, self.clock.monotonic_ms() - started)
@@ -230,7 +237,9 @@ class GroupCoordinator:
             task.cancel()
         self._owned.discard(index)
         count = self.partition_count()
-        for group_id in [g for g in self._groups if partition_for(g, count) == index]:
+        unloaded = [g for g in self._groups if partition_for(g, count) == index]
+        self.pending_txn_offsets.remove_groups(unloaded)
+        for group_id in unloaded:
             group = self._groups.pop(group_id)
             if group.state is not GroupState.DEAD:
                 self.membership.on_group_unloaded(group)
@@ -359,6 +368,54 @@ class GroupCoordinator:
                 group.offsets.update(valid)
         return {tp: status if tp in valid else ErrorCode.offset_metadata_too_large
                 for tp in offsets}
+
+    def commit_transactional_offsets(
+            self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+            group_instance_id: str | None, generation_id: int,
+            offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: store ``offsets`` as ``producer_id``'s transactional records and
+        hold them pending until its marker (``complete_transaction``). Kafka's checks
+        (``ClassicGroup.validateOffsetCommit`` for a transactional commit): a Dead group is
+        COORDINATOR_NOT_AVAILABLE; generation < 0 on an Empty group, or no member id and no
+        generation (clients before v3), commit without membership; otherwise the member must
+        exist (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID) in the current generation
+        (ILLEGAL_GENERATION)."""
+        error = self._group_status(group_id, allow_empty=False)
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        group = self._groups.get(group_id) or self._new_group(group_id)
+        error = txn_offset_commit_error(group, member_id, group_instance_id, generation_id)
+        if error != ErrorCode.none:
+            return dict.fromkeys(offsets, error)
+        limit = self.offsets_config.metadata_max_bytes
+        valid = {tp: o for tp, o in offsets.items() if len(o.metadata) <= limit}
+        status = ErrorCode.none
+        if valid:
+            status = self.manager.store_offsets(self.partition_for(group_id), group_id, valid,
+                                                producer_id, producer_epoch)
+            if status == ErrorCode.none:
+                self.pending_txn_offsets.add(producer_id, group_id, valid)
+        return {tp: status if tp in valid else ErrorCode.offset_metadata_too_large
+                for tp in offsets}
+
+    def complete_transaction(self, producer_id: int, partitions: Iterable[int],
+                             commit: bool) -> None:
+        """A marker of ``producer_id`` landed on these ``__consumer_offsets`` partitions: its
+        pending offsets of their groups become committed (COMMIT) or are dropped (ABORT)."""
+        indexes = set(partitions)
+        count = self.partition_count()
+        done = self.pending_txn_offsets.complete(
+            producer_id, lambda group_id: partition_for(group_id, count) in indexes)
+        if not commit:
+            return
+        for group_id, offsets in done.items():
+            group = self._groups.get(group_id)
+            if group is not None and group.state is not GroupState.DEAD:
+                group.offsets.update(offsets)
+
+    def has_pending_transactional_offsets(self, group_id: str, tp: TopicPartition) -> bool:
+        """OffsetFetch ``require_stable``: an undecided transaction holds ``tp``'s offset."""
+        return self.pending_txn_offsets.has_pending(group_id, tp)
 
     def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None
                       ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
@@ -523,6 +580,26 @@ class GroupCoordinator:
                        else max(0.0, (deadline - self.clock.monotonic_ms()) / 1000.0))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
+
+
+def txn_offset_commit_error(group: ClassicGroup, member_id: str, group_instance_id: str | None,
+                            generation_id: int) -> ErrorCode:
+    """Kafka's ``ClassicGroup.validateOffsetCommit`` for a transactional commit."""
+    if group.state is GroupState.DEAD:
+        return ErrorCode.coordinator_not_available
+    if generation_id < 0 and group.state is GroupState.EMPTY:
+        return ErrorCode.none  # the group only stores offsets
+    if generation_id < 0 and member_id == UNKNOWN_MEMBER_ID:
+        return ErrorCode.none  # a client before TxnOffsetCommit v3 sends no member data
+    if group_instance_id is not None:
+        static = group.static_member_id(group_instance_id)
+        if static is not None and static != member_id:
+            return ErrorCode.fenced_instance_id
+    if not group.has(member_id):
+        return ErrorCode.unknown_member_id
+    if generation_id != group.generation_id:
+        return ErrorCode.illegal_generation
+    return ErrorCode.none
 
 
 def _resolver(future: asyncio.Future[R]) -> Callable[[R], None]:

@@ -11,7 +11,10 @@ Owns:
   acks=all (one broker: durable to the OS when the append returns);
 * replay: ``load_partition`` reads a partition from its log start to its high watermark and
   rebuilds the groups and offsets it holds, the latest record per key winning and tombstones
-  deleting — what a new coordinator does when it becomes the partition's leader.
+  deleting — what a new coordinator does when it becomes the partition's leader. Offsets in
+  transactional batches (TxnOffsetCommit) are held per producer until that producer's marker
+  in the log: COMMIT applies them, ABORT drops them, and those without a marker yet come back
+  as ``LoadedPartition.pending`` (Kafka's ``loadGroupsAndOffsets``).
 
 The topic itself (``cleanup.policy=compact``, ``offsets.topic.num.partitions`` partitions) is
 registered in the ``TopicStore`` like any topic, created on first use by the coordinator.
@@ -48,8 +51,15 @@ from strata.broker.replication.replica_manager import ReplicaManager
 from strata.protocol.error_codes import ErrorCode
 from strata.storage import record_batch as rb
 from strata.storage.clock import Clock
-from strata.storage.errors import OffsetOutOfRangeError, StorageError
-from strata.storage.records import RecordSpec, build_batch, iter_records
+from strata.storage.errors import InvalidRecordError, OffsetOutOfRangeError, StorageError
+from strata.storage.log_transactions import AppendOrigin
+from strata.storage.records import (
+    EndTransactionMarker,
+    RecordSpec,
+    build_batch,
+    iter_records,
+    read_end_transaction_marker,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +90,9 @@ class LoadedPartition:
 
     groups: dict[str, ClassicGroup] = field(default_factory=dict)
     records: int = 0
+    # producer id -> group id -> offsets of transactions with no marker in the log yet
+    pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = field(
+        default_factory=dict)
 
 
 def append_error(error: int, *, offsets: bool) -> ErrorCode:
@@ -121,8 +134,11 @@ class GroupMetadataManager:
         self.clock = clock
 
     # ------------------------------------------------------------------ writes
-    def append(self, partition: int, records: Iterable[tuple[bytes, bytes | None]]) -> int:
-        """Append ``(key, value)`` records as one batch; Kafka's error code (0 = done)."""
+    def append(self, partition: int, records: Iterable[tuple[bytes, bytes | None]],
+               producer_id: int = -1, producer_epoch: int = -1) -> int:
+        """Append ``(key, value)`` records as one batch; Kafka's error code (0 = done). With
+        a ``producer_id`` the batch is transactional (TxnOffsetCommit), appended as the
+        coordinator's (the epoch is checked, no sequence: Kafka writes sequence 0)."""
         hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
         if hosted is None:
             return ErrorCode.unknown_topic_or_partition
@@ -131,7 +147,13 @@ class GroupMetadataManager:
         if not specs:
             return ErrorCode.none
         try:
-            hosted.append_records_to_leader(build_batch(specs), REQUIRED_ACKS)
+            if producer_id >= 0:
+                hosted.append_records_to_leader(
+                    build_batch(specs, producer_id=producer_id, producer_epoch=producer_epoch,
+                                base_sequence=0, is_transactional=True),
+                    REQUIRED_ACKS, AppendOrigin.COORDINATOR)
+            else:
+                hosted.append_records_to_leader(build_batch(specs), REQUIRED_ACKS)
         except (StorageError, PartitionError) as exc:
             logger.warning("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
             return exc.error_code
@@ -144,10 +166,12 @@ class GroupMetadataManager:
         return append_error(self.append(partition, [record]), offsets=False)
 
     def store_offsets(self, partition: int, group_id: str,
-                      offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> ErrorCode:
+                      offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                      producer_id: int = -1, producer_epoch: int = -1) -> ErrorCode:
         records = [(offset_commit_key(group_id, topic, index), offset_commit_value(offset))
                    for (topic, index), offset in offsets.items()]
-        return append_error(self.append(partition, records), offsets=True)
+        return append_error(self.append(partition, records, producer_id, producer_epoch),
+                            offsets=True)
 
     def write_tombstones(self, partition: int, group_id: str,
                          offsets: Iterable[TopicPartition], *, group: bool) -> ErrorCode:
@@ -165,14 +189,26 @@ class GroupMetadataManager:
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         metadata: dict[str, GroupMetadataValue] = {}
         loaded = LoadedPartition()
-        async for key_bytes, value in self._read(partition):
+        pending = loaded.pending
+        async for key_bytes, value, producer_id, marker in self._read(partition):
+            if marker is not None:  # the end of producer_id's transaction
+                decided = pending.pop(producer_id, {})
+                if not marker.is_abort:
+                    for group_id, group_offsets in decided.items():
+                        offsets.setdefault(group_id, {}).update(group_offsets)
+                continue
             loaded.records += 1
             try:
                 key = decode_key(key_bytes)
                 if isinstance(key, OffsetCommitKey):
                     committed = decode_offset_commit_value(value)
-                    group_offsets = offsets.setdefault(key.group, {})
                     tp = (key.topic, key.partition)
+                    if producer_id >= 0:
+                        if committed is not None:
+                            pending.setdefault(producer_id, {}).setdefault(
+                                key.group, {})[tp] = committed
+                        continue
+                    group_offsets = offsets.setdefault(key.group, {})
                     if committed is None:
                         group_offsets.pop(tp, None)
                     else:
@@ -190,8 +226,11 @@ class GroupMetadataManager:
             group = self._group_from_record(group_id, described)
             group.offsets = offsets.pop(group_id, {})
             loaded.groups[group_id] = group
+        for groups in pending.values():  # a group with only pending offsets exists too
+            for group_id in groups:
+                offsets.setdefault(group_id, {})
         for group_id, group_offsets in offsets.items():
-            if group_offsets:
+            if group_offsets or any(group_id in g for g in pending.values()):
                 group = ClassicGroup(group_id, self.clock)
                 group.offsets = group_offsets
                 loaded.groups[group_id] = group
@@ -211,8 +250,11 @@ class GroupMetadataManager:
                                  current_state_timestamp=value.current_state_timestamp,
                                  members=members)
 
-    async def _read(self, partition: int) -> AsyncIterator[tuple[bytes | None, bytes | None]]:
-        """Yield ``(key, value)`` of every data record from the log start to the log end: a new
+    async def _read(self, partition: int) -> AsyncIterator[
+            tuple[bytes | None, bytes | None, int, EndTransactionMarker | None]]:
+        """Yield ``(key, value, producer id of a transactional batch or -1, None)`` of every
+        data record, and ``(None, None, producer id, marker)`` of every transaction marker,
+        from the log start to the log end: a new
         leader's whole log is the partition's truth (followers truncate to it, never it to
         them), and its HW may lag the records its predecessor acknowledged until the followers'
         next fetch (Kafka's ``loadGroupsAndOffsets`` reads to the log end too)."""
@@ -236,8 +278,16 @@ class GroupMetadataManager:
                 if len(data) - pos < header.size:
                     break  # the read ended inside this batch: read it again whole
                 if not header.is_control:
+                    txn = header.producer_id if header.is_transactional else -1
                     for record in iter_records(data, pos, verify_crc=False):
-                        yield record.key, record.value
+                        yield record.key, record.value, txn, None
+                elif header.has_producer_id:
+                    try:
+                        marker = read_end_transaction_marker(data, pos)
+                    except InvalidRecordError:
+                        marker = None
+                    if marker is not None:
+                        yield None, None, header.producer_id, marker
                 offset = header.next_offset
                 pos += header.size
             if pos == 0:

@@ -10,9 +10,11 @@ restates a range. Invariants (unit tests in tests/unit/broker/test_handler_regis
 - every version is non-flexible except where Kafka has no other: ApiVersions v3 (flexible body,
   but its response still uses response header v0, KIP-511), IncrementalAlterConfigs v1 (Kafka's
   first flexible version of that API), ElectLeaders v2,
-  DescribeCluster, Alter/ListPartitionReassignments, Describe/AlterUserScramCredentials and
-  GetTelemetrySubscriptions/PushTelemetry (flexible-only), the classic group and offset APIs
+  DescribeCluster, Alter/ListPartitionReassignments, Describe/AlterUserScramCredentials,
+  GetTelemetrySubscriptions/PushTelemetry and WriteTxnMarkers (flexible-only), the classic
+  group and offset APIs
   (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+  TxnOffsetCommit,
   DescribeGroups, ListGroups, DeleteGroups),
   Produce v9-13, Fetch v12-18, Metadata v9-13, ListOffsets v6-11, and the admin APIs
   (ApiVersions, Create/DeleteTopics, CreatePartitions, Describe/AlterConfigs, DeleteRecords,
@@ -167,6 +169,8 @@ def build_registry() -> BrokerRegistry:
         sasl_authenticate,
         sasl_handshake,
         sync_group,
+        txn_offset_commit,
+        write_txn_markers,
     )
     routes: list[tuple[ApiKey, int, int, Handler]] = [
         (ApiKey.PRODUCE, 3, 13, produce.handle),
@@ -217,6 +221,8 @@ def build_registry() -> BrokerRegistry:
         (ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, alter_client_quotas.handle),
         (ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 0, get_telemetry_subscriptions.handle),
         (ApiKey.PUSH_TELEMETRY, 0, 0, push_telemetry.handle),
+        (ApiKey.WRITE_TXN_MARKERS, 1, 2, write_txn_markers.handle),
+        (ApiKey.TXN_OFFSET_COMMIT, 0, 5, txn_offset_commit.handle),
     ]
     registry = BrokerRegistry()
     for api_key, min_version, max_version, handler in routes:

@@ -7,8 +7,10 @@ whole (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...) are that group's ``er
 no topics from v2, and each requested partition's error in v1, which has no group-level field
 (Kafka's ``getErrorResponse``). Version rules:
 
-* v6 is flexible (KIP-482); v7 carries ``require_stable`` (KIP-447), which changes nothing
-  here: without transactions no offset is ever pending;
+* v6 is flexible (KIP-482); v7 carries ``require_stable`` (KIP-447): a partition whose offset
+  an undecided transaction holds (TxnOffsetCommit, not yet ended by its marker) is then
+  UNSTABLE_OFFSET_COMMIT with offset -1 (the consumer retries); without it the last committed
+  offset is answered;
 * v8 (KIP-709) asks for a batch of ``groups``, each answered on its own (its own errors), in
   request order;
 * v9 (KIP-848) names the fetching member (``member_id``, ``member_epoch``): for a classic group
@@ -40,20 +42,21 @@ Answer = list[tuple[TopicPartition, OffsetAndMetadata | None, ErrorCode]]
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.header.api_version
+    stable = getattr(request, "require_stable", False)
     if version < BATCHED_VERSION:
-        error, partitions = fetch_group(ctx, version, request.group_id, request.topics)
+        error, partitions = fetch_group(ctx, version, request.group_id, request.topics, stable)
         return build_response(ApiKey.OFFSET_FETCH, version, {
             "throttle_time_ms": 0, "error_code": error, "topics": _topics(partitions)})
     groups = []
     for group in request.groups:
-        error, partitions = fetch_group(ctx, version, group.group_id, group.topics)
+        error, partitions = fetch_group(ctx, version, group.group_id, group.topics, stable)
         groups.append({"group_id": group.group_id, "error_code": error,
                        "topics": _topics(partitions)})
     return build_response(ApiKey.OFFSET_FETCH, version, throttle_time_ms=0, groups=groups)
 
 
 def fetch_group(ctx: RequestContext, version: int, group_id: str,
-                topics: Any) -> tuple[ErrorCode, Answer]:
+                topics: Any, require_stable: bool = False) -> tuple[ErrorCode, Answer]:
     """One group's answer: (group-level error, one entry per partition answered)."""
     requested: list[TopicPartition] | None = None
     if topics is not None:
@@ -73,9 +76,16 @@ def fetch_group(ctx: RequestContext, version: int, group_id: str,
 
     if requested is None:  # every committed offset: those of undescribable topics are left out
         requested = [tp for tp in sorted(offsets) if described(tp[0])]
-    return ErrorCode.none, [
-        (tp, offsets.get(tp), ErrorCode.none) if described(tp[0])
-        else (tp, None, ErrorCode.topic_authorization_failed) for tp in requested]
+    coordinator = ctx.state.group_coordinator
+
+    def answer(tp: TopicPartition) -> tuple[TopicPartition, OffsetAndMetadata | None, ErrorCode]:
+        if not described(tp[0]):
+            return tp, None, ErrorCode.topic_authorization_failed
+        if require_stable and coordinator.has_pending_transactional_offsets(group_id, tp):
+            return tp, None, ErrorCode.unstable_offset_commit
+        return tp, offsets.get(tp), ErrorCode.none
+
+    return ErrorCode.none, [answer(tp) for tp in requested]
 
 
 def _topics(partitions: Answer) -> list[dict[str, object]]:

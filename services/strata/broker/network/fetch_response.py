@@ -44,12 +44,14 @@ length + 1, 0 = null; TAGS = tagged fields, a varint count then (tag, size, valu
         TAGS: 0 node_endpoints (v16+): COMPACT_ARRAY => node_id:INT32 host:COMPACT_STRING
               port:INT32 rack:COMPACT_NULLABLE_STRING TAGS
 
-Strata's choices (no transactions; consumers fetch from leaders only; no KRaft snapshots):
-``aborted_transactions`` is empty for read_committed fetches and null otherwise (what Kafka
-sends); ``preferred_read_replica`` is -1; ``records`` is never null (an empty set on errors,
-like Kafka's ``MemoryRecords.EMPTY``); ``snapshot_id`` is never sent. A tagged field is written
-only when it differs from its default, as Kafka's generated writers do: ``diverging_epoch`` and
-``current_leader`` per partition when given (``PartitionTags``), ``node_endpoints`` when any.
+Strata's choices (consumers fetch from leaders only; no KRaft snapshots):
+``aborted_transactions`` is null for read_uncommitted fetches and, for read_committed ones, the
+aborted transactions the partition's records overlap (``FetchPartitionResult``), else empty
+(what Kafka sends); ``preferred_read_replica`` is -1; ``records`` is never null (an empty set on
+errors, like Kafka's ``MemoryRecords.EMPTY``); ``snapshot_id`` is never sent. A tagged field is
+written only when it differs from its default, as Kafka's generated writers do:
+``diverging_epoch`` and ``current_leader`` per partition when given (``PartitionTags``),
+``node_endpoints`` when any.
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ _PARTITION_V11 = struct.Struct(">ihqqqiii")
 # ... log_start_offset, aborted_transactions (compact: 0 null, 1 empty), preferred_read_replica;
 # then the records' varint length, the records, the tags
 _PARTITION_V12 = struct.Struct(">ihqqqBi")
+_PARTITION_V12_HEAD = struct.Struct(">ihqqq")  # up to log_start_offset
+_ABORTED_TXN = struct.Struct(">qq")  # producer_id, first_offset
 _EPOCH_END_OFFSET = struct.Struct(">iq")
 _LEADER_ID_AND_EPOCH = struct.Struct(">ii")
 _INT32 = struct.Struct(">i")
@@ -149,7 +153,9 @@ def encode_fetch_response(
         append(_COUNT.pack(len(partitions)))
         for entry in partitions:
             index, result = entry[0], entry[1]
-            if version >= 11:
+            if result.aborted_transactions and read_committed:
+                append(_aborted_partition(version, index, result))
+            elif version >= 11:
                 append(_PARTITION_V11.pack(
                     index, result.error_code, result.high_watermark, result.last_stable_offset,
                     result.log_start_offset, aborted, NO_PREFERRED_READ_REPLICA, result.size))
@@ -195,9 +201,17 @@ def _encode_flexible(version: int, topics: Sequence[TopicResults], read_committe
         for entry in partitions:
             index, result = entry[0], entry[1]
             size = result.size
-            append(pack(index, result.error_code, result.high_watermark,
-                        result.last_stable_offset, result.log_start_offset, aborted,
-                        NO_PREFERRED_READ_REPLICA) + uvarint(size + 1))
+            txns = result.aborted_transactions
+            if txns and read_committed:
+                append(_PARTITION_V12_HEAD.pack(
+                    index, result.error_code, result.high_watermark, result.last_stable_offset,
+                    result.log_start_offset) + uvarint(len(txns) + 1)
+                    + b"".join(_ABORTED_TXN.pack(*t) + _NO_TAGS for t in txns)
+                    + _INT32.pack(NO_PREFERRED_READ_REPLICA) + uvarint(size + 1))
+            else:
+                append(pack(index, result.error_code, result.high_watermark,
+                            result.last_stable_offset, result.log_start_offset, aborted,
+                            NO_PREFERRED_READ_REPLICA) + uvarint(size + 1))
             if result.error_code:
                 errors.append(result.error_code)
             if size:
@@ -214,6 +228,22 @@ def _encode_flexible(version: int, topics: Sequence[TopicResults], read_committe
         append(_NO_TAGS)
     chunks.append(b"".join(parts))
     return Response(chunks, tuple(errors))
+
+
+def _aborted_partition(version: int, index: int, result: FetchPartitionResult) -> bytes:
+    """A non-flexible partition's fields up to its records' length, with the aborted
+    transactions of a read_committed read listed (the rare case, off the hot path)."""
+    txns = result.aborted_transactions or ()
+    head = [_INT32.pack(index), struct.pack(">hqq", result.error_code, result.high_watermark,
+                                            result.last_stable_offset)]
+    if version >= 5:
+        head.append(struct.pack(">q", result.log_start_offset))
+    head.append(_COUNT.pack(len(txns)))
+    head += [_ABORTED_TXN.pack(*t) for t in txns]
+    if version >= 11:
+        head.append(_INT32.pack(NO_PREFERRED_READ_REPLICA))
+    head.append(_INT32.pack(result.size))
+    return b"".join(head)
 
 
 def _partition_tags(tags: PartitionTags) -> bytes:

@@ -20,8 +20,9 @@ Offsets (GLOSSARY.md):
 * log end offset (LEO): ``log.log_end_offset``, moved by appends;
 * high watermark (HW): ``log.high_watermark``, moved only by ``maybe_increment_high_watermark``
   (see its docstring for the rule); consumers read below it;
-* last stable offset (LSO): equal to the HW while no transaction can be open (Strata serves no
-  transactions yet, so always); read_committed consumers read below it;
+* last stable offset (LSO): ``log.last_stable_offset()``, the HW or, below it, the first offset
+  of the oldest transaction still open (or decided with its marker not yet below the HW);
+  read_committed consumers read below it;
 * log start offset: ``log.log_start_offset``, moved by retention and DeleteRecords.
 
 Who reads what (``FetchIsolation``): followers read up to the LEO, read_uncommitted consumers up
@@ -53,6 +54,8 @@ from strata.storage.log_results import (
     LogAppendInfo,
     TimestampAndOffset,
 )
+from strata.storage.log_transactions import AppendOrigin
+from strata.storage.log_transactions import FetchIsolation as LogIsolation
 
 UNKNOWN_SERVER_ERROR = -1
 NONE = 0
@@ -123,6 +126,7 @@ class LogReadResult(NamedTuple):
     last_stable_offset: int
     log_start_offset: int
     log_end_offset: int
+    aborted_transactions: tuple[tuple[int, int], ...] | None = None  # read_committed only
 
 
 # ------------------------------------------------------------------------------- partition
@@ -188,8 +192,9 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """The LSO: the HW, as no transaction can be open (transactions are not served)."""
-        return self.log.high_watermark
+        """The LSO: min(the first offset of the oldest transaction not yet both decided and
+        replicated, the HW) (``Log.last_stable_offset``)."""
+        return self.log.last_stable_offset()
 
     @property
     def log_start_offset(self) -> int:
@@ -375,8 +380,10 @@ class Partition:
             )
 
     # ------------------------------------------------------------------ append
-    def append_records_to_leader(self, records: bytes, required_acks: int) -> LogAppendInfo:
-        """Append a client's record set as the leader; raises Kafka errors.
+    def append_records_to_leader(self, records: bytes, required_acks: int,
+                                 origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
+        """Append a record set as the leader; raises Kafka errors. ``origin`` COORDINATOR is a
+        transaction coordinator's markers (WriteTxnMarkers), else a client's produce.
 
         acks=-1 needs at least ``min.insync.replicas`` replicas in the ISR at the time of the
         append (NOT_ENOUGH_REPLICAS otherwise, nothing written); acks=0/1 do not check. The HW
@@ -388,7 +395,7 @@ class Partition:
                 f"the size of the current ISR {sorted(self.isr)} of {self.topic}-"
                 f"{self.partition} is below min.insync.replicas {self.min_insync_replicas}"
             )
-        info = self.log.append_as_leader(records, self.leader_epoch)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin)
         self.maybe_increment_high_watermark()
         return info
 
@@ -411,13 +418,19 @@ class Partition:
         log = self.log
         high_watermark = log.high_watermark
         log_end_offset = log.log_end_offset
-        # Consumers stop at the HW (the LSO equals it: no open transactions); followers at LEO.
-        bound = log_end_offset if isolation is FetchIsolation.LOG_END else high_watermark
-        info = log.read(fetch_offset, max_bytes, bound, min_one_message)
+        last_stable_offset = log.last_stable_offset(high_watermark)
+        # Followers read to the LEO, read_uncommitted consumers to the HW, read_committed ones
+        # to the LSO (``Log.read`` then also lists the aborted transactions the data overlaps).
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            info = log.read(fetch_offset, max_bytes, last_stable_offset, min_one_message,
+                            LogIsolation.TXN_COMMITTED)
+        else:
+            bound = log_end_offset if isolation is FetchIsolation.LOG_END else high_watermark
+            info = log.read(fetch_offset, max_bytes, bound, min_one_message)
         slices = info.slices
         size = slices[0].length if len(slices) == 1 else sum(s.length for s in slices)
-        return LogReadResult(slices, size, high_watermark, high_watermark, log.log_start_offset,
-                             log_end_offset)
+        return LogReadResult(slices, size, high_watermark, last_stable_offset,
+                             log.log_start_offset, log_end_offset, info.aborted_transactions)
 
     # ---------------------------------------------------------------- offsets
     def fetch_offset_for_timestamp(
@@ -438,6 +451,8 @@ class Partition:
         log = self.log
         if isolation is FetchIsolation.LOG_END:
             last_fetchable = log.log_end_offset
+        elif isolation is FetchIsolation.TXN_COMMITTED:
+            last_fetchable = log.last_stable_offset()
         else:
             last_fetchable = log.high_watermark
         if timestamp == LATEST_TIMESTAMP:

@@ -53,6 +53,7 @@ from strata.storage.clock import Clock
 from strata.storage.errors import InvalidRecordError, StorageError
 from strata.storage.file_records import FileSlice
 from strata.storage.log_manager import LogManager
+from strata.storage.log_transactions import AppendOrigin
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +90,9 @@ class FetchPartitionResult(NamedTuple):
     log_start_offset: int = -1
     records: tuple[FileSlice, ...] = ()
     size: int = 0
+    # read_committed: (producer id, first offset) of the aborted transactions the records
+    # overlap; None for other reads (the response then says empty or null by isolation).
+    aborted_transactions: tuple[tuple[int, int], ...] | None = None
 
 
 class DeleteRecordsResult(NamedTuple):
@@ -222,8 +226,10 @@ class ReplicaManager:
         entries: Sequence[tuple[TopicPartition, bytes]],
         required_acks: int,
         timeout_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> list[PartitionAppendResult]:
         """Append each ``(topic-partition, record set)``; one result per entry, in order.
+        ``origin`` COORDINATOR: transaction markers (WriteTxnMarkers), appended like a produce.
 
         acks=-1 is answered once the HW passed each partition's appended records (with
         ISR = {leader} at once): the produce waits in the produce purgatory, woken when a
@@ -246,7 +252,7 @@ class ReplicaManager:
                                else _UNKNOWN_APPEND)
                 continue
             try:
-                info = partition.append_records_to_leader(records, required_acks)
+                info = partition.append_records_to_leader(records, required_acks, origin)
             except InvalidRecordError as exc:
                 results.append(PartitionAppendResult(
                     exc.error_code, log_start_offset=partition.log.log_start_offset,
@@ -410,7 +416,7 @@ class ReplicaManager:
                     self.update_follower_fetch_state(partition, replica_id, info.fetch_offset)
                     if read.high_watermark != partition.high_watermark:  # the fetch moved it
                         read = read._replace(high_watermark=partition.high_watermark,
-                                             last_stable_offset=partition.high_watermark)
+                                             last_stable_offset=partition.last_stable_offset)
             except (StorageError, PartitionError) as exc:
                 results.append(FetchPartitionResult(exc.error_code))
                 failed = True
@@ -429,7 +435,8 @@ class ReplicaManager:
                 total += size
             results.append(FetchPartitionResult(NONE, read.high_watermark,
                                                 read.last_stable_offset, read.log_start_offset,
-                                                read.slices, size))
+                                                read.slices, size,
+                                                read.aborted_transactions))
         return results, total, failed
 
     # --------------------------------------------------------- delete records
