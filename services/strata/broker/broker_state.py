@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from strata.broker.cluster.cluster import Cluster
 from strata.broker.config import BrokerConfig
 from strata.broker.fetch_session import FetchSessionCache
 from strata.broker.group.coordinator import GroupCoordinator, group_config, offsets_topic_config
 from strata.broker.metrics.broker_metrics import BrokerMetrics
-from strata.broker.network.request_context import Handler
+from strata.broker.network.request_context import Handler, RequestContext
 from strata.broker.producer_id_manager import ProducerIdManager
 from strata.broker.quotas.broker_quotas import BrokerQuotas
 from strata.broker.replication.replica_manager import ReplicaManager
@@ -31,11 +32,15 @@ from strata.broker.security.authorization import BrokerAuthorizer
 from strata.broker.telemetry.client_metrics_manager import ClientMetricsManager
 from strata.broker.topic_store import TopicStore
 from strata.broker.transaction.transaction_marker_sender import TransactionMarkerSender
+from strata.broker.transaction.transaction_markers import WRITE_TXN_MARKERS_VERSION
 from strata.broker.transaction.transaction_runtime import (
     TransactionRuntime,
     served_transaction_config,
 )
+from strata.protocol.api_keys import ApiKey
+from strata.protocol.header import RequestHeader
 from strata.protocol.registry import HandlerRegistry
+from strata.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from strata.security.credentials import CredentialStore
 from strata.storage.clock import Clock
 from strata.storage.log_manager import LogManager
@@ -90,7 +95,7 @@ class BrokerState:
             producer_id_manager=self.producer_id_manager,
             sender=TransactionMarkerSender(
                 node_id=self.node_id, clock=self.clock, replica_manager=self.replica_manager,
-                topic_store=self.topic_store))
+                topic_store=self.topic_store, local_writer=self.write_txn_markers_in_process))
         self.fetch_sessions = FetchSessionCache(
             self.config.get_int("max.incremental.fetch.session.cache.slots"),
             self.config.get_int("min.incremental.fetch.session.eviction.ms"))
@@ -147,6 +152,15 @@ class BrokerState:
             if exc.error_code != ErrorCode.topic_already_exists:
                 raise
 
+    async def write_txn_markers_in_process(self, request: Any) -> Any:
+        """WriteTxnMarkers from this broker's transaction coordinator to itself: the handler,
+        called in-process as the broker (its own request needs no ACL)."""
+        from strata.broker.handlers.write_txn_markers import handle  # handlers import this
+
+        header = RequestHeader(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, 0,
+                               f"strata-txn-coordinator-{self.node_id}")
+        return await handle(_BrokerSelfContext(header, "", 0, self), request)
+
     def broker_defaults(self) -> dict[str, str]:
         """The broker-level config in force: static (file/env/flags) < dynamic cluster default
         < dynamic for this node. What the ``LogManager`` resolves topic configs against."""
@@ -157,6 +171,15 @@ class BrokerState:
         self.log_manager.broker_config = self.broker_defaults()
         for record in self.topic_store.topics().values():
             self.log_manager.set_topic_config(record.name, record.configs)
+
+
+@dataclass(slots=True)
+class _BrokerSelfContext(RequestContext):
+    """A request this broker makes to itself: every operation is allowed."""
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType,
+                  name: str = CLUSTER_NAME) -> bool:
+        return True
 
 
 def effective_broker_config(

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from strata.protocol import ApiKey, ErrorCode
@@ -178,3 +178,33 @@ def test_confluent_kafka_commits_and_aborts(make_broker: MakeBroker) -> None:
     assert p.flush(STEP_S) == 0  # sent: the partition is in the transaction
     p.abort_transaction(STEP_S)
     wait_for_state(broker.bootstrap, tid, "CompleteAbort")
+    # A read_committed consumer sees exactly the committed records.
+    assert sorted(consume_committed(broker.bootstrap, topic, 4)) == [
+        b"committed-%d" % i for i in range(4)]
+
+
+def consume_committed(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+    """Values a read_committed consumer reads from ``topic`` until it has ``expected`` of them
+    and has reached the end of every partition (so nothing more is visible)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rc-{uuid.uuid4().hex}",
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                         "enable.partition.eof": True})
+    try:
+        consumer.subscribe([topic])
+        values: list[bytes] = []
+        at_end: set[int] = set()
+        deadline = time.monotonic() + STEP_S
+        while time.monotonic() < deadline and (len(values) < expected or len(at_end) < 2):
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error() is not None:
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(message.partition())
+                    continue
+                raise KafkaException(message.error())
+            at_end.discard(message.partition())
+            values.append(message.value())
+        return values
+    finally:
+        consumer.close()

@@ -8,9 +8,9 @@ for now) is sent again after ``RETRY_BACKOFF_MS``, until it is acknowledged. A t
 of whose markers waits any more is handed to ``on_completed`` (the runtime writes its
 CompleteCommit / CompleteAbort).
 
-Where a request goes: a leader that is this broker is served in-process (``write_local``:
-each partition's control batch appended as its leader with ``origin=COORDINATOR``, answered
-per partition as a WriteTxnMarkers response would be); another broker gets the request over
+Where a request goes: a leader that is this broker is served in-process (``local_writer``:
+the broker's WriteTxnMarkers handler, called as the broker itself); another broker gets the
+request over
 the inter-broker client (``BrokerClient``, one connection per broker, its inter-broker
 listener's address from ``broker_address``). Event-loop only.
 """
@@ -20,10 +20,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, cast
 
-from strata.broker.replication.partition import PartitionError
 from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.topic_store import TopicStore
 from strata.broker.transaction.transaction_markers import (
@@ -34,15 +33,11 @@ from strata.broker.transaction.transaction_markers import (
     partition_errors,
 )
 from strata.broker.transaction.transaction_metadata import TopicPartition
-from strata.broker.transaction.transaction_state import TransactionResult
 from strata.client.broker_client import BrokerClient, BrokerUnavailableError
 from strata.client.security import ClientSecurity
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.storage.clock import Clock
-from strata.storage.errors import StorageError
-from strata.storage.log_transactions import AppendOrigin
-from strata.storage.records import build_end_transaction_marker
 
 logger = logging.getLogger(__name__)
 
@@ -50,19 +45,22 @@ RETRY_BACKOFF_MS: Final = 100
 REQUEST_TIMEOUT_S: Final = 30.0
 
 PartitionErrors = dict[int, dict[TopicPartition, int]]
+LocalWriter = Callable[[Any], Awaitable[Any]]
+"""A WriteTxnMarkers request (kio) -> its response, served by this broker in-process."""
 
 
 class TransactionMarkerSender:
     """See the module docstring."""
 
     def __init__(self, *, node_id: int, clock: Clock, replica_manager: ReplicaManager,
-                 topic_store: TopicStore,
+                 topic_store: TopicStore, local_writer: LocalWriter,
                  broker_address: Callable[[int], tuple[str, int] | None] | None = None,
                  security: ClientSecurity | None = None) -> None:
         self.node_id = node_id
         self.clock = clock
         self.replica_manager = replica_manager
         self.topic_store = topic_store
+        self.local_writer = local_writer
         self.broker_address = broker_address
         self.security = security
         self.book = TransactionMarkerBook()
@@ -122,7 +120,8 @@ class TransactionMarkerSender:
     async def _send(self, request: MarkerRequest) -> None:
         try:
             if request.node_id == self.node_id:
-                errors = self.write_local(request)
+                errors = partition_errors(await self.local_writer(
+                    request.to_request(WRITE_TXN_MARKERS_VERSION)))
             else:
                 errors = await self._send_remote(request)
         except (BrokerUnavailableError, ConnectionError) as exc:
@@ -156,36 +155,6 @@ class TransactionMarkerSender:
             ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
             cast(Mapping[str, Any], request.to_request(WRITE_TXN_MARKERS_VERSION)))
         return partition_errors(response)
-
-    def write_local(self, request: MarkerRequest) -> PartitionErrors:
-        """Append each marker of ``request`` to the partitions this broker leads."""
-        errors: PartitionErrors = {}
-        now = self.clock.milliseconds()
-        for entry in request.entries:
-            by_partition = errors.setdefault(entry.producer_id, {})
-            for tp in entry.partitions:
-                by_partition[tp] = self._append_marker(
-                    tp, entry.producer_id, entry.producer_epoch, entry.coordinator_epoch,
-                    entry.result is TransactionResult.COMMIT, now)
-        return errors
-
-    def _append_marker(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
-                       coordinator_epoch: int, commit: bool, now: int) -> int:
-        hosted = self.replica_manager.get_partition(*tp)
-        if hosted is None:
-            return ErrorCode.unknown_topic_or_partition
-        if not hosted.is_leader:
-            return ErrorCode.not_leader_or_follower
-        marker = build_end_transaction_marker(producer_id, producer_epoch, coordinator_epoch,
-                                              commit, now)
-        try:
-            hosted.log.append_as_leader(marker, hosted.leader_epoch, AppendOrigin.COORDINATOR)
-        except (StorageError, PartitionError) as exc:
-            return int(exc.error_code)
-        if hosted.maybe_increment_high_watermark():
-            self.replica_manager.produce_purgatory.notify(tp)
-        self.replica_manager.fetch_purgatory.notify(tp)
-        return ErrorCode.none
 
     async def _run(self) -> None:
         while True:
