@@ -24,6 +24,7 @@ from strata.broker.transaction.transaction_state import TransactionState
 from strata.client.broker_client import BrokerUnavailableError
 from strata.protocol import ApiKey
 from strata.protocol.error_codes import ErrorCode
+from strata.security.acl import AclOperation, ResourceType
 from strata.storage import record_batch as rb
 from strata.storage.clock import ManualClock
 
@@ -285,3 +286,52 @@ async def test_an_id_this_broker_does_not_coordinate(tmp_path: Path) -> None:
     state = group_broker_state(tmp_path, ManualClock(), **SETTINGS)
     response = await init(state)  # the coordinator is not started
     assert response.error_code == ErrorCode.not_coordinator
+
+
+class _Rules:
+    """An authorizer allowing everything but what ``denied`` names: (operation, resource)."""
+
+    def __init__(self, *denied: tuple[AclOperation, ResourceType]) -> None:
+        self.denied = set(denied)
+
+    def authorize(self, principal: str, host: str, operation: AclOperation,
+                  resource_type: ResourceType, name: str) -> bool:
+        return (operation, resource_type) not in self.denied
+
+
+async def test_transactional_ids_are_authorized_as_kafka_does(tmp_path: Path) -> None:
+    async with coordinator(tmp_path) as state:
+        answer = await init(state)
+        pid, epoch = answer.producer_id, answer.producer_epoch
+        write = (AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID)
+        state.authorizer = _Rules(write)  # type: ignore[assignment]  # a stand-in authorizer
+        failed = ErrorCode.transactional_id_authorization_failed
+        assert (await init(state)).error_code == failed
+        assert await add(state, pid, epoch, 0) == [("t", 0, failed)]
+        assert (await end(state, pid, epoch, commit=True)).error_code == failed
+        offsets = await round_trip(state, ApiKey.ADD_OFFSETS_TO_TXN, 3, {
+            "transactional_id": TID, "producer_id": pid, "producer_epoch": epoch,
+            "group_id": "g"})
+        assert offsets.error_code == failed
+        state.authorizer = _Rules(  # type: ignore[assignment]
+            (AclOperation.WRITE, ResourceType.TOPIC), (AclOperation.READ, ResourceType.GROUP))
+        assert await add(state, pid, epoch, 0) == [("t", 0, ErrorCode.topic_authorization_failed)]
+        offsets = await round_trip(state, ApiKey.ADD_OFFSETS_TO_TXN, 3, {
+            "transactional_id": TID, "producer_id": pid, "producer_epoch": epoch,
+            "group_id": "g"})
+        assert offsets.error_code == ErrorCode.group_authorization_failed
+        batched = await round_trip(state, ApiKey.ADD_PARTITIONS_TO_TXN, 5, {"transactions": []})
+        assert batched.error_code == ErrorCode.none
+        state.authorizer = _Rules(  # type: ignore[assignment]
+            (AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID),
+            (AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER))
+        found = await round_trip(state, ApiKey.FIND_COORDINATOR, 3, {"key": TID, "key_type": 1})
+        assert found.error_code == failed
+        (described,) = (await round_trip(state, ApiKey.DESCRIBE_TRANSACTIONS, 0, {
+            "transactional_ids": [TID]})).transaction_states
+        assert described.error_code == failed
+        listed = await round_trip(state, ApiKey.LIST_TRANSACTIONS, 0, {
+            "state_filters": [], "producer_id_filters": []})
+        assert listed.transaction_states == ()
+        batched = await round_trip(state, ApiKey.ADD_PARTITIONS_TO_TXN, 5, {"transactions": []})
+        assert batched.error_code == ErrorCode.cluster_authorization_failed
