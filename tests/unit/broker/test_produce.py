@@ -16,6 +16,7 @@ from strata.broker.network.request_context import Response
 from strata.broker.replication.replica_manager import PartitionAppendResult
 from strata.protocol import ApiKey, build_response
 from strata.protocol.messages import decode_response_body, encode_body
+from strata.security.acl import ResourceType
 from strata.storage.file_records import FileSlice
 
 from .helpers import batch, broker_state, context, request
@@ -127,7 +128,7 @@ async def test_validation_errors(tmp_path: Path) -> None:
         "truncated": (good[:-3], 2),
         "two batches": (good + batch(b"b"), 87),
         "transactional batch": (batch(b"a", producer_id=1, producer_epoch=0, base_sequence=0,
-                                      is_transactional=True), 87),
+                                      is_transactional=True), 53),
     }
     parts = [("t", 0, records) for records, _ in cases.values()] + [("t", 7, good)]
     answers = await produce(state, 8, parts)
@@ -135,14 +136,24 @@ async def test_validation_errors(tmp_path: Path) -> None:
     assert [a.error_code for a in answers] == expected, list(cases)
     assert all(a.base_offset == -1 for a in answers)
     assert all(a.error_message for a in answers)
-    assert "transactions" in answers[-2].error_message
+    assert "transactional_id" in answers[-2].error_message
     assert state.replica_manager.get_partition("t", 0).log_end_offset == 0  # type: ignore[union-attr]
 
 
-async def test_transactional_id_is_refused(state: BrokerState) -> None:
-    (r,) = await produce(state, 8, [("t", 0, batch(b"a"))], transactional_id="tx-1")
-    assert r.error_code == 87 and "transactions" in r.error_message
-    assert state.replica_manager.get_partition("t", 0).log_end_offset == 0  # type: ignore[union-attr]
+async def test_transactional_produce_opens_a_transaction(state: BrokerState) -> None:
+    txn = batch(b"a", b"b", producer_id=9, producer_epoch=2, base_sequence=0,
+                is_transactional=True)
+    (r,) = await produce(state, 8, [("t", 0, txn)], transactional_id="tx-1")
+    assert (r.error_code, r.base_offset) == (0, 0)
+    log = state.replica_manager.get_partition_or_error("t", 0).log
+    assert log.last_stable_offset() == 0 and log.high_watermark == 2
+    (r,) = await produce(state, 8, [("t", 0, batch(b"c", producer_id=9, producer_epoch=1,
+                                                     base_sequence=2, is_transactional=True))],
+                         transactional_id="tx-1")
+    assert r.error_code == 47  # INVALID_PRODUCER_EPOCH: fenced by the newer epoch
+    (r,) = await produce(state, 8, [("t", 0, batch(b"d", producer_id=9, producer_epoch=2,
+                                                     base_sequence=2))])
+    assert r.error_code == 48  # INVALID_TXN_STATE: not transactional inside a transaction
 
 
 async def test_idempotent_producer(state: BrokerState) -> None:
@@ -167,3 +178,17 @@ async def test_storage_error(state: BrokerState) -> None:
     state.replica_manager.get_partition("t", 0).log.offline = True  # type: ignore[union-attr]
     (r, s) = await produce(state, 8, [("t", 0, batch(b"a")), ("t", 1, batch(b"a"))])
     assert (r.error_code, s.error_code) == (56, 0)
+
+
+class _DenyTransactionalIds:
+    def authorize(self, principal: str, host: str, operation: Any, resource_type: Any,
+                  name: str) -> bool:
+        return resource_type != ResourceType.TRANSACTIONAL_ID
+
+
+async def test_transactional_id_needs_write_on_it(state: BrokerState) -> None:
+    state.authorizer = _DenyTransactionalIds()  # type: ignore[assignment]
+    txn = batch(b"a", producer_id=9, producer_epoch=0, base_sequence=0, is_transactional=True)
+    (r,) = await produce(state, 8, [("t", 0, txn)], transactional_id="tx-1")
+    assert r.error_code == 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert state.replica_manager.get_partition_or_error("t", 0).log_end_offset == 0

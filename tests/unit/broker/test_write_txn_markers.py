@@ -101,3 +101,23 @@ async def test_without_cluster_action_every_partition_is_refused(tmp_path: Path)
     state.authorizer = _DenyAll()  # type: ignore[assignment]
     assert await _write(state, 1, _marker(True)) == [("t", 0, 31)]
     assert state.replica_manager.get_partition_or_error("t", 0).log.log_end_offset == 0
+
+
+async def test_describe_producers_shows_the_ongoing_transaction(tmp_path: Path) -> None:
+    from strata.broker.handlers import describe_producers
+
+    state = broker_state(tmp_path, ("t", 1))
+    await state.replica_manager.append_records([(("t", 0), batch(b"x"))], 1, 1000)
+    await state.replica_manager.append_records([(("t", 0), _txn_batch(b"a"))], 1, 1000)
+
+    async def described() -> list[tuple[int, int, int]]:
+        ctx = context(state, ApiKey.DESCRIBE_PRODUCERS, 0)
+        response = await describe_producers.handle(ctx, request(
+            ApiKey.DESCRIBE_PRODUCERS, 0, topics=[{"name": "t", "partition_indexes": [0]}]))
+        encode_response(ctx.header, response)
+        return [(p.producer_id, p.coordinator_epoch, p.current_txn_start_offset)
+                for p in response.topics[0].partitions[0].active_producers]
+
+    assert await described() == [(PID, -1, 1)]
+    assert await _write(state, 1, _marker(True, coordinator_epoch=5)) == [("t", 0, 0)]
+    assert await described() == [(PID, 5, -1)]

@@ -58,7 +58,10 @@ from strata.broker.group.metadata_manager import (
 )
 from strata.broker.group.rebalance import GroupConfig
 from strata.broker.group.state import GroupState
-from strata.broker.group.transactional_offsets import PendingTransactionalOffsets
+from strata.broker.group.transactional_offsets import (
+    PendingTransactionalOffsets,
+    txn_offset_commit_error,
+)
 from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.topic_store import TopicStore
 from strata.protocol.error_codes import ErrorCode
@@ -580,26 +583,6 @@ class GroupCoordinator:
                        else max(0.0, (deadline - self.clock.monotonic_ms()) / 1000.0))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
-
-
-def txn_offset_commit_error(group: ClassicGroup, member_id: str, group_instance_id: str | None,
-                            generation_id: int) -> ErrorCode:
-    """Kafka's ``ClassicGroup.validateOffsetCommit`` for a transactional commit."""
-    if group.state is GroupState.DEAD:
-        return ErrorCode.coordinator_not_available
-    if generation_id < 0 and group.state is GroupState.EMPTY:
-        return ErrorCode.none  # the group only stores offsets
-    if generation_id < 0 and member_id == UNKNOWN_MEMBER_ID:
-        return ErrorCode.none  # a client before TxnOffsetCommit v3 sends no member data
-    if group_instance_id is not None:
-        static = group.static_member_id(group_instance_id)
-        if static is not None and static != member_id:
-            return ErrorCode.fenced_instance_id
-    if not group.has(member_id):
-        return ErrorCode.unknown_member_id
-    if generation_id != group.generation_id:
-        return ErrorCode.illegal_generation
-    return ErrorCode.none
 
 
 def _resolver(future: asyncio.Future[R]) -> Callable[[R], None]:

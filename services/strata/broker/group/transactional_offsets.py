@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from strata.broker.group.classic_group import OffsetAndMetadata, TopicPartition
+from strata.broker.group.classic_group import ClassicGroup, OffsetAndMetadata, TopicPartition
+from strata.broker.group.member import UNKNOWN_MEMBER_ID
+from strata.broker.group.state import GroupState
+from strata.protocol.error_codes import ErrorCode
 
 GroupOffsets = dict[str, dict[TopicPartition, OffsetAndMetadata]]
 """group id -> (topic, partition) -> offset."""
@@ -66,3 +69,23 @@ class PendingTransactionalOffsets:
 
     def producers(self) -> list[int]:
         return sorted(self._by_producer)
+
+
+def txn_offset_commit_error(group: ClassicGroup, member_id: str, group_instance_id: str | None,
+                            generation_id: int) -> ErrorCode:
+    """Kafka's ``ClassicGroup.validateOffsetCommit`` for a transactional commit."""
+    if group.state is GroupState.DEAD:
+        return ErrorCode.coordinator_not_available
+    if generation_id < 0 and group.state is GroupState.EMPTY:
+        return ErrorCode.none  # the group only stores offsets
+    if generation_id < 0 and member_id == UNKNOWN_MEMBER_ID:
+        return ErrorCode.none  # a client before TxnOffsetCommit v3 sends no member data
+    if group_instance_id is not None:
+        static = group.static_member_id(group_instance_id)
+        if static is not None and static != member_id:
+            return ErrorCode.fenced_instance_id
+    if not group.has(member_id):
+        return ErrorCode.unknown_member_id
+    if generation_id != group.generation_id:
+        return ErrorCode.illegal_generation
+    return ErrorCode.none

@@ -29,7 +29,8 @@ does the same: ``version_ranges()`` (what ApiVersions lists) starts at the adver
 ``served_ranges()`` and ``lookup`` at the first served version; a request at a removed version
 gets the API's refusal (every partition UNSUPPORTED_VERSION), never a closed connection.
 
-The ACL APIs start at v1 (kio, like
+The transaction coordinator's APIs and the partition side (WriteTxnMarkers, TxnOffsetCommit)
+are served. The ACL APIs start at v1 (kio, like
 Kafka 4, has no v0).
 
 A handler is ``async def handle(ctx: RequestContext, request) -> response`` (see

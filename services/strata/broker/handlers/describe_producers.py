@@ -3,8 +3,9 @@
 What ``kafka-transactions.sh describe-producers`` and the admin clients' ``describeProducers``
 ask a partition's leader. Per partition: every producer id the log's producer state still
 holds (not expired by ``producer.id.expiration.ms``) with its epoch, the last sequence and
-timestamp it wrote, ``coordinator_epoch`` -1 and ``current_txn_start_offset`` -1 (Strata's
-producers are idempotent, not transactional).
+timestamp it wrote, the coordinator epoch of its last marker (-1 before any) and
+``current_txn_start_offset``: the first offset of its ongoing transaction, -1 when none (what
+``kafka-transactions.sh find-hanging`` looks at).
 
 Errors per partition, as Kafka: UNKNOWN_TOPIC_OR_PARTITION when this broker does not host it,
 NOT_LEADER_OR_FOLLOWER when it hosts it but does not lead it (the producer state a client
@@ -14,16 +15,13 @@ each of its partitions.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from strata.broker.network.request_context import RequestContext
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response
 from strata.security.acl import AclOperation, ResourceType
-
-NO_COORDINATOR_EPOCH: Final = -1
-NO_TRANSACTION: Final = -1
 
 
 def _partition(ctx: RequestContext, topic: str, index: int, allowed: bool) -> dict[str, Any]:
@@ -43,7 +41,8 @@ def _partition(ctx: RequestContext, topic: str, index: int, allowed: bool) -> di
     producers = [
         {"producer_id": producer_id, "producer_epoch": entry.producer_epoch,
          "last_sequence": entry.last_seq, "last_timestamp": entry.last_timestamp,
-         "coordinator_epoch": NO_COORDINATOR_EPOCH, "current_txn_start_offset": NO_TRANSACTION}
+         "coordinator_epoch": entry.coordinator_epoch,
+         "current_txn_start_offset": entry.current_txn_first_offset}
         for producer_id, entry in sorted(partition.log.producer_state.active_producers.items())
     ]
     return {"partition_index": index, "error_code": ErrorCode.none, "error_message": None,

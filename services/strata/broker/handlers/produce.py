@@ -33,12 +33,11 @@ Answers, per partition (Kafka's codes; v8+ also carry ``error_message``):
   TOPIC_AUTHORIZATION_FAILED for its partitions; a ``transactional_id`` needs Write on that
   TransactionalId, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition (Kafka's
   order). An idempotent producer needs nothing more here: InitProducerId checked it (KIP-679);
-* transactions: Strata does not serve them yet (the transaction APIs are not advertised and a
-  transactional InitProducerId is refused), so a request with a ``transactional_id`` or a batch
-  with the transactional flag is refused with INVALID_RECORD and a message saying so. That is
-  Kafka's code for a record set it will not accept as sent (it is what Kafka answers for
-  transactional records in a too-old Produce version); it is not retriable, so clients fail the
-  batch at once instead of retrying.
+* transactions: a transactional batch is appended like any other; the log's producer state
+  checks it (INVALID_PRODUCER_EPOCH for a fenced epoch, INVALID_TXN_STATE for a
+  non-transactional batch inside an open transaction) and opens the producer's transaction
+  at its first offset. A transactional batch in a request without a ``transactional_id`` is
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka authorizes transactional records by that id).
 
 acks=0: the records are appended and no response is sent (the handler returns None). Kafka
 closes the connection when such a produce failed; the handler seam cannot do that, so the error
@@ -75,30 +74,29 @@ logger = logging.getLogger(__name__)
 _BATCH_LENGTH = struct.Struct(">i")
 _ATTRIBUTES_LOW_BYTE = ATTRIBUTES_OFFSET + 1  # attributes is an int16; the flags are its low byte
 
-TRANSACTIONS_UNSUPPORTED = (
-    "Strata does not support transactions yet: transactional produce requests are refused"
-)
 ONE_BATCH_ONLY = (
     "Produce requests with version 3 or later may only contain exactly one record batch per "
     "partition"
 )
-_TRANSACTIONS_REFUSED = PartitionAppendResult(
-    ErrorCode.invalid_record, error_message=TRANSACTIONS_UNSUPPORTED)
 _TOPIC_AUTHORIZATION_FAILED = PartitionAppendResult(ErrorCode.topic_authorization_failed)
 _UNKNOWN_TOPIC_ID = PartitionAppendResult(
     ErrorCode.unknown_topic_id, error_message="no topic has this topic id")
 NOT_LEADER_OR_FOLLOWER = ErrorCode.not_leader_or_follower
 _TRANSACTIONAL_ID_AUTHORIZATION_FAILED = PartitionAppendResult(
     ErrorCode.transactional_id_authorization_failed)
+_NO_TRANSACTIONAL_ID = PartitionAppendResult(
+    ErrorCode.transactional_id_authorization_failed,
+    error_message="transactional records in a produce request without a transactional_id")
 
 
-def _rejection(records: bytes | None) -> PartitionAppendResult | None:
+def _rejection(records: bytes | None, transactional: bool) -> PartitionAppendResult | None:
     """The answer for a record set refused before the log sees it, else None. Reads three
-    header fields; anything malformed is left to the log's validator (exact error codes)."""
+    header fields; anything malformed is left to the log's validator (exact error codes).
+    ``transactional``: the request names a (authorized) ``transactional_id``."""
     if records is None or len(records) < HEADER_SIZE or records[MAGIC_OFFSET] != MAGIC_V2:
         return None
-    if records[_ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_FLAG_MASK:
-        return _TRANSACTIONS_REFUSED
+    if records[_ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_FLAG_MASK and not transactional:
+        return _NO_TRANSACTIONAL_ID
     size = _BATCH_LENGTH.unpack_from(records, BATCH_LENGTH_OFFSET)[0] + LOG_OVERHEAD
     if LOG_OVERHEAD < size < len(records):
         return PartitionAppendResult(ErrorCode.invalid_record, error_message=ONE_BATCH_ONLY)
@@ -110,11 +108,10 @@ async def handle(ctx: RequestContext, request: Any) -> Response | None:
     acks = request.acks
     state = ctx.state
     refused: PartitionAppendResult | None = None
-    if request.transactional_id is not None:
-        refused = (_TRANSACTIONS_REFUSED
-                   if ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
-                                    request.transactional_id)
-                   else _TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    transactional = request.transactional_id is not None
+    if transactional and not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                           request.transactional_id):
+        refused = _TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     slots: list[PartitionAppendResult | None] = []
     entries: list[tuple[tuple[str, int], bytes]] = []
     names: list[str | None] = []
@@ -129,7 +126,7 @@ async def handle(ctx: RequestContext, request: Any) -> Response | None:
                 topic_refused = _TOPIC_AUTHORIZATION_FAILED
         for data in topic.partition_data:
             records = data.records
-            early = topic_refused or _rejection(records)
+            early = topic_refused or _rejection(records, transactional)
             slots.append(early)
             if early is None:
                 assert name is not None  # an unknown id refused the topic above
