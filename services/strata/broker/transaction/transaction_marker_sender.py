@@ -70,6 +70,7 @@ class TransactionMarkerSender:
         self._clients: dict[tuple[int, str, int], BrokerClient] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._sending: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         if self._task is None:
@@ -77,11 +78,13 @@ class TransactionMarkerSender:
                 self._run(), name="strata-transaction-marker-sender")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        tasks = [*self._sending, *([self._task] if self._task is not None else [])]
+        self._task = None
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task
         for client in self._clients.values():
             await client.close()
         self._clients.clear()
@@ -108,14 +111,20 @@ class TransactionMarkerSender:
         return int(hosted.leader_id)
 
     # ------------------------------------------------------------------ sending
-    async def pump(self) -> None:
-        """One round: send every queued marker whose leader is known, account for the
-        answers."""
+    async def pump(self, *, wait: bool = True) -> None:
+        """One round: send every queued marker whose leader is known and account for the
+        answers; without ``wait`` each request runs as its own task (a slow broker does not
+        hold the markers of the others)."""
         requests, completed = self.book.build_requests(self.leader_of)
         for pending in completed:
             self.on_completed(pending)
-        if requests:
+        if wait:
             await asyncio.gather(*(self._send(request) for request in requests))
+            return
+        for request in requests:
+            task = asyncio.get_running_loop().create_task(self._send(request))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
 
     async def _send(self, request: MarkerRequest) -> None:
         try:
@@ -160,7 +169,7 @@ class TransactionMarkerSender:
         while True:
             self._wake.clear()
             try:
-                await self.pump()
+                await self.pump(wait=False)
             except Exception:
                 logger.exception("transaction marker sender failed")
             timeout = RETRY_BACKOFF_MS / 1000 if len(self.book) else None

@@ -218,7 +218,7 @@ class TransactionRuntime:
         try:
             records = [record async for record in self._read(index)]
             loaded = replay(records)
-        except (TransactionLogError, Exception):
+        except Exception:  # TransactionLogError, a storage error: the partition stays unloaded
             logger.exception("loading %s-%d failed", TRANSACTION_STATE_TOPIC, index)
             self._loading.pop(index, None)
             self._owned.pop(index, None)
