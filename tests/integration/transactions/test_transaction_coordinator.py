@@ -202,3 +202,20 @@ def consume_committed(bootstrap: str, topic: str, expected: int) -> list[bytes]:
         return values
     finally:
         consumer.close()
+
+
+def test_confluent_kafka_transaction_past_its_timeout_is_aborted(
+        make_broker: MakeBroker) -> None:
+    broker = make_broker(OVERRIDES)
+    topic = create_topic(broker.bootstrap)
+    tid = f"ck-timeout-{uuid.uuid4().hex[:6]}"
+    p = producer(broker.bootstrap, tid, **{"transaction.timeout.ms": 1_500,
+                                           "message.timeout.ms": 1_500})
+    p.init_transactions(STEP_S)
+    p.begin_transaction()
+    p.produce(topic, b"left-open", partition=0)
+    assert p.flush(STEP_S) == 0
+    wait_for_state(broker.bootstrap, tid, "CompleteAbort")
+    with pytest.raises(KafkaException):  # the coordinator fenced the producer's epoch
+        p.commit_transaction(STEP_S)
+    assert consume_committed(broker.bootstrap, topic, 0) == []
