@@ -335,3 +335,29 @@ async def test_transactional_ids_are_authorized_as_kafka_does(tmp_path: Path) ->
         assert listed.transaction_states == ()
         batched = await round_trip(state, ApiKey.ADD_PARTITIONS_TO_TXN, 5, {"transactions": []})
         assert batched.error_code == ErrorCode.cluster_authorization_failed
+
+
+async def test_leadership_changes_unload_and_reload_at_the_new_epoch(tmp_path: Path) -> None:
+    async with coordinator(tmp_path) as state:
+        rt = runtime(state)
+        answer = await init(state)
+        await add(state, answer.producer_id, answer.producer_epoch, 0)
+        index = rt.partition_for(TID)
+        record = state.topic_store.get(TRANSACTION_STATE_TOPIC)
+        assert record is not None
+        # Another broker leads the partition now: its ids are not coordinated here.
+        state.replica_manager.make_follower(
+            TRANSACTION_STATE_TOPIC, index, record.topic_id, 2, 1, replicas=(1, 2),
+            isr=frozenset({1, 2}), partition_epoch=1)
+        rt.reconcile()
+        assert rt.state_manager.get_transaction_state(TID) == ErrorCode.not_coordinator
+        assert (await init(state)).error_code == ErrorCode.not_coordinator
+        # Leader again, at a newer epoch: reloaded from the log, the coordinator epoch is 2.
+        state.replica_manager.make_leader(TRANSACTION_STATE_TOPIC, index, record.topic_id, 2)
+        rt.reconcile()
+        await rt.wait_loaded()
+        found = rt.state_manager.get_transaction_state(TID)
+        assert not isinstance(found, ErrorCode) and found is not None
+        assert found.coordinator_epoch == 2
+        assert found.transaction_metadata.state is TransactionState.ONGOING
+        assert found.transaction_metadata.topic_partitions == {("t", 0)}
