@@ -136,3 +136,11 @@ def test_pending_offsets_complete_per_partition() -> None:
     assert not pending.has_pending("a", ("t", 0)) and pending.has_pending("b", ("t", 0))
     pending.remove_groups(["b"])
     assert pending.producers() == []
+
+
+async def test_a_group_with_only_pending_offsets_survives_cleanup(state: BrokerState) -> None:
+    assert await _txn_commit(state, 3, 42) == [0, 3]
+    state.group_coordinator.cleanup_group_metadata()
+    assert state.group_coordinator.group("g") is not None
+    assert await _marker(state, True) == [0]
+    assert await _fetch(state, stable=True) == (0, 42)

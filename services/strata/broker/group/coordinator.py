@@ -492,8 +492,10 @@ class GroupCoordinator:
 
     def _cleanup(self, group: ClassicGroup, removed: list[TopicPartition]) -> int:
         """Kafka's ``cleanupGroupMetadata`` for one group: tombstones for ``removed`` and, if the
-        group is Empty with no offsets left, for the group, which becomes Dead."""
-        dead = group.state is GroupState.EMPTY and not group.has_offsets()
+        group is Empty with no offsets left (pending transactional ones count), for the group,
+        which becomes Dead."""
+        dead = (group.state is GroupState.EMPTY and not group.has_offsets()
+                and not self.pending_txn_offsets.has_pending_group(group.group_id))
         if dead:
             group.transition_to(GroupState.DEAD)
             self._groups.pop(group.group_id, None)
