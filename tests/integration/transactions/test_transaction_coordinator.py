@@ -177,7 +177,8 @@ def test_confluent_kafka_commits_and_aborts(make_broker: MakeBroker) -> None:
         b"committed-%d" % i for i in range(4)]
 
 
-def consume_committed(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+def consume_committed(bootstrap: str, topic: str, expected: int,
+                      partitions: int = 2) -> list[bytes]:
     """Values a read_committed consumer reads from ``topic`` until it has ``expected`` of them
     and has reached the end of every partition (so nothing more is visible)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rc-{uuid.uuid4().hex}",
@@ -188,7 +189,8 @@ def consume_committed(bootstrap: str, topic: str, expected: int) -> list[bytes]:
         values: list[bytes] = []
         at_end: set[int] = set()
         deadline = time.monotonic() + STEP_S
-        while time.monotonic() < deadline and (len(values) < expected or len(at_end) < 2):
+        while time.monotonic() < deadline and (len(values) < expected
+                                             or len(at_end) < partitions):
             message = consumer.poll(0.2)
             if message is None:
                 continue
@@ -219,3 +221,48 @@ def test_confluent_kafka_transaction_past_its_timeout_is_aborted(
     with pytest.raises(KafkaException):  # the coordinator fenced the producer's epoch
         p.commit_transaction(STEP_S)
     assert consume_committed(broker.bootstrap, topic, 0) == []
+
+
+def test_offsets_sent_to_a_transaction_are_committed_with_it(make_broker: MakeBroker) -> None:
+    """Consume-transform-produce: AddOffsetsToTxn, TxnOffsetCommit, then the COMMIT marker on
+    ``__consumer_offsets`` (written in-process) makes the group's offsets committed."""
+    from confluent_kafka import TopicPartition
+
+    broker = make_broker(OVERRIDES)
+    source, sink = create_topic(broker.bootstrap, 1), create_topic(broker.bootstrap, 1)
+    seed = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(3):
+        seed.produce(source, b"in-%d" % i, partition=0)
+    assert seed.flush(STEP_S) == 0
+    group = f"ctp-{uuid.uuid4().hex[:6]}"
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    try:
+        consumer.assign([TopicPartition(source, 0, 0)])
+        inputs = []
+        deadline = time.monotonic() + STEP_S
+        while len(inputs) < 3 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                inputs.append(message)
+        assert len(inputs) == 3
+        p = producer(broker.bootstrap, f"ctp-{uuid.uuid4().hex[:6]}")
+        p.init_transactions(STEP_S)
+        p.begin_transaction()
+        for message in inputs:
+            p.produce(sink, message.value().replace(b"in", b"out"), partition=0)
+        p.send_offsets_to_transaction([TopicPartition(source, 0, 3)],
+                                      consumer.consumer_group_metadata(), STEP_S)
+        p.commit_transaction(STEP_S)
+        deadline = time.monotonic() + STEP_S
+        committed = -1
+        while committed != 3 and time.monotonic() < deadline:
+            (position,) = consumer.committed([TopicPartition(source, 0)], STEP_S)
+            committed = position.offset
+            time.sleep(0.05)
+        assert committed == 3
+    finally:
+        consumer.close()
+    assert sorted(consume_committed(broker.bootstrap, sink, 3, partitions=1)) == [
+        b"out-%d" % i for i in range(3)]
