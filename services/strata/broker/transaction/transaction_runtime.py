@@ -304,7 +304,13 @@ class TransactionRuntime:
         """Append ``write``, ``complete_write`` it, and start what follows."""
         error = self.state_manager.check_append(write.transactional_id, write.coordinator_epoch)
         if error == ErrorCode.none:
-            error = ErrorCode(await self._append(write.txn_partition, write.key, write.value))
+            try:
+                error = ErrorCode(await self._append(write.txn_partition, write.key,
+                                                     write.value))
+            except Exception:  # complete_write runs exactly once, whatever happened
+                logger.exception("appending to %s-%d failed", TRANSACTION_STATE_TOPIC,
+                                 write.txn_partition)
+                error = ErrorCode.unknown_server_error
         outcome = self.coordinator.complete_write(write, error, self.clock.milliseconds())
         if outcome.markers is not None:
             self._add_markers(outcome.markers)
