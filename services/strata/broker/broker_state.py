@@ -3,7 +3,8 @@
 Owns what a request handler may reach: the broker config, node and cluster ids, the clock, the
 ``LogManager``, the ``ReplicaManager``, the ``TopicStore``, the producer id manager, the handler
 registry, metrics, the cluster (with ``metadata.store``), SCRAM credentials, the authorizer,
-the advertised endpoints per listener and the ``GroupCoordinator``. Handlers get it through
+the advertised endpoints per listener, the ``GroupCoordinator`` and the transaction
+coordinator (``TransactionRuntime``). Handlers get it through
 ``RequestContext.state``; nothing is global. ``KafkaServer.start`` builds it once.
 
 Invariant: mutated only on the event loop; after startup only the control-plane handlers
@@ -16,13 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from strata.broker.cluster.cluster import Cluster
 from strata.broker.config import BrokerConfig
 from strata.broker.fetch_session import FetchSessionCache
 from strata.broker.group.coordinator import GroupCoordinator, group_config, offsets_topic_config
 from strata.broker.metrics.broker_metrics import BrokerMetrics
-from strata.broker.network.request_context import Handler
+from strata.broker.network.request_context import Handler, RequestContext
 from strata.broker.producer_id_manager import ProducerIdManager
 from strata.broker.quotas.broker_quotas import BrokerQuotas
 from strata.broker.replication.replica_alter_log_dirs import ReplicaAlterLogDirsManager
@@ -30,7 +32,16 @@ from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.security.authorization import BrokerAuthorizer
 from strata.broker.telemetry.client_metrics_manager import ClientMetricsManager
 from strata.broker.topic_store import TopicStore
+from strata.broker.transaction.transaction_marker_sender import TransactionMarkerSender
+from strata.broker.transaction.transaction_markers import WRITE_TXN_MARKERS_VERSION
+from strata.broker.transaction.transaction_runtime import (
+    TransactionRuntime,
+    served_transaction_config,
+)
+from strata.protocol.api_keys import ApiKey
+from strata.protocol.header import RequestHeader
 from strata.protocol.registry import HandlerRegistry
+from strata.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from strata.security.credentials import CredentialStore
 from strata.storage.clock import Clock
 from strata.storage.log_manager import LogManager
@@ -69,6 +80,7 @@ class BrokerState:
     # listener name -> (host, port) advertised; the first listener is advertised_host/_port
     advertised_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
     group_coordinator: GroupCoordinator = field(init=False)
+    transaction_coordinator: TransactionRuntime = field(init=False)
     fetch_sessions: FetchSessionCache = field(init=False)
     client_metrics: ClientMetricsManager = field(init=False)  # KIP-714 (strata.broker.telemetry)
     log_dir_movers: ReplicaAlterLogDirsManager = field(init=False)  # AlterReplicaLogDirs
@@ -78,6 +90,14 @@ class BrokerState:
             group=group_config(self.config), offsets=offsets_topic_config(self.config),
             clock=self.clock, replica_manager=self.replica_manager,
             topic_store=self.topic_store, create_topic=self.create_internal_topic)
+        self.transaction_coordinator = TransactionRuntime(
+            config=served_transaction_config(self.config), clock=self.clock,
+            replica_manager=self.replica_manager, topic_store=self.topic_store,
+            create_topic=self.create_internal_topic,
+            producer_id_manager=self.producer_id_manager,
+            sender=TransactionMarkerSender(
+                node_id=self.node_id, clock=self.clock, replica_manager=self.replica_manager,
+                topic_store=self.topic_store, local_writer=self.write_txn_markers_in_process))
         self.fetch_sessions = FetchSessionCache(
             self.config.get_int("max.incremental.fetch.session.cache.slots"),
             self.config.get_int("min.incremental.fetch.session.eviction.ms"))
@@ -116,19 +136,33 @@ class BrokerState:
 
     async def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
                                     configs: Mapping[str, str]) -> None:
-        """Register and host an internal topic (``__consumer_offsets``), its replication factor
-        capped at the live brokers."""
+        """Register and host an internal topic (``__consumer_offsets``, ``__transaction_state``),
+        its replication factor capped at the live brokers (and its ``min.insync.replicas`` at
+        that replication factor)."""
         from strata.broker.handlers import ApiError  # handlers import this module
         from strata.broker.handlers.create_topics import TopicSpec, create_topic
         from strata.protocol.error_codes import ErrorCode
 
         live = max(len(self.live_broker_ids()), 1)
-        spec = TopicSpec(name, partitions, min(replication_factor, live), configs)
+        replication_factor = min(replication_factor, live)
+        if "min.insync.replicas" in configs:  # writable with the replicas it has
+            configs = {**configs, "min.insync.replicas": str(
+                min(int(configs["min.insync.replicas"]), replication_factor))}
+        spec = TopicSpec(name, partitions, replication_factor, configs)
         try:
             await create_topic(self, spec)
         except ApiError as exc:  # another broker of the cluster created it first
             if exc.error_code != ErrorCode.topic_already_exists:
                 raise
+
+    async def write_txn_markers_in_process(self, request: Any) -> Any:
+        """WriteTxnMarkers from this broker's transaction coordinator to itself: the handler,
+        called in-process as the broker (its own request needs no ACL)."""
+        from strata.broker.handlers.write_txn_markers import handle  # handlers import this
+
+        header = RequestHeader(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, 0,
+                               f"strata-txn-coordinator-{self.node_id}")
+        return await handle(_BrokerSelfContext(header, "", 0, self), request)
 
     def broker_defaults(self) -> dict[str, str]:
         """The broker-level config in force: static (file/env/flags) < dynamic cluster default
@@ -140,6 +174,15 @@ class BrokerState:
         self.log_manager.broker_config = self.broker_defaults()
         for record in self.topic_store.topics().values():
             self.log_manager.set_topic_config(record.name, record.configs)
+
+
+@dataclass(slots=True)
+class _BrokerSelfContext(RequestContext):
+    """A request this broker makes to itself: every operation is allowed."""
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType,
+                  name: str = CLUSTER_NAME) -> bool:
+        return True
 
 
 def effective_broker_config(

@@ -59,7 +59,12 @@ from strata.broker.metrics.broker_metrics import BrokerMetrics
 from strata.broker.metrics.fetch_session_metrics import FetchSessionMetrics
 from strata.broker.network.connection import KafkaConnection, RequestQueueLimit
 from strata.broker.network.http import HealthServer
-from strata.broker.network.listeners import advertised_endpoints, listener_security
+from strata.broker.network.listeners import (
+    advertised_endpoints,
+    inter_broker_client_security,
+    inter_broker_listener_name,
+    listener_security,
+)
 from strata.broker.partition_capacity import (
     MAX_PARTITIONS_CONFIG,
     current_capacity,
@@ -205,6 +210,9 @@ class KafkaServer:
                                  group_coordinator=state.group_coordinator,
                                  on_configs=on_configs, on_fenced=self.request_stop)
         await state.group_coordinator.startup()
+        if cluster is not None:
+            wire_transaction_cluster(state, cluster)
+        await state.transaction_coordinator.startup()
 
         loop = asyncio.get_running_loop()
         limit = RequestQueueLimit(config.queued_max_requests)
@@ -270,6 +278,7 @@ class KafkaServer:
             kafka_server.close()
         if self.state is not None:  # parked JoinGroup/SyncGroup answered NOT_COORDINATOR
             await self.state.group_coordinator.shutdown()
+            await self.state.transaction_coordinator.shutdown()
         connections = list(self._connections)
         if connections:
             _, pending = await asyncio.wait(
@@ -371,3 +380,19 @@ def configure_logging(level: str = "INFO") -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+
+
+def wire_transaction_cluster(state: BrokerState, cluster: Cluster) -> None:
+    """The transaction coordinator in a cluster: partition leaders from the metadata, and the
+    other brokers' inter-broker listener for WriteTxnMarkers."""
+    listener = inter_broker_listener_name(state.config)
+
+    def broker_address(node_id: int) -> tuple[str, int] | None:
+        broker = cluster.image.brokers.get(node_id)
+        return broker.endpoint(listener) if broker is not None else None
+
+    runtime = state.transaction_coordinator
+    runtime.leader_lookup = cluster.leader_of
+    runtime.sender.leader_lookup = cluster.leader_of
+    runtime.sender.broker_address = broker_address
+    runtime.sender.security = inter_broker_client_security(state.config)

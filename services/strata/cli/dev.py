@@ -20,8 +20,9 @@ Broker i listens on ``--kafka-port + i`` (node id i) and logs to ``<data-dir>/br
 The brokers form one cluster on a metadata store: ``--metadata sqlite`` (the default:
 ``<data-dir>/meta.db``, no server) or ``--metadata etcd`` (a local single-member etcd the
 launcher starts on free ports, data in ``<data-dir>/etcd``, stopped after the brokers).
-``--brokers N`` (default 3) caps ``default.replication.factor`` and
-``offsets.topic.replication.factor`` at N.
+``--brokers N`` (default 3) caps ``default.replication.factor``,
+``offsets.topic.replication.factor`` and ``transaction.state.log.replication.factor`` at N
+(and ``transaction.state.log.min.isr`` at min(2, N)).
 
 Broker settings: ``-o key=value`` (``--override``, repeatable) sets a broker config of every
 broker, by Kafka's name, over the launcher's own choices; the keys the launcher sets per broker
@@ -119,6 +120,8 @@ def broker_properties(
         "num.partitions": "1",
         "default.replication.factor": str(min(3, brokers)),
         "offsets.topic.replication.factor": str(min(3, brokers)),
+        "transaction.state.log.replication.factor": str(min(3, brokers)),
+        "transaction.state.log.min.isr": str(min(2, brokers)),
         "auto.create.topics.enable": "true",
     }
     if metadata_store:

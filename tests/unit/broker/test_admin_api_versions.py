@@ -35,7 +35,7 @@ ADMIN_FLEXIBLE_VERSIONS = frozenset({
     ("API_VERSIONS", 4), *(("CREATE_TOPICS", v) for v in (5, 6, 7)),
     *(("DELETE_TOPICS", v) for v in (4, 5, 6)), ("DESCRIBE_CONFIGS", 4), ("ALTER_CONFIGS", 2),
     ("CREATE_PARTITIONS", 2), ("CREATE_PARTITIONS", 3), ("DELETE_RECORDS", 2),
-    *(("INIT_PRODUCER_ID", v) for v in (2, 3, 4, 5)), ("DESCRIBE_CLUSTER", 2),
+    *(("INIT_PRODUCER_ID", v) for v in (2, 3, 4, 5, 6)), ("DESCRIBE_CLUSTER", 2),
     *((acls, v) for acls in ("CREATE_ACLS", "DELETE_ACLS", "DESCRIBE_ACLS") for v in (2, 3)),
     ("SASL_AUTHENTICATE", 2), ("ALTER_PARTITION_REASSIGNMENTS", 1),
     ("OFFSET_FOR_LEADER_EPOCH", 4),

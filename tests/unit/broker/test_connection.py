@@ -119,9 +119,8 @@ async def test_an_api_not_served_is_answered_unsupported_version_and_stays_open(
 ) -> None:
     _, port = broker
     client = await Client.connect(port)
-    client.send(ApiKey.END_TXN, 4, 7, transactional_id="t", producer_id=1, producer_epoch=0,
-                committed=True)
-    correlation_id, body = await client.response(ApiKey.END_TXN, 4)
+    client.send(ApiKey.ALLOCATE_PRODUCER_IDS, 0, 7, broker_id=1, broker_epoch=1)
+    correlation_id, body = await client.response(ApiKey.ALLOCATE_PRODUCER_IDS, 0)
     assert (correlation_id, body.error_code) == (7, ErrorCode.unsupported_version)
     api_versions(client, 3, 8)  # the connection still serves
     assert (await client.response(ApiKey.API_VERSIONS, 3))[0] == 8

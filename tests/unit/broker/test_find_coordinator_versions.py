@@ -40,14 +40,19 @@ async def test_coordinator_of_groups_at_every_version(tmp_path: Path, version: i
 
 
 @pytest.mark.parametrize("version", [4, 5, 6])
-async def test_batched_transactional_ids_have_no_coordinator(tmp_path: Path,
-                                                            version: int) -> None:
+async def test_batched_transactional_ids_have_this_coordinator(tmp_path: Path,
+                                                               version: int) -> None:
     async with fresh_state(tmp_path) as state:
-        answer = await round_trip(state, ApiKey.FIND_COORDINATOR, version, {
-            "key_type": 1, "coordinator_keys": ["tx-1", "tx-2"]})
+        await state.transaction_coordinator.startup(run_timers=False)
+        try:
+            answer = await round_trip(state, ApiKey.FIND_COORDINATOR, version, {
+                "key_type": 1, "coordinator_keys": ["tx-1", "", "tx-2"]})
+        finally:
+            await state.transaction_coordinator.shutdown()
         assert [(c.key, c.error_code, c.node_id) for c in answer.coordinators] == [
-            ("tx-1", ErrorCode.coordinator_not_available, -1),
-            ("tx-2", ErrorCode.coordinator_not_available, -1)]
+            ("tx-1", ErrorCode.none, state.node_id), ("", ErrorCode.invalid_request, -1),
+            ("tx-2", ErrorCode.none, state.node_id)]
+        assert state.topic_store.get("__transaction_state") is not None
 
 
 async def test_v6_share_keys_are_invalid_requests(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""InitProducerId v0-v1 handler and ProducerIdManager (persisted block allocation)."""
+"""InitProducerId v0-v1 (idempotent producers) and ProducerIdManager (persisted blocks)."""
 
 from __future__ import annotations
 
@@ -30,10 +30,13 @@ async def test_idempotent_producers_get_new_ids(tmp_path: Path, version: int) ->
     assert ids == sorted(set(ids)) and ids[0] >= 0
 
 
-async def test_transactional_ids_are_refused(tmp_path: Path) -> None:
+async def test_transactional_ids_need_their_coordinator(tmp_path: Path) -> None:
+    """Without the transaction coordinator leading the id's partition: NOT_COORDINATOR (the
+    client asks FindCoordinator again); an empty id is INVALID_REQUEST. The coordinator's
+    answers: ``tests/unit/broker/transaction/test_transaction_runtime.py``."""
     state = broker_state(tmp_path)
     ctx = context(state, ApiKey.INIT_PRODUCER_ID, 1)
-    for tid, code in (("orders-tx", 35), ("", 42)):
+    for tid, code in (("orders-tx", 16), ("", 42)):
         req = request(ApiKey.INIT_PRODUCER_ID, 1, transactional_id=tid,
                       transaction_timeout_ms=60000)
         response = await handle(ctx, req)

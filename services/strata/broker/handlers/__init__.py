@@ -18,8 +18,9 @@ restates a range. Invariants (unit tests in tests/unit/broker/test_handler_regis
   DescribeGroups, ListGroups, DeleteGroups),
   Produce v9-13, Fetch v12-18, Metadata v9-13, ListOffsets v6-11, and the admin APIs
   (ApiVersions, Create/DeleteTopics, CreatePartitions, Describe/AlterConfigs, DeleteRecords,
-  InitProducerId, the ACL and SASL APIs, OffsetForLeaderEpoch): each up to the newest version
-  kio has, InitProducerId to v5, below KIP-939's transactions.
+  InitProducerId, the ACL and SASL APIs, OffsetForLeaderEpoch), and the transaction
+  coordinator's (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+  Describe/ListTransactions): each up to the newest version kio has.
 
 Removed but advertised: Kafka 4 removed Produce v0-v2 (KIP-896) yet still lists Produce from
 v0 in ApiVersions, because librdkafka releases before the fix of KAFKA-18659 decide from
@@ -28,9 +29,8 @@ does the same: ``version_ranges()`` (what ApiVersions lists) starts at the adver
 ``served_ranges()`` and ``lookup`` at the first served version; a request at a removed version
 gets the API's refusal (every partition UNSUPPORTED_VERSION), never a closed connection.
 
-Not registered yet, on purpose: the transaction coordinator's APIs (not built; an
-InitProducerId with a transactional id gets a clear error instead). The partition side
-(WriteTxnMarkers, TxnOffsetCommit) is served. The ACL APIs start at v1 (kio, like
+The transaction coordinator's APIs and the partition side (WriteTxnMarkers, TxnOffsetCommit)
+are served. The ACL APIs start at v1 (kio, like
 Kafka 4, has no v0).
 
 A handler is ``async def handle(ctx: RequestContext, request) -> response`` (see
@@ -122,6 +122,8 @@ def build_registry() -> BrokerRegistry:
     """Every served API with its version range (the source of the advertised versions)."""
     # Imported here: the handler modules import ``ApiError`` from this package.
     from strata.broker.handlers import (
+        add_offsets_to_txn,
+        add_partitions_to_txn,
         alter_client_quotas,
         alter_configs,
         alter_partition_reassignments,
@@ -143,8 +145,10 @@ def build_registry() -> BrokerRegistry:
         describe_log_dirs,
         describe_producers,
         describe_topic_partitions,
+        describe_transactions,
         describe_user_scram_credentials,
         elect_leaders,
+        end_txn,
         fetch,
         find_coordinator,
         get_telemetry_subscriptions,
@@ -156,6 +160,7 @@ def build_registry() -> BrokerRegistry:
         list_groups,
         list_offsets,
         list_partition_reassignments,
+        list_transactions,
         metadata,
         offset_commit,
         offset_delete,
@@ -178,7 +183,10 @@ def build_registry() -> BrokerRegistry:
         (ApiKey.CREATE_TOPICS, 2, 7, create_topics.handle),
         (ApiKey.DELETE_TOPICS, 1, 6, delete_topics.handle),
         (ApiKey.DELETE_RECORDS, 0, 2, delete_records.handle),
-        (ApiKey.INIT_PRODUCER_ID, 0, 5, init_producer_id.handle),
+        (ApiKey.INIT_PRODUCER_ID, 0, 6, init_producer_id.handle),
+        (ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, add_partitions_to_txn.handle),
+        (ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, add_offsets_to_txn.handle),
+        (ApiKey.END_TXN, 0, 5, end_txn.handle),
         (ApiKey.DESCRIBE_CONFIGS, 1, 4, describe_configs.handle),
         (ApiKey.ALTER_CONFIGS, 0, 2, alter_configs.handle),
         (ApiKey.CREATE_PARTITIONS, 0, 3, create_partitions.handle),
@@ -209,6 +217,8 @@ def build_registry() -> BrokerRegistry:
         (ApiKey.DESCRIBE_LOG_DIRS, 1, 5, describe_log_dirs.handle),
         (ApiKey.ALTER_REPLICA_LOG_DIRS, 1, 2, alter_replica_log_dirs.handle),
         (ApiKey.DESCRIBE_PRODUCERS, 0, 0, describe_producers.handle),
+        (ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, describe_transactions.handle),
+        (ApiKey.LIST_TRANSACTIONS, 0, 2, list_transactions.handle),
         (ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, describe_topic_partitions.handle),
         (ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, describe_client_quotas.handle),
         (ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, alter_client_quotas.handle),

@@ -1,4 +1,4 @@
-"""FindCoordinator v0-v6: which broker coordinates a consumer group (or a transactional id).
+"""FindCoordinator v0-v6: which broker coordinates a consumer group or a transactional id.
 
 Kafka's rule: the coordinator of a group is the leader of partition
 ``abs(java_string_hashcode(group)) % partitions`` of ``__consumer_offsets``
@@ -11,12 +11,13 @@ COORDINATOR_NOT_AVAILABLE (retriable: clients ask again).
 Version rules: v0-v3 name one ``key`` and answer at the top level; v4+ (KIP-699) name a batch
 of ``coordinator_keys`` of one ``key_type`` and answer one ``Coordinator`` per key, in request
 order, each with its own error; v5 lets the broker answer TRANSACTION_ABORTABLE (KIP-890; never
-answered here: transactions are not built); v6 adds key type 2 (SHARE, KIP-932), answered
+answered by FindCoordinator itself); v6 adds key type 2 (SHARE, KIP-932), answered
 INVALID_REQUEST: share groups are not built.
 
-Key type 1 (TRANSACTION) answers COORDINATOR_NOT_AVAILABLE: transactions are not built, and the
-error is retriable-then-fatal in every client, naming the coordinator. An empty group id is
-INVALID_GROUP_ID (Kafka's ``isValidGroupId``).
+Key type 1 (TRANSACTION): the leader of partition ``partition_for(transactional_id)`` of
+``__transaction_state``, created on the first such request (``TransactionRuntime.ensure_topic``).
+An empty transactional id is INVALID_REQUEST; an empty group id is INVALID_GROUP_ID (Kafka's
+``isValidGroupId``).
 
 Authorization: Describe on the group (GROUP_AUTHORIZATION_FAILED) or on the transactional id
 (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), checked per key before anything else.
@@ -78,8 +79,7 @@ async def find(ctx: RequestContext, key_type: int, key: str) -> Coordinator:
         return Coordinator(key, ErrorCode.group_authorization_failed,
                            f"Describe on group {key!r} is not authorized")
     if key_type == TRANSACTION_KEY_TYPE:
-        return Coordinator(key, ErrorCode.coordinator_not_available,
-                           "Strata does not support transactions yet: no transaction coordinator")
+        return await _find_transaction_coordinator(ctx, key)
     if key_type == SHARE_KEY_TYPE:
         return Coordinator(key, ErrorCode.invalid_request,
                            "Strata does not support share groups: no share coordinator")
@@ -97,5 +97,25 @@ async def find(ctx: RequestContext, key_type: int, key: str) -> Coordinator:
     if endpoint is None:
         return Coordinator(key, ErrorCode.coordinator_not_available,
                            f"the partition of group {key!r} has no leader this broker knows")
+    return Coordinator(key, ErrorCode.none, None, endpoint.node_id, endpoint.host,
+                       endpoint.port)
+
+
+async def _find_transaction_coordinator(ctx: RequestContext, key: str) -> Coordinator:
+    """The leader of the id's ``__transaction_state`` partition (the topic created first)."""
+    if not key:
+        return Coordinator(key, ErrorCode.invalid_request,
+                           "the transactional id must not be empty")
+    runtime = ctx.state.transaction_coordinator
+    error = await runtime.ensure_topic()
+    if error != ErrorCode.none:
+        return Coordinator(key, error, "the transaction coordinator topic cannot be created")
+    node = runtime.coordinator_node(key)
+    endpoint = next((b for b in ctx.state.live_brokers(ctx.listener) if b.node_id == node),
+                    None)
+    if endpoint is None:
+        return Coordinator(key, ErrorCode.coordinator_not_available,
+                           f"the partition of transactional id {key!r} has no leader this "
+                           "broker knows")
     return Coordinator(key, ErrorCode.none, None, endpoint.node_id, endpoint.host,
                        endpoint.port)
