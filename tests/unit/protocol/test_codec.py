@@ -110,8 +110,8 @@ def test_unknown_api_key_is_unsupported() -> None:
 
 
 def test_known_but_unserved_api_is_unsupported() -> None:
-    frame = encode_request_header(RequestHeader(ApiKey.ALTER_REPLICA_LOG_DIRS, 1, 1, "x"), 1)
-    with pytest.raises(UnsupportedVersion, match="ALTER_REPLICA_LOG_DIRS v1"):
+    frame = encode_request_header(RequestHeader(ApiKey.ALLOCATE_PRODUCER_IDS, 1, 1, "x"), 1)
+    with pytest.raises(UnsupportedVersion, match="ALLOCATE_PRODUCER_IDS v1"):
         decode_request(frame, SUPPORTED_VERSIONS)
 
 
