@@ -46,7 +46,7 @@ from typing import IO, Any, Final, TypeVar
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
-from kio.serial.errors import SerialError
+from kio.serial.errors import OutOfBoundValue, SerialError
 from kio.serial.readers import tz_aware_from_i64
 from kio.static.primitive import i64
 from kio.static.protocol import Payload, RequestPayload, ResponsePayload
@@ -175,7 +175,7 @@ def _decode(cls: type[Any], buffer: BytesLike, offset: int) -> Any:
     readable = memoryview(buffer).toreadonly() if isinstance(buffer, bytearray) else buffer
     try:
         value, _size = _reader(cls)(readable, offset)
-    except (KeyError, ValueError) as exc:  # perhaps what kio cannot read and Kafka can
+    except (KeyError, ValueError, OutOfBoundValue) as exc:  # perhaps kio cannot, Kafka can
         copy = readable_copy(cls, buffer, offset, end)
         if copy is None:
             raise _BodyError(f"{label}: {type(exc).__name__}: {exc}") from exc

@@ -28,11 +28,12 @@ Grammar followed (Kafka's message-spec encoding, per field in declaration order)
 
 Two things Kafka reads and kio 0.6.5 cannot: unknown tagged fields (Kafka skips them, kio raises
 ``KeyError``), and an int64 of milliseconds beyond what kio's ``timedelta`` / ``datetime`` hold
-(``timedelta_i64`` past +-9223372036854775 ms, ``datetime_i64`` outside years 1-9999: kio raises
-``ValueError``, where Kafka reads any long, e.g. an OffsetCommit v2-v4 ``retention_time`` of
-``Long.MAX_VALUE``). ``readable_copy`` (run only after kio refused a body) rewrites a copy
-without the former and with the latter clamped to the nearest value kio holds (a retention of
-292,000 years for one of 292 million: the same answer), for kio to read.
+(``timedelta_i64`` past +-9223372036854775 ms, ``datetime_i64`` before the epoch or after the
+year 9999: kio raises ``ValueError`` or ``OutOfBoundValue``, where Kafka reads any long, e.g.
+an OffsetCommit v2-v4 ``retention_time`` of ``Long.MAX_VALUE``). ``readable_copy`` (run only
+after kio refused a body) rewrites a copy without the former and with the latter clamped to the
+nearest value kio holds (a retention of 292,000 years for one of 292 million: the same answer;
+a start time of -1 read as the epoch), for kio to read.
 
 Invariant: ``scan`` accepts every body kio's writer produces (the unit tests round-trip samples
 of every supported version through it) and returns the offset just past the body. Scanners are
@@ -82,7 +83,9 @@ _VARIABLE_KINDS: Final = frozenset({"string", "bytes", "records"})
 # The int64 time kinds kio reads into a ``timedelta`` / ``datetime``: the values it can hold.
 _TIME_RANGES: Final[dict[str, tuple[int, int]]] = {
     "timedelta_i64": (-9_223_372_036_854_775, 9_223_372_036_854_775),  # microseconds in int64
-    "datetime_i64": (-62_135_596_800_000, 253_402_300_799_999),  # years 1 to 9999, UTC
+    # From the epoch (kio reads no negative timestamp, "OutOfBoundValue", where Kafka writes -1
+    # for none, e.g. DescribeTransactions' start time of an Empty id) to the year 9999, UTC.
+    "datetime_i64": (0, 253_402_300_799_999),
 }
 _INT64: Final = struct.Struct(">q")
 
@@ -195,7 +198,8 @@ def _field_scanner(
         return _nullable_struct(struct, where) if nullable and not in_tag else struct
     kind = field.metadata["kafka_type"]
     if kind in _TIME_RANGES:
-        return _time_i64(*_TIME_RANGES[kind], where)
+        null = -1 if nullable and kind == "datetime_i64" else None  # kio's None: kept
+        return _time_i64(*_TIME_RANGES[kind], where, null)
     if kind in FIXED_SIZES:
         return _skip(FIXED_SIZES[kind], where)
     return _variable(kind, flexible, nullable, where)
@@ -210,8 +214,9 @@ def _skip(size: int, where: str) -> Scanner:
     return scan_fixed
 
 
-def _time_i64(low: int, high: int, where: str) -> Scanner:
-    """An int64 of milliseconds; while ``readable_copy`` runs, one kio cannot hold is clamped."""
+def _time_i64(low: int, high: int, where: str, null: int | None = None) -> Scanner:
+    """An int64 of milliseconds; while ``readable_copy`` runs, one kio cannot hold (other than
+    ``null``, a nullable timestamp's -1) is clamped."""
 
     def scan_time(buffer: BytesLike, offset: int, end: int) -> int:
         if end - offset < 8:
@@ -219,7 +224,7 @@ def _time_i64(low: int, high: int, where: str) -> Scanner:
         edits = _EDITS.edits
         if edits is not None:
             (value,) = _INT64.unpack_from(buffer, offset)
-            if not low <= value <= high:
+            if value != null and not low <= value <= high:
                 edits.append((offset, offset + 8, _INT64.pack(max(low, min(high, value)))))
         return offset + 8
 

@@ -18,7 +18,8 @@ from strata.broker.quotas.quota_store import FileQuotaStore
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.header import RequestHeader, encode_request_header
-from strata.protocol.messages import decode_request_body
+from strata.protocol.codec import decode_response, encode_response
+from strata.protocol.messages import build_response, decode_request_body
 
 from .group_wire import SUBSCRIPTION, fresh_state, join_fields, round_trip
 from .helpers import broker_state, context, request
@@ -99,3 +100,22 @@ async def test_alter_client_quotas_with_a_type_both_default_and_named_is_refused
              "ops": [{"key": "producer_byte_rate", "value": 1024.0, "remove": False}]}]))
     assert [e.error_code for e in answer.entries] == [ErrorCode.invalid_request, ErrorCode.none]
     assert "duplicate entity entry user" in answer.entries[0].error_message
+
+
+def test_a_response_timestamp_of_minus_one_is_read() -> None:
+    """Kafka answers DescribeTransactions of an Empty id with transaction_start_time_ms -1;
+    kio reads no negative timestamp (``OutOfBoundValue``), so Strata's clients failed on the
+    answer. It reads as the epoch; a nullable timestamp's -1 stays None."""
+    state = {"error_code": 0, "transactional_id": "t", "transaction_state": "Empty",
+             "transaction_timeout_ms": 60000, "transaction_start_time_ms": 0,
+             "producer_id": 5, "producer_epoch": 0, "topics": []}
+    body = build_response(ApiKey.DESCRIBE_TRANSACTIONS, 0, throttle_time_ms=0,
+                          transaction_states=[state])
+    frame = encode_response(RequestHeader(ApiKey.DESCRIBE_TRANSACTIONS, 0, 9, "c"), body)
+    epoch_ms = struct.pack(">q", 0)
+    assert frame.count(epoch_ms) >= 1
+    at = frame.rindex(epoch_ms, 0, frame.index(struct.pack(">q", 5)))
+    wire = frame[:at] + struct.pack(">q", -1) + frame[at + 8:]
+    _, decoded = decode_response(wire[4:], ApiKey.DESCRIBE_TRANSACTIONS, 0)
+    start = decoded.transaction_states[0].transaction_start_time
+    assert start == datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
