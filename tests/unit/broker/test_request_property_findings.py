@@ -16,9 +16,9 @@ from strata.broker.quotas.broker_quotas import BrokerQuotas
 from strata.broker.quotas.client_quota_manager import QuotaWindow
 from strata.broker.quotas.quota_store import FileQuotaStore
 from strata.protocol.api_keys import ApiKey
+from strata.protocol.codec import decode_response, encode_response
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.header import RequestHeader, encode_request_header
-from strata.protocol.codec import decode_response, encode_response
 from strata.protocol.messages import build_response, decode_request_body
 
 from .group_wire import SUBSCRIPTION, fresh_state, join_fields, round_trip
