@@ -32,6 +32,7 @@ from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.security.authorization import BrokerAuthorizer
 from strata.broker.telemetry.client_metrics_manager import ClientMetricsManager
 from strata.broker.topic_store import TopicStore
+from strata.broker.transaction.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from strata.broker.transaction.transaction_marker_sender import TransactionMarkerSender
 from strata.broker.transaction.transaction_markers import WRITE_TXN_MARKERS_VERSION
 from strata.broker.transaction.transaction_runtime import (
@@ -81,9 +82,11 @@ class BrokerState:
     advertised_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
     group_coordinator: GroupCoordinator = field(init=False)
     transaction_coordinator: TransactionRuntime = field(init=False)
+    add_partitions_to_txn: AddPartitionsToTxnManager = field(init=False)  # KIP-890 checks
     fetch_sessions: FetchSessionCache = field(init=False)
     client_metrics: ClientMetricsManager = field(init=False)  # KIP-714 (strata.broker.telemetry)
     log_dir_movers: ReplicaAlterLogDirsManager = field(init=False)  # AlterReplicaLogDirs
+    started_ms: int = field(init=False)  # ApiVersions' finalized_features_epoch
 
     def __post_init__(self) -> None:
         self.group_coordinator = GroupCoordinator(
@@ -98,6 +101,9 @@ class BrokerState:
             sender=TransactionMarkerSender(
                 node_id=self.node_id, clock=self.clock, replica_manager=self.replica_manager,
                 topic_store=self.topic_store, local_writer=self.write_txn_markers_in_process))
+        self.add_partitions_to_txn = AddPartitionsToTxnManager(
+            node_id=self.node_id, runtime=self.transaction_coordinator,
+            local_handler=self.add_partitions_to_txn_in_process)
         self.fetch_sessions = FetchSessionCache(
             self.config.get_int("max.incremental.fetch.session.cache.slots"),
             self.config.get_int("min.incremental.fetch.session.eviction.ms"))
@@ -105,6 +111,7 @@ class BrokerState:
             self.clock, self.topic_store.all_broker_configs,
             telemetry_max_bytes=self.config.get_int("telemetry.max.bytes"))
         self.log_dir_movers = ReplicaAlterLogDirsManager(self.replica_manager)
+        self.started_ms = self.clock.milliseconds()
 
     def live_brokers(self, listener: str | None = None) -> list[BrokerEndpoint]:
         """The brokers clients are told about (Metadata, DescribeCluster), by node id: the
@@ -162,6 +169,18 @@ class BrokerState:
 
         header = RequestHeader(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, 0,
                                f"strata-txn-coordinator-{self.node_id}")
+        return await handle(_BrokerSelfContext(header, "", 0, self), request)
+
+    async def add_partitions_to_txn_in_process(self, request: Any) -> Any:
+        """A partition leader's AddPartitionsToTxn (v4+) to this broker's own transaction
+        coordinator: the handler, called in-process as the broker."""
+        from strata.broker.handlers.add_partitions_to_txn import handle  # handlers import this
+        from strata.broker.transaction.transaction_verification import (
+            ADD_PARTITIONS_TO_TXN_BROKER_VERSION,
+        )
+
+        header = RequestHeader(ApiKey.ADD_PARTITIONS_TO_TXN, ADD_PARTITIONS_TO_TXN_BROKER_VERSION,
+                               0, f"strata-txn-verification-{self.node_id}")
         return await handle(_BrokerSelfContext(header, "", 0, self), request)
 
     def broker_defaults(self) -> dict[str, str]:

@@ -210,6 +210,10 @@ BROKER_SETTINGS: Final[tuple[BrokerSetting, ...]] = (
                   "The transaction.version feature level in use (Kafka finalizes it with "
                   "kafka-features.sh): 0 = transactions v1, 1 = flexible __transaction_state "
                   "values, 2 = transactions v2 (KIP-890, the epoch bumped at every EndTxn)."),
+    BrokerSetting("transaction.partition.verification.enable", "true", ConfigType.BOOLEAN,
+                  "Partition leaders ask the transaction coordinator whether a transactional "
+                  "produce's partition is in the transaction before appending it (KIP-890: "
+                  "no hanging transactions)."),
     # Security (strata.broker.security). Any of the ssl.* / sasl.* keys may also be set per
     # listener as listener.name.<name>.<key> (Kafka's rule; those keys are always known).
     BrokerSetting("listener.security.protocol.map",

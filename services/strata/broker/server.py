@@ -279,6 +279,7 @@ class KafkaServer:
         if self.state is not None:  # parked JoinGroup/SyncGroup answered NOT_COORDINATOR
             await self.state.group_coordinator.shutdown()
             await self.state.transaction_coordinator.shutdown()
+            await self.state.add_partitions_to_txn.close()
         connections = list(self._connections)
         if connections:
             _, pending = await asyncio.wait(
@@ -396,3 +397,5 @@ def wire_transaction_cluster(state: BrokerState, cluster: Cluster) -> None:
     runtime.sender.leader_lookup = cluster.leader_of
     runtime.sender.broker_address = broker_address
     runtime.sender.security = inter_broker_client_security(state.config)
+    state.add_partitions_to_txn.broker_address = broker_address
+    state.add_partitions_to_txn.security = runtime.sender.security

@@ -215,7 +215,7 @@ class Log:
     # ---------------------------------------------------------------- append
     def append_as_leader(
         self, records: bytes | bytearray | memoryview, leader_epoch: int,
-        origin: AppendOrigin = AppendOrigin.CLIENT,
+        origin: AppendOrigin = AppendOrigin.CLIENT, verification_guard: int | None = None,
     ) -> LogAppendInfo:
         """Validate a record set, assign offsets and epoch, append it.
 
@@ -224,6 +224,7 @@ class Log:
         a producer's last five batches is not appended again: the original offsets come back,
         ``duplicate=True``. Transaction markers (control batches) come from the coordinator
         only (``origin=COORDINATOR``); a client's control batch is INVALID_RECORD.
+        ``verification_guard``: see ``ProducerStateManager.check`` (None: not verified).
         """
         with self.lock:
             self._check_online()
@@ -237,7 +238,8 @@ class Log:
                 check_markers(self.producer_state, batches, markers, self._log_end_offset)
             for _, header in batches:
                 if markers is None and header.producer_id >= 0:
-                    dup = self.producer_state.check(header, client=not coordinator)
+                    dup = self.producer_state.check(header, client=not coordinator,
+                                                    verification_guard=verification_guard)
                     if dup is not None:
                         first = dup.last_offset - dup.offset_delta
                         return LogAppendInfo(first, dup.last_offset, dup.timestamp, dup.last_offset,
@@ -256,6 +258,14 @@ class Log:
                          info.last_offset, info.max_timestamp, info.offset_of_max_timestamp,
                          markers)
             return info
+
+    def maybe_start_transaction_verification(self, producer_id: int, sequence: int,
+                                             epoch: int) -> int:
+        """The guard for a transaction verification (KIP-890), ``SENTINEL_GUARD`` if the
+        producer's transaction is already open here."""
+        with self.lock:
+            return self.producer_state.maybe_start_transaction_verification(
+                producer_id, sequence, epoch, self._clock.milliseconds())
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches fetched from the leader as they are (offsets and epochs kept).

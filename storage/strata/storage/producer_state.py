@@ -19,7 +19,11 @@ Rules for a client's data batch (``check``, before a leader append):
 * an unknown producer (or one whose epoch is unknown) may start at any sequence (its earlier
   data may have been deleted by retention);
 * a non-transactional batch while the producer's transaction is open raises
-  ``InvalidTxnStateError``.
+  ``InvalidTxnStateError``;
+* with transaction verification (KIP-890, ``verification_state``): a transactional batch of a
+  producer with no open transaction here needs its verification's guard, else
+  ``InvalidTxnStateError``; while a verification is pending, a sequence above its lowest is
+  ``OutOfOrderSequenceError``. A transactional batch or marker appended ends the verification.
 
 Rules for a transaction marker from the coordinator (``check_marker``): an epoch below the
 producer's raises ``InvalidProducerEpochError``, a coordinator epoch below the last one seen
@@ -82,6 +86,7 @@ from strata.storage.producer_state_entry import (
 )
 from strata.storage.record_batch import NO_PRODUCER_EPOCH, TRANSACTIONAL_FLAG_MASK, BatchHeader
 from strata.storage.records import EndTransactionMarker
+from strata.storage.verification_state import SENTINEL_GUARD, VerificationState
 
 __all__ = [
     "INT32_MAX", "NUM_BATCHES_TO_RETAIN", "PRODUCER_SNAPSHOT_VERSION", "BatchMetadata",
@@ -105,6 +110,7 @@ class ProducerStateManager:
         # producer id -> first offset of its open transaction, in first-offset order
         self._ongoing: dict[int, int] = {}
         self._unreplicated: list[CompletedTxn] = []  # markers not yet below the HW
+        self._verification: dict[int, VerificationState] = {}  # KIP-890 verifications
         self._snapshots: dict[int, Path] = {}
         self._last_map_offset = 0
         self._last_snap_offset = 0
@@ -123,7 +129,8 @@ class ProducerStateManager:
                 child.unlink(missing_ok=True)  # a snapshot write interrupted by a crash
 
     # ---------------------------------------------------------------- append path
-    def check(self, header: BatchHeader, *, client: bool = True) -> BatchMetadata | None:
+    def check(self, header: BatchHeader, *, client: bool = True,
+              verification_guard: int | None = None) -> BatchMetadata | None:
         """Validate a data batch before a leader append.
 
         Returns None when the batch may be appended, or the ``BatchMetadata`` of the identical
@@ -132,19 +139,33 @@ class ProducerStateManager:
         (rules in the module doc). A coordinator's data batch (``client`` False: the group
         coordinator's transactional offset commits) gets the epoch and transaction checks
         only, no duplicate or sequence check (Kafka checks sequences for ``AppendOrigin.CLIENT``
-        only).
+        only). ``verification_guard`` (transaction verification in use, KIP-890): a
+        transactional batch of a producer with no open transaction here needs the guard its
+        verification was given (``verification_state``), else ``InvalidTxnStateError``.
         """
         if not header.has_producer_id:
             return None
-        entry = self._producers.get(header.producer_id)
-        if entry is None:
-            return None  # unknown producer: any epoch, any sequence
-        if client:
+        pid, epoch, first_seq = header.producer_id, header.producer_epoch, header.base_sequence
+        entry = self._producers.get(pid)
+        if client and entry is not None:
             duplicate = entry.find_duplicate_batch(header)
             if duplicate is not None:
                 return duplicate
+        verification = self._verification.get(pid)
+        if (verification_guard is not None and header.attributes & TRANSACTIONAL_FLAG_MASK
+                and (entry is None or entry.current_txn_first_offset < 0)
+                and (verification is None or not verification.verifies(verification_guard))):
+            raise InvalidTxnStateError(
+                f"record of producer {pid} in {self.partition_dir.name} was not part of an "
+                f"ongoing transaction")
+        if client and verification is not None and first_seq > verification.lowest_sequence:
+            raise OutOfOrderSequenceError(
+                f"out of order sequence number for producer {pid} in {self.partition_dir.name}: "
+                f"{first_seq} (incoming seq. number), {verification.lowest_sequence} (earliest "
+                f"seen sequence)")
+        if entry is None:
+            return None  # unknown producer: any epoch, any sequence
         current_epoch = entry.producer_epoch
-        pid, epoch, first_seq = header.producer_id, header.producer_epoch, header.base_sequence
         if epoch < current_epoch:
             raise InvalidProducerEpochError(
                 f"epoch of producer {pid} in {self.partition_dir.name} is {epoch}, which is "
@@ -204,9 +225,11 @@ class ProducerStateManager:
                 entry = self._producers[header.producer_id] = ProducerStateEntry(header.producer_id)
             entry.add_batch(header.producer_epoch, header.last_sequence, last_offset,
                             last_offset - first_offset, timestamp)
-            if header.attributes & TRANSACTIONAL_FLAG_MASK and entry.current_txn_first_offset < 0:
-                entry.current_txn_first_offset = first_offset
-                self._ongoing[header.producer_id] = first_offset
+            if header.attributes & TRANSACTIONAL_FLAG_MASK:
+                self._verification.pop(header.producer_id, None)  # the first offset guards now
+                if entry.current_txn_first_offset < 0:
+                    entry.current_txn_first_offset = first_offset
+                    self._ongoing[header.producer_id] = first_offset
         self._last_map_offset = last_offset + 1
 
     def update_marker(self, header: BatchHeader, offset: int,
@@ -215,6 +238,7 @@ class ProducerStateManager:
         transaction it completed, with the last stable offset right after it, or None for a
         producer with no open transaction."""
         pid = header.producer_id
+        self._verification.pop(pid, None)  # a verification from before the marker is stale
         entry = self._producers.get(pid)
         if entry is None:
             entry = self._producers[pid] = ProducerStateEntry(pid)
@@ -289,7 +313,28 @@ class ProducerStateManager:
                    if self._is_producer_expired(now_ms, entry)]
         for pid in expired:
             del self._producers[pid]
+        self._verification = {pid: v for pid, v in self._verification.items()
+                              if now_ms - v.timestamp_ms < self.producer_id_expiration_ms}
         return len(expired)
+
+    # ------------------------------------------------------- transaction verification
+    def maybe_start_transaction_verification(self, producer_id: int, sequence: int, epoch: int,
+                                             now_ms: int) -> int:
+        """The guard a verification of ``producer_id``'s transaction on this partition carries
+        to its append (``check``); ``SENTINEL_GUARD`` when the producer's transaction is
+        already open here (nothing to verify). Kafka's ``maybeStartTransactionVerification``."""
+        entry = self._producers.get(producer_id)
+        if entry is not None and entry.current_txn_first_offset >= 0:
+            return SENTINEL_GUARD
+        state = self._verification.get(producer_id)
+        if state is None:
+            state = self._verification[producer_id] = VerificationState(now_ms, sequence, epoch)
+        else:
+            state.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
+        return state.guard
+
+    def verification_state(self, producer_id: int) -> VerificationState | None:
+        return self._verification.get(producer_id)
 
     # ------------------------------------------------------------------ snapshots
     def snapshot_offsets(self) -> list[int]:

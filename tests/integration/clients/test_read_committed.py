@@ -7,6 +7,11 @@ read_committed sees exactly the committed records (and the plain ones) and stops
 read_uncommitted sees everything; ListOffsets latest under read_committed answers the LSO; a
 read_committed consumer waiting at the LSO receives an open transaction's records once its
 COMMIT marker lands.
+
+The markers are written by hand, with no transaction coordinator behind the producer ids, so
+the broker runs with ``transaction.partition.verification.enable=false`` (with it, KIP-890's
+check asks the coordinator first and refuses these batches; ``tests/integration/transactions``
+tests that check).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from confluent_kafka import Consumer, TopicPartition
 from strata.protocol import ApiKey, ErrorCode
 from strata.storage.records import RecordSpec, build_batch
 
-from ..broker_process import BrokerProcess
+from ..broker_process import BrokerProcess, running_broker
 from .test_wire_idempotence import create_topic
 from .wire import KafkaWire
 
@@ -29,6 +34,13 @@ pytestmark = pytest.mark.integration
 
 TIMEOUT_MS = 10_000
 ABORTED, COMMITTED, OPEN = 910_001, 910_002, 910_003
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with running_broker(tmp_path_factory.mktemp("broker"),
+                        {"transaction.partition.verification.enable": "false"}) as started:
+        yield started
 
 
 @pytest.fixture

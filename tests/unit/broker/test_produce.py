@@ -140,7 +140,10 @@ async def test_validation_errors(tmp_path: Path) -> None:
     assert state.replica_manager.get_partition("t", 0).log_end_offset == 0  # type: ignore[union-attr]
 
 
-async def test_transactional_produce_opens_a_transaction(state: BrokerState) -> None:
+async def test_transactional_produce_opens_a_transaction(tmp_path: Path) -> None:
+    # The partition side alone: no transaction coordinator runs here to verify the partition
+    # (KIP-890 verification has its own tests, against a real broker).
+    state = broker_state(tmp_path, ("t", 2), transaction_partition_verification_enable="false")
     txn = batch(b"a", b"b", producer_id=9, producer_epoch=2, base_sequence=0,
                 is_transactional=True)
     (r,) = await produce(state, 8, [("t", 0, txn)], transactional_id="tx-1")

@@ -375,14 +375,16 @@ class GroupCoordinator:
     def commit_transactional_offsets(
             self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
             group_instance_id: str | None, generation_id: int,
-            offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, ErrorCode]:
+            offsets: Mapping[TopicPartition, OffsetAndMetadata],
+            verification_guard: int | None = None) -> dict[TopicPartition, ErrorCode]:
         """TxnOffsetCommit: store ``offsets`` as ``producer_id``'s transactional records and
         hold them pending until its marker (``complete_transaction``). Kafka's checks
         (``ClassicGroup.validateOffsetCommit`` for a transactional commit): a Dead group is
         COORDINATOR_NOT_AVAILABLE; generation < 0 on an Empty group, or no member id and no
         generation (clients before v3), commit without membership; otherwise the member must
         exist (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID) in the current generation
-        (ILLEGAL_GENERATION)."""
+        (ILLEGAL_GENERATION). ``verification_guard``: the KIP-890 guard the append needs
+        (``Log.append_as_leader``; None: verification not in use)."""
         error = self._group_status(group_id, allow_empty=False)
         if error is not None:
             return dict.fromkeys(offsets, error)
@@ -395,7 +397,8 @@ class GroupCoordinator:
         status = ErrorCode.none
         if valid:
             status = self.manager.store_offsets(self.partition_for(group_id), group_id, valid,
-                                                producer_id, producer_epoch)
+                                                producer_id, producer_epoch,
+                                                verification_guard)
             if status == ErrorCode.none:
                 self.pending_txn_offsets.add(producer_id, group_id, valid)
         return {tp: status if tp in valid else ErrorCode.offset_metadata_too_large

@@ -135,7 +135,8 @@ class GroupMetadataManager:
 
     # ------------------------------------------------------------------ writes
     def append(self, partition: int, records: Iterable[tuple[bytes, bytes | None]],
-               producer_id: int = -1, producer_epoch: int = -1) -> int:
+               producer_id: int = -1, producer_epoch: int = -1,
+               verification_guard: int | None = None) -> int:
         """Append ``(key, value)`` records as one batch; Kafka's error code (0 = done). With
         a ``producer_id`` the batch is transactional (TxnOffsetCommit), appended as the
         coordinator's (the epoch is checked, no sequence: Kafka writes sequence 0)."""
@@ -151,7 +152,7 @@ class GroupMetadataManager:
                 hosted.append_records_to_leader(
                     build_batch(specs, producer_id=producer_id, producer_epoch=producer_epoch,
                                 base_sequence=0, is_transactional=True),
-                    REQUIRED_ACKS, AppendOrigin.COORDINATOR)
+                    REQUIRED_ACKS, AppendOrigin.COORDINATOR, verification_guard)
             else:
                 hosted.append_records_to_leader(build_batch(specs), REQUIRED_ACKS)
         except (StorageError, PartitionError) as exc:
@@ -167,11 +168,12 @@ class GroupMetadataManager:
 
     def store_offsets(self, partition: int, group_id: str,
                       offsets: Mapping[TopicPartition, OffsetAndMetadata],
-                      producer_id: int = -1, producer_epoch: int = -1) -> ErrorCode:
+                      producer_id: int = -1, producer_epoch: int = -1,
+                      verification_guard: int | None = None) -> ErrorCode:
         records = [(offset_commit_key(group_id, topic, index), offset_commit_value(offset))
                    for (topic, index), offset in offsets.items()]
-        return append_error(self.append(partition, records, producer_id, producer_epoch),
-                            offsets=True)
+        return append_error(self.append(partition, records, producer_id, producer_epoch,
+                                        verification_guard), offsets=True)
 
     def write_tombstones(self, partition: int, group_id: str,
                          offsets: Iterable[TopicPartition], *, group: bool) -> ErrorCode:

@@ -33,11 +33,14 @@ Answers, per partition (Kafka's codes; v8+ also carry ``error_message``):
   TOPIC_AUTHORIZATION_FAILED for its partitions; a ``transactional_id`` needs Write on that
   TransactionalId, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition (Kafka's
   order). An idempotent producer needs nothing more here: InitProducerId checked it (KIP-679);
-* transactions: a transactional batch is appended like any other; the log's producer state
-  checks it (INVALID_PRODUCER_EPOCH for a fenced epoch, INVALID_TXN_STATE for a
-  non-transactional batch inside an open transaction) and opens the producer's transaction
-  at its first offset. A transactional batch in a request without a ``transactional_id`` is
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka authorizes transactional records by that id).
+* transactions: with ``transaction.partition.verification.enable`` the transaction
+  coordinator first confirms (or, for Produce v12+ under transactions v2, adds) the partition
+  (``produce_verification``, KIP-890); then a transactional batch is appended like any other;
+  the log's producer state checks it (INVALID_PRODUCER_EPOCH for a fenced epoch,
+  INVALID_TXN_STATE for a non-transactional batch inside an open transaction) and opens the
+  producer's transaction at its first offset. A transactional batch in a request without a
+  ``transactional_id`` is TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka authorizes
+  transactional records by that id).
 
 acks=0: the records are appended and no response is sent (the handler returns None). Kafka
 closes the connection when such a produce failed; the handler seam cannot do that, so the error
@@ -54,6 +57,7 @@ from typing import Any, NamedTuple
 
 from strata.broker.broker_state import BrokerEndpoint
 from strata.broker.cluster.image import ClusterImage
+from strata.broker.handlers.produce_verification import verify_produce
 from strata.broker.network.request_context import RequestContext, Response
 from strata.broker.replication.replica_manager import PartitionAppendResult
 from strata.broker.topic_store import TopicStore
@@ -132,9 +136,17 @@ async def handle(ctx: RequestContext, request: Any) -> Response | None:
                 assert name is not None  # an unknown id refused the topic above
                 entries.append(((name, data.index), records if records is not None else b""))
     appended: Sequence[PartitionAppendResult] = ()
+    if entries and transactional and refused is None:
+        verification = await verify_produce(state, request.transactional_id, version, entries)
+        if verification.refused:
+            entries = _fill(slots, entries, verification.refused)
+        guards = verification.guards
+    else:
+        guards = None
     if entries:
         timeout_ms = int(request.timeout.total_seconds() * 1000)
-        appended = await state.replica_manager.append_records(entries, acks, timeout_ms)
+        appended = await state.replica_manager.append_records(
+            entries, acks, timeout_ms, verification_guards=guards)
     if acks == 0:
         if logger.isEnabledFor(logging.DEBUG):
             for result in (*appended, *(s for s in slots if s is not None)):
@@ -149,6 +161,23 @@ async def handle(ctx: RequestContext, request: Any) -> Response | None:
         leaders = _current_leaders(ctx, request.topic_data, names, results)
     return encode_produce_response(version, request.topic_data, results, leaders,
                                    ctx.throttle_time_ms)
+
+
+def _fill(slots: list[PartitionAppendResult | None],
+          entries: list[tuple[tuple[str, int], bytes]],
+          refused: dict[int, PartitionAppendResult]) -> list[tuple[tuple[str, int], bytes]]:
+    """Put ``refused`` (by entry index) into their empty slots; the entries left to append."""
+    kept = []
+    it = iter(range(len(entries)))
+    for s, slot in enumerate(slots):
+        if slot is None:
+            index = next(it)
+            result = refused.get(index)
+            if result is None:
+                kept.append(entries[index])
+            else:
+                slots[s] = result
+    return kept
 
 
 def topic_name(store: TopicStore, topic_id: uuid.UUID | None) -> str | None:

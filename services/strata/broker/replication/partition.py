@@ -381,7 +381,8 @@ class Partition:
 
     # ------------------------------------------------------------------ append
     def append_records_to_leader(self, records: bytes, required_acks: int,
-                                 origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
+                                 origin: AppendOrigin = AppendOrigin.CLIENT,
+                                 verification_guard: int | None = None) -> LogAppendInfo:
         """Append a record set as the leader; raises Kafka errors. ``origin`` COORDINATOR is a
         transaction coordinator's markers (WriteTxnMarkers), else a client's produce.
 
@@ -395,7 +396,7 @@ class Partition:
                 f"the size of the current ISR {sorted(self.isr)} of {self.topic}-"
                 f"{self.partition} is below min.insync.replicas {self.min_insync_replicas}"
             )
-        info = self.log.append_as_leader(records, self.leader_epoch, origin)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin, verification_guard)
         self.maybe_increment_high_watermark()
         return info
 

@@ -54,6 +54,7 @@ from strata.storage.errors import InvalidRecordError, StorageError
 from strata.storage.file_records import FileSlice
 from strata.storage.log_manager import LogManager
 from strata.storage.log_transactions import AppendOrigin
+from strata.storage.verification_state import SENTINEL_GUARD
 
 logger = logging.getLogger(__name__)
 
@@ -227,6 +228,7 @@ class ReplicaManager:
         required_acks: int,
         timeout_ms: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guards: Mapping[TopicPartition, int] | None = None,
     ) -> list[PartitionAppendResult]:
         """Append each ``(topic-partition, record set)``; one result per entry, in order.
         ``origin`` COORDINATOR: transaction markers (WriteTxnMarkers), appended like a produce.
@@ -236,6 +238,8 @@ class ReplicaManager:
         follower's fetch moves the HW, for at most ``timeout_ms``; a partition still short
         then is REQUEST_TIMED_OUT (its records stay in the log: the client retries, and an
         idempotent producer's retry is answered as a duplicate).
+        ``verification_guards`` (transaction verification in use, KIP-890): each partition's
+        guard (``SENTINEL_GUARD`` if none), checked by the log's producer state.
         """
         if required_acks not in (-1, 0, 1):
             bad = PartitionAppendResult(ErrorCode.invalid_required_acks,
@@ -252,7 +256,10 @@ class ReplicaManager:
                                else _UNKNOWN_APPEND)
                 continue
             try:
-                info = partition.append_records_to_leader(records, required_acks, origin)
+                info = partition.append_records_to_leader(
+                    records, required_acks, origin,
+                    None if verification_guards is None
+                    else verification_guards.get(tp, SENTINEL_GUARD))
             except InvalidRecordError as exc:
                 results.append(PartitionAppendResult(
                     exc.error_code, log_start_offset=partition.log.log_start_offset,

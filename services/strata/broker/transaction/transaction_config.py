@@ -14,6 +14,7 @@ key                                                             default    meani
 ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` 10000      timeout scan period
 ``transaction.remove.expired.transaction.cleanup.interval.ms``  3600000    expiration period
 ``transaction.version``                                         2          feature level
+``transaction.partition.verification.enable``                   true       KIP-890 checks
 ==============================================================  =========  =================
 
 ``transaction.version`` is a finalized feature in Kafka (``kafka-features.sh``; 2 on a new
@@ -39,6 +40,7 @@ class TransactionConfig:
     abort_timed_out_transactions_interval_ms: int = 10_000
     remove_expired_transactional_ids_interval_ms: int = 3_600_000
     transaction_version: TransactionVersion = TransactionVersion.TV_2
+    partition_verification_enable: bool = True
 
     @classmethod
     def from_broker_config(cls, config: BrokerConfig) -> TransactionConfig:
@@ -55,6 +57,8 @@ class TransactionConfig:
                 "transaction.remove.expired.transaction.cleanup.interval.ms"),
             transaction_version=TransactionVersion.from_feature_level(
                 config.get_int("transaction.version")),
+            partition_verification_enable=config.get_bool(
+                "transaction.partition.verification.enable"),
         )
 
     def validate_transaction_timeout_ms(self, txn_timeout_ms: int) -> bool:

@@ -68,10 +68,10 @@ CreateTopic = Callable[[str, int, int, Mapping[str, str]], Awaitable[None]]
 LOAD_BUFFER_BYTES: Final = 5 * 1024 * 1024  # Kafka's transaction.state.log.load.buffer.size
 APPEND_TIMEOUT_MS: Final = 5_000  # Kafka's transaction.state.log... request.timeout.ms
 COMPLETION_RETRY_MS: Final = 100
-SERVED_TRANSACTION_VERSION: Final = TransactionVersion.TV_1
-"""The highest ``transaction.version`` this broker runs: transactions v2 (KIP-890 part 2) needs
-the partition leaders to add partitions on a transactional produce, which they do not yet; so
-ApiVersions finalizes no level 2 and clients speak transactions v1."""
+SERVED_TRANSACTION_VERSION: Final = TransactionVersion.TV_2
+"""The highest ``transaction.version`` this broker runs: transactions v2 (KIP-890 part 2), the
+partition leaders adding partitions on a transactional produce (``produce_verification``) and
+the group coordinator on a TxnOffsetCommit."""
 
 
 def served_transaction_config(config: BrokerConfig) -> TransactionConfig:
