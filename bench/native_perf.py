@@ -170,7 +170,8 @@ def run(args: Sequence[str], *, binary: Path = BINARY, timeout_s: float = 600.0,
     finally:
         if time.monotonic() > deadline and proc.poll() is None:
             proc.kill()
-        _, status, usage = os.wait4(proc.pid, 0)
+        proc.stdout.close()
+        _, status, usage = os.wait4(proc.pid, 0)  # the exit status and the program's CPU
         proc.returncode = os.waitstatus_to_exitcode(status)
     output = "".join(lines)
     code = proc.returncode
