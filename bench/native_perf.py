@@ -122,7 +122,9 @@ class Produce:
     linger_ms: int = 5
     batch_size: int = 1_000_000
     idempotence: bool = False
-    partitioner: str = "rr"  # "rr": record i to partition i mod P; "key": keyed, murmur2
+    # "sticky": no key, librdkafka's sticky partitioner (Kafka's perf tool's behaviour);
+    # "rr": record i to partition i mod P; "key": the record's index as key, murmur2
+    partitioner: str = "sticky"
     throughput: int = -1  # records/s cap; -1: as fast as it goes
     transactional_id: str | None = None
     transaction_records: int = 1000

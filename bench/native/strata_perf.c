@@ -6,9 +6,11 @@
  * Two modes, each against a topic that already exists (the Python side creates it):
  *
  *   produce  --records N, --record-size B, --acks, --linger-ms, --batch-size,
- *            --idempotence, --partitioner rr|key (rr: record i to partition i mod P, P from
- *            Metadata; key: the record's index as its key, librdkafka's murmur2 partitioner as
- *            Java's), --throughput R (records/s cap, Kafka's ThroughputThrottler; -1 none),
+ *            --idempotence, --partitioner sticky|rr|key (sticky, the default: no key, so
+ *            librdkafka's sticky partitioner fills one partition's batch at a time, as Kafka's
+ *            kafka-producer-perf-test and rdkafka_performance do; rr: record i to partition
+ *            i mod P, P from Metadata; key: the record's index as its key, murmur2 as Java's),
+ *            --throughput R (records/s cap, Kafka's ThroughputThrottler; -1 none),
  *            --transactional-id X --transaction-records N (one transaction per N records, the
  *            latency of each commit_transaction() recorded).
  *   consume  --records N, --isolation-level, group-less: the legacy queue consumer started on
@@ -206,6 +208,7 @@ static int run_produce(const struct options *o) {
         die("rd_kafka_new", err);
 
     int by_key = strcmp(o->partitioner, "key") == 0;
+    int sticky = strcmp(o->partitioner, "sticky") == 0;
     int partitions = partition_count(rk, o->topic, o->timeout_s);
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, o->topic, NULL);
     char *payload = malloc((size_t)o->record_size);
@@ -232,7 +235,8 @@ static int run_produce(const struct options *o) {
             if ((error = rd_kafka_begin_transaction(rk)))
                 die("begin_transaction", rd_kafka_error_string(error));
         }
-        int32_t partition = by_key ? RD_KAFKA_PARTITION_UA : (int32_t)(sent % partitions);
+        int32_t partition = by_key || sticky ? RD_KAFKA_PARTITION_UA
+                                             : (int32_t)(sent % partitions);
         size_t key_len = 0;
         if (by_key)
             key_len = (size_t)snprintf(key, sizeof key, "%lld", sent);
@@ -405,7 +409,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: strata_perf produce|consume --bootstrap HOST:PORT --topic T --records N\n"
             "  [--record-size 100] [--acks 1] [--linger-ms 5] [--batch-size 1000000]\n"
-            "  [--idempotence] [--partitioner rr|key] [--throughput -1]\n"
+            "  [--idempotence] [--partitioner sticky|rr|key] [--throughput -1]\n"
             "  [--transactional-id X --transaction-records 1000]\n"
             "  [--isolation-level read_uncommitted|read_committed] [--timeout-s 600]\n"
             "  [-X name=value ...]\n");
@@ -413,7 +417,7 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
-    struct options o = {.acks = "1", .partitioner = "rr", .isolation_level = "read_uncommitted",
+    struct options o = {.acks = "1", .partitioner = "sticky", .isolation_level = "read_uncommitted",
                         .records = 1000000, .transaction_records = 1000, .throughput = -1,
                         .record_size = 100, .linger_ms = 5, .batch_size = 1000000,
                         .timeout_s = 600.0};
@@ -457,7 +461,8 @@ int main(int argc, char **argv) {
     }
     if (!o.bootstrap || !o.topic || o.records < 0 || o.record_size < 1)
         usage();
-    if (strcmp(o.partitioner, "rr") != 0 && strcmp(o.partitioner, "key") != 0)
+    if (strcmp(o.partitioner, "rr") != 0 && strcmp(o.partitioner, "key") != 0 &&
+        strcmp(o.partitioner, "sticky") != 0)
         usage();
     if (o.transactional_id && o.transaction_records < 1)
         usage();

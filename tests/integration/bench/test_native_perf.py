@@ -76,7 +76,7 @@ def test_transactional_produce_commits_one_transaction_per_n_records(
     topic = _topic(broker.bootstrap)
     produced = native_perf.run(
         native_perf.produce_args(broker.bootstrap, Produce(
-            topic, RECORDS, acks="all", transactional_id=f"perf-{topic}",
+            topic, RECORDS, acks="all", partitioner="rr", transactional_id=f"perf-{topic}",
             transaction_records=1000), STEP_S), binary=binary, timeout_s=STEP_S)
     assert produced.complete
     assert (produced.records, produced.transactions) == (RECORDS, RECORDS // 1000)
