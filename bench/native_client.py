@@ -19,26 +19,31 @@ starts:
 For each step: Kafka's perf-test lines (the program's), the brokers' CPU per record (user +
 system of every broker process, ``bench/process_cpu.py``) and the client's; then one table
 (``bench/results.py``) and the issue's target ratios. ``--transactions`` runs only the
-transactional comparison (``make bench-transactions``).
+transactional comparison (``make bench-transactions``); ``--profile DIR`` samples every broker with
+py-spy during each step and prints its top frames.
 
 Run: ``.venv/bin/python -m bench.native_client [--single-records 2000000]
 [--cluster-records 500000] [--scale-records N] [--latency-seconds 5] [--transactions]
-[--no-redis] [--quick]``; ``make bench`` builds the program and runs this before the
+[--no-redis] [--quick] [--profile DIR]``; ``make bench`` builds the program and runs this before the
 Python-client suite.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
+import re
 import signal
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from . import native_perf, redis_streams
+from .broker_profile import format_top, py_spy_record
 from .client_bench import server_cpu_line
 from .local_broker import local_broker, local_cluster
 from .native_perf import PerfResult, Produce
@@ -90,12 +95,24 @@ def _title(text: str) -> None:
     print(f"\n# {text}", flush=True)
 
 
-def measure(label: str, args: Sequence[str], pids: list[int], timeout_s: float) -> Step:
+def measure(label: str, args: Sequence[str], pids: list[int], timeout_s: float,
+            profile: Path | None = None) -> Step:
     """Run the program once; print the CPU lines; warn unless every record made it (the row
-    says so too: the other steps still run)."""
-    before = cpu_seconds(pids)
-    result = native_perf.run(args, timeout_s=timeout_s)
-    cpu = cpu_seconds(pids) - before
+    says so too: the other steps still run). With ``profile``, py-spy samples every broker
+    meanwhile (``bench/broker_profile.py``) and their top frames are printed."""
+    outs: list[Path] = []
+    with contextlib.ExitStack() as spies:
+        if profile is not None:
+            slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
+            for i, pid in enumerate(pids):
+                outs.append(profile / f"{slug}-broker-{i}.raw.txt")
+                spies.enter_context(py_spy_record(pid, outs[-1]))
+        before = cpu_seconds(pids)
+        result = native_perf.run(args, timeout_s=timeout_s)
+        cpu = cpu_seconds(pids) - before
+    for out in outs:
+        if out.exists():
+            print(format_top(out, 10), flush=True)
     print(server_cpu_line("brokers'" if len(pids) > 1 else "broker", cpu, result.records),
           flush=True)
     if result.client_cpu_s is not None:
@@ -114,7 +131,7 @@ def _produce(bootstrap: str, label: str, produce: Produce, partitions: int, repl
     create_topic(bootstrap, produce.topic, partitions, replication)
     _title(f"{label}: {produce.records:,} records of {produce.record_size} bytes")
     return measure(label, native_perf.produce_args(bootstrap, produce, timeout_s), pids,
-                   timeout_s)
+                   timeout_s, args.profile)
 
 
 def single_broker(args: argparse.Namespace) -> dict[str, Step]:
@@ -128,7 +145,8 @@ def single_broker(args: argparse.Namespace) -> dict[str, Step]:
         steps["1-consume"] = measure(
             "1 broker consume",
             native_perf.consume_args(bootstrap, produce.topic, args.single_records,
-                                     min(args.timeout_s, 60.0)), pids, args.timeout_s)
+                                     min(args.timeout_s, 60.0)), pids, args.timeout_s,
+            args.profile)
     return steps
 
 
@@ -275,7 +293,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="100,000 / 20,000 records, 1 s latency step: smoke use")
     parser.add_argument("--timeout-s", type=float, default=600.0)
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="py-spy every broker during each step; print their top frames")
     args = parser.parse_args(argv)
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     if args.quick:
         args.single_records, args.cluster_records, args.latency_seconds = 100_000, 20_000, 1.0
     if args.scale_records is None:
