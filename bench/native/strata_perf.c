@@ -12,7 +12,8 @@
  *            i mod P, P from Metadata; key: the record's index as its key, murmur2 as Java's),
  *            --throughput R (records/s cap, Kafka's ThroughputThrottler; -1 none),
  *            --transactional-id X --transaction-records N (one transaction per N records, the
- *            latency of each commit_transaction() recorded).
+ *            latency of each commit_transaction() recorded: the call first waits for the
+ *            transaction's outstanding records to be acknowledged, then for EndTxn).
  *   consume  --records N, --isolation-level, group-less: the legacy queue consumer started on
  *            every partition of the topic at the beginning offset (no group, no rebalance).
  *

@@ -14,6 +14,7 @@ from bench.native_perf import (
     parse_output,
     produce_args,
 )
+from bench.results import Throughput
 
 PRODUCE_OUTPUT = """\
 812345 records sent, 162469.0 records/sec (15.49 MB/sec), 12.3 ms avg latency, 80.1 ms max latency.
@@ -116,3 +117,25 @@ def test_rows_and_targets_read_each_figure_against_its_reference() -> None:
     assert "transactional: 300,000 records/s against idempotent acks=all 400,000: 75%" in lines
     assert "commit latency p50 4.1 ms, p99 19.0 ms" in lines
     assert "Redis" not in lines and "half the maximum rate" not in lines
+
+
+def test_an_incomplete_step_is_marked_in_its_row() -> None:
+    short = parse_output(CONSUME_OUTPUT)
+    steps = {"1": _step(1_000_000), "1-consume": native_client.Step("c", short, 0.1),
+             "rf3-p1": native_client.Step("p", parse_output(PRODUCE_OUTPUT.replace(
+                 '"failed": 0', '"failed": 2')), 1.0)}
+    by_scenario = {row.scenario: row for row in native_client.rows(steps, None)}
+    single = [s for s in by_scenario if s.startswith("1 broker")]
+    assert single and "[incomplete: 99,000 of 100,000 records" in single[0]
+    assert any("1 partition, acks=all" in s and "2 failed" in s for s in by_scenario)
+    assert native_client.Step("ok", parse_output(PRODUCE_OUTPUT), 1.0).note() == ""
+
+
+def test_redis_and_half_rate_targets() -> None:
+    half = _step(100_000)
+    steps = {"1": _step(1_000_000), "1-consume": _step(2_000_000), "rf3-half": half}
+    redis = Throughput(1_000_000, 2.5, 100, 1.0)  # 400,000 records/s
+    lines = native_client.target_lines(steps, redis)
+    assert "1 broker acks=1: 2.50x Redis XADD (target >= 2.5x)" in lines
+    assert any("produce->ack p99 41.7 ms" in line for line in lines)
+    assert native_client.rows(steps, redis)[-1].system == "Redis Streams"
