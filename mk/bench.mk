@@ -3,6 +3,7 @@
 # only where missing; `make test` needs them too (tests/integration/bench). Debian puts
 # nats-server in /usr/sbin, so that is checked as well as PATH.
 .PHONY: bench-deps redis-server nats-server bench-storage bench-suite bench-quick
+.PHONY: librdkafka-dev native-perf bench-native bench-transactions
 
 redis-server: ## Debian's redis-server and redis-tools, where missing
 	@{ command -v redis-server && command -v redis-benchmark; } >/dev/null 2>&1 || { \
@@ -16,6 +17,31 @@ nats-server: ## Debian's nats-server, where missing
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server >/dev/null; }
 
 bench-deps: $(STAMP) redis-server nats-server ## the venv and the benchmark suite's peer servers
+
+# The native load generator (bench/native/strata_perf.c, bench/native_client.py) on Debian's
+# librdkafka-dev, with a C compiler and pkg-config, installed only where missing (~5 s).
+NATIVE_PERF := build/strata_perf
+
+librdkafka-dev: ## Debian's librdkafka-dev, gcc and pkg-config, where missing
+	@{ command -v $(CC) && command -v pkg-config && pkg-config --exists rdkafka; } \
+	  >/dev/null 2>&1 || { \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq build-essential \
+	    pkg-config librdkafka-dev >/dev/null; }
+
+$(NATIVE_PERF): bench/native/strata_perf.c | librdkafka-dev
+	@mkdir -p $(@D)
+	$(CC) -O2 -Wall -Wextra -std=gnu11 -o $@ $< $$(pkg-config --cflags --libs rdkafka)
+
+native-perf: $(NATIVE_PERF) ## build/strata_perf, the native load generator (librdkafka)
+
+# Strata's scenarios (issue 23's table) with the native client, and Redis XADD beside them.
+bench-native: bench-deps native-perf ## Strata's scenarios with the native load generator
+	$(BIN)/python -m bench.native_client
+
+# Transactional produce against idempotent acks=all, 3 brokers, RF 3, 6 partitions (issue 19).
+bench-transactions: $(STAMP) native-perf ## transactional vs idempotent produce (native client)
+	$(BIN)/python -m bench.native_client --transactions
 # One run, 1,000,000 records of 100 bytes per system (`python -m bench.suite --help` for the flags).
 bench-suite: bench-deps ## the benchmark suite alone: Strata, Redis Streams, NATS JetStream
 	$(BIN)/python -m bench.suite
@@ -30,7 +56,10 @@ bench-storage: $(STAMP) ## the storage engine's own throughput (no servers)
 
 # `make bench` runs the suite as its own recipe (the root Makefile's `bench:` has none), so it
 # comes after every fragment's `bench: <target>` prerequisite and its table is printed last.
-bench: bench-storage bench-deps ## every benchmark: storage, Spark, then the suite (docs/benchmarks.md)
+# Strata's rows come from the native client first; the suite's confluent-kafka rows stay as what
+# a Python application sees.
+bench: bench-storage bench-deps native-perf ## every benchmark: storage, Spark, native, the suite
+	$(BIN)/python -m bench.native_client
 	$(BIN)/python -m bench.suite
 
-test: redis-server nats-server
+test: redis-server nats-server native-perf

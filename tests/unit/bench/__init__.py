@@ -1,0 +1,1 @@
+"""Unit tests of the benchmark harness (bench/): pure parts, no servers."""
