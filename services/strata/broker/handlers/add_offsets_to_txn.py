@@ -34,7 +34,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         offsets_partition = ctx.state.group_coordinator.partition_for(group_id)
         answer = await runtime.run(lambda: runtime.coordinator.handle_add_offsets_to_transaction(
             transactional_id, int(request.producer_id), int(request.producer_epoch),
-            offsets_partition, ctx.state.clock.milliseconds()))
+            offsets_partition, ctx.state.clock.milliseconds()), transactional_id)
         error = fenced_error_for_version(ApiKey.ADD_OFFSETS_TO_TXN, version, answer.error)
     return build_response(ApiKey.ADD_OFFSETS_TO_TXN, version, throttle_time_ms=0,
                           error_code=error)

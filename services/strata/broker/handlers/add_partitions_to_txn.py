@@ -88,7 +88,7 @@ async def _add(ctx: RequestContext, version: int, transactional_id: str, produce
     client_version = TransactionVersion.for_add_partitions_to_txn(version)
     answer = await runtime.run(lambda: coordinator.handle_add_partitions_to_transaction(
         transactional_id, producer_id, producer_epoch, partitions, client_version,
-        ctx.state.clock.milliseconds()))
+        ctx.state.clock.milliseconds()), transactional_id)
     error = fenced_error_for_version(ApiKey.ADD_PARTITIONS_TO_TXN, version, answer.error)
     return dict.fromkeys(partitions, error)
 

@@ -70,7 +70,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     answer = await runtime.run(lambda: runtime.coordinator.handle_init_producer_id(
         transactional_id, timeout_ms, expected, ctx.state.clock.milliseconds(),
         enable_two_pc=bool(getattr(request, "enable2_pc", False)),
-        keep_prepared_txn=bool(getattr(request, "keep_prepared_txn", False))))
+        keep_prepared_txn=bool(getattr(request, "keep_prepared_txn", False))),
+        transactional_id)
     error = fenced_error_for_version(ApiKey.INIT_PRODUCER_ID, version, answer.error)
     if error != ErrorCode.none:
         return _response(version, error)

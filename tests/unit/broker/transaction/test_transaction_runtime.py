@@ -8,6 +8,7 @@ Timers and the marker sender are driven by hand: ``tick()`` after moving the clo
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from strata.broker.broker_state import BrokerState
+from strata.broker.transaction import transaction_runtime
 from strata.broker.transaction.transaction_log import TRANSACTION_STATE_TOPIC
 from strata.broker.transaction.transaction_markers import MarkerRequest
 from strata.broker.transaction.transaction_metadata import TransactionMetadata
@@ -361,3 +363,35 @@ async def test_leadership_changes_unload_and_reload_at_the_new_epoch(tmp_path: P
         assert found.coordinator_epoch == 2
         assert found.transaction_metadata.state is TransactionState.ONGOING
         assert found.transaction_metadata.topic_partitions == {("t", 0)}
+
+
+async def test_add_partitions_during_completion_waits_for_it_instead_of_refusing(
+        tmp_path: Path) -> None:
+    async with coordinator(tmp_path) as state:
+        answer = await init(state)
+        pid, epoch = answer.producer_id, answer.producer_epoch
+        await add(state, pid, epoch, 0)
+        await end(state, pid, epoch, commit=True)
+        assert metadata(state).state is TransactionState.PREPARE_COMMIT
+        # The next transaction's AddPartitionsToTxn arrives before the markers are written:
+        # it is answered once the completion is logged, not with CONCURRENT_TRANSACTIONS.
+        waiting = asyncio.ensure_future(add(state, pid, epoch, 1))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        await runtime(state).sender.pump()
+        await runtime(state).settle()
+        assert await asyncio.wait_for(waiting, 5) == [("t", 1, ErrorCode.none)]
+        assert metadata(state).state is TransactionState.ONGOING
+
+
+async def test_a_completion_that_does_not_come_is_answered_concurrent_transactions(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(transaction_runtime, "CONCURRENT_WAIT_MS", 50)
+    async with coordinator(tmp_path) as state:
+        answer = await init(state)
+        pid, epoch = answer.producer_id, answer.producer_epoch
+        await add(state, pid, epoch, 0)
+        await end(state, pid, epoch, commit=True)
+        # No marker is sent (no pump): the bounded wait ends with Kafka's answer.
+        assert await add(state, pid, epoch, 1) == [
+            ("t", 1, ErrorCode.concurrent_transactions)]
