@@ -115,6 +115,15 @@ def _selected(gateway: KafkaGateway, body: OffsetReset, committed: dict[Key, int
 
 
 def reset_offsets(gateway: KafkaGateway, group: str, body: OffsetReset) -> OffsetResetResult:
+    plan, ends = plan_reset(gateway, group, body)
+    gateway.kafka.alter_consumer_group_offsets(group, plan)
+    return OffsetResetResult(group_id=group, offsets=_rows({}, dict(plan), ends))
+
+
+def plan_reset(gateway: KafkaGateway, group: str, body: OffsetReset
+               ) -> tuple[dict[Key, int], dict[Key, int]]:
+    """The offsets a reset would commit (nothing is committed) and the partitions' log end
+    offsets: the dry run of ``reset_offsets`` (the web console's preview)."""
     kafka = gateway.kafka
     description = kafka.describe_consumer_group(group, must_exist=False)
     if description.state in ACTIVE_STATES:
@@ -138,8 +147,7 @@ def reset_offsets(gateway: KafkaGateway, group: str, body: OffsetReset) -> Offse
         key: PartitionOffsets(starts[key], ends[key], committed.get(key),
                               at_time[key] if at_time.get(key, -1) >= 0 else None)
         for key in keys})
-    kafka.alter_consumer_group_offsets(group, plan)
-    return OffsetResetResult(group_id=group, offsets=_rows({}, dict(plan), ends))
+    return dict(plan), ends
 
 
 def _delete(gateway: KafkaGateway, group: str) -> None:
