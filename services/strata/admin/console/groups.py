@@ -51,10 +51,12 @@ async def groups(console: ConsoleDep) -> Response:
 
 async def _render_group(console: ConsoleDep, group_id: str,
                         preview: dict[tuple[str, int], int] | None = None,
-                        reset: OffsetReset | None = None, done: bool = False) -> Response:
+                        reset: OffsetReset | None = None, done: bool = False,
+                        form: dict[str, str] | None = None) -> Response:
     description = await console.gateway.run(describe_group, console.gateway, group_id)
     return console.render("group.html", group=description, total_lag=total_lag(description),
                           preview=preview, reset=reset, done=done, section="groups",
+                          form=form or {},
                           targets=[t.value for t in ResetTarget])
 
 
@@ -93,6 +95,7 @@ async def reset(console: ConsoleDep, group_id: GroupId) -> Response:
     body = _reset_body(fields)
     if fields.get("dry_run"):
         preview = await console.gateway.run(_preview, console.gateway, group_id, body)
-        return await _render_group(console, group_id, preview=preview, reset=body)
+        return await _render_group(console, group_id, preview=preview, reset=body,
+                                   form=fields)
     await console.gateway.run(reset_offsets, console.gateway, group_id, body)
-    return await _render_group(console, group_id, reset=body, done=True)
+    return await _render_group(console, group_id, reset=body, done=True, form=fields)

@@ -4,7 +4,8 @@ Each page is the REST route of the same action, rendered (``strata.admin.routers
 
 * ``GET /console/topics?q=``: Metadata — name, partitions, replication factor; ``q`` keeps the
   names containing it; only topics the caller may Describe are listed;
-* ``POST /console/topics``: CreateTopics (Cluster or Topic Create), then the new topic's page;
+* ``POST /console/topics``: CreateTopics (Cluster or Topic Create), then the new topic's page
+  (which shows the partitions as their leaders are elected);
 * ``GET /console/topics/{name}``: partitions with leader, replicas, ISR, log start offset and
   high watermark, and the configs that differ from the defaults (Topic Describe and
   DescribeConfigs). The delete form is rendered only if the caller may Delete the topic;
@@ -17,18 +18,29 @@ from __future__ import annotations
 
 from typing import Annotated
 
+from confluent_kafka.admin import NewTopic as KafkaNewTopic
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
 from strata.admin.console.web import PREFIX, ConsoleDep, ConsoleRoute, int_field
+from strata.admin.kafka_gateway import KafkaGateway
 from strata.admin.models import TOPIC_NAME_PATTERN, NewTopic
 from strata.admin.problems import ProblemError
-from strata.admin.routers.topics import _create, _delete, _list, describe_topic
+from strata.admin.routers.topics import _delete, _list, describe_topic
 from strata.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 router = APIRouter(prefix=PREFIX, route_class=ConsoleRoute, include_in_schema=False)
 
 TopicName = Annotated[str, Path(pattern=TOPIC_NAME_PATTERN, max_length=249)]
+
+
+def _create_only(gateway: KafkaGateway, body: NewTopic) -> None:
+    """CreateTopics, without the REST route's describe: the detail page that follows shows
+    the partitions as the brokers elect their leaders."""
+    kafka = gateway.kafka
+    kafka.metadata()
+    kafka.create_topic(KafkaNewTopic(body.name, num_partitions=body.partitions,
+                                     replication_factor=body.replication_factor))
 
 
 @router.get("/topics")
@@ -52,7 +64,7 @@ async def create_topic(console: ConsoleDep) -> Response:
                     replication_factor=int_field(fields, "replication_factor", -1))
     await console.access.require_any((AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME),
                                      (AclOperation.CREATE, ResourceType.TOPIC, body.name))
-    await console.gateway.run(_create, console.gateway, body)
+    await console.gateway.run(_create_only, console.gateway, body)
     return console.redirect(f"{PREFIX}/topics/{body.name}")
 
 
