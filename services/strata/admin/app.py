@@ -34,6 +34,7 @@ def create_app(settings: AdminSettings) -> FastAPI:
         try:
             yield
         finally:
+            await gateway.run(console.close, app)
             await gateway.run(gateway.close)
 
     app = FastAPI(

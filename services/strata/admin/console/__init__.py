@@ -14,7 +14,8 @@ module renders the REST route of the same action and checks the same rights:
 
 ``web`` holds what they share (sessions, rights, CSRF-checked forms, HTML error pages);
 ``session``, ``csrf`` and ``record_view`` are pure and unit-tested. ``install`` adds it all to
-an application (``strata.admin.app.create_app``).
+an application (``strata.admin.app.create_app``, which closes the record reader's consumer
+at shutdown with ``close``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from strata.admin.console import groups, login, overview, records, topics
+from strata.admin.console.record_reader import RecordReader
 from strata.admin.console.session import SessionStore
 from strata.admin.console.web import PACKAGE_DIR, PREFIX
 
@@ -31,6 +33,7 @@ from strata.admin.console.web import PACKAGE_DIR, PREFIX
 def install(app: FastAPI, sessions: SessionStore | None = None) -> None:
     """Serve the console under ``/console`` of ``app``."""
     app.state.console_sessions = sessions if sessions is not None else SessionStore()
+    app.state.console_reader = RecordReader(app.state.gateway)
     for module in (login, overview, topics, records, groups):
         app.include_router(module.router)
     app.mount(f"{PREFIX}/static", StaticFiles(directory=PACKAGE_DIR / "static"),
@@ -39,3 +42,9 @@ def install(app: FastAPI, sessions: SessionStore | None = None) -> None:
     @app.get(PREFIX, include_in_schema=False)
     async def console_root() -> RedirectResponse:
         return RedirectResponse(PREFIX + "/", status_code=307)
+
+
+def close(app: FastAPI) -> None:
+    """Close the console's record reader (its consumer); blocking: call it on a worker."""
+    reader: RecordReader = app.state.console_reader
+    reader.close()

@@ -41,11 +41,10 @@ def total_lag(description: GroupDescription) -> int:
 
 @router.get("/groups")
 async def groups(console: ConsoleDep) -> Response:
-    access = console.access
     rows = await console.gateway.run(_list, console.gateway)
-    if not access.unrestricted:
-        rows = [row for row in rows
-                if await access.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, row.group_id)]
+    visible = await console.allowed_names(AclOperation.DESCRIBE, ResourceType.GROUP,
+                                          [row.group_id for row in rows])
+    rows = [row for row in rows if row.group_id in visible]
     return console.render("groups.html", groups=rows, section="groups")
 
 

@@ -1,10 +1,10 @@
 """``/console/``: the cluster overview — brokers, controller, partitions and their health.
 
-One DescribeCluster (the brokers with rack and the controller, as ``GET /v1/cluster``) and one
-Metadata request (every topic's partitions), summarized by the pure ``summarize``: per broker
-the replicas it holds and the partitions it leads; cluster-wide the partitions that are
-under-replicated (ISR smaller than the replica set, Kafka's ``UnderReplicatedPartitions``) and
-offline (no leader, Kafka's ``OfflinePartitionsCount``).
+One DescribeCluster (the brokers with rack and the controller, as ``GET /v1/cluster``) and,
+in parallel, one Metadata request (every topic's partitions), summarized by the pure
+``summarize``: per broker the replicas it holds and the partitions it leads; cluster-wide the
+partitions that are under-replicated (ISR smaller than the replica set, Kafka's
+``UnderReplicatedPartitions``) and offline (no leader, Kafka's ``OfflinePartitionsCount``).
 
 Authorization: Cluster Describe (as ``GET /v1/cluster``); the partition counts cover only the
 topics the caller may Describe (Kafka's Metadata rule).
@@ -12,6 +12,7 @@ topics the caller may Describe (Kafka's Metadata rule).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,8 +21,6 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from strata.admin.console.web import PREFIX, ConsoleDep, ConsoleRoute
-from strata.admin.kafka_gateway import KafkaGateway
-from strata.admin.models import Cluster
 from strata.admin.routers.cluster import describe_cluster
 from strata.security.acl import AclOperation, ResourceType
 
@@ -71,19 +70,16 @@ def _states(metadata: Any) -> dict[str, list[PartitionState]]:
             for name, topic in metadata.topics.items()}
 
 
-def _overview(gateway: KafkaGateway) -> tuple[Cluster, dict[str, list[PartitionState]]]:
-    cluster = describe_cluster(gateway)
-    return cluster, _states(gateway.kafka.metadata())
-
-
 @router.get("/")
 async def overview(console: ConsoleDep) -> Response:
     access = console.access
     await access.require(AclOperation.DESCRIBE, ResourceType.CLUSTER)
-    cluster, states = await console.gateway.run(_overview, console.gateway)
-    if not access.unrestricted:
-        states = {name: parts for name, parts in states.items()
-                  if await access.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, name)}
+    gateway = console.gateway
+    cluster, metadata = await asyncio.gather(gateway.run(describe_cluster, gateway),
+                                             gateway.run(gateway.kafka.metadata))
+    states = _states(metadata)
+    visible = await console.allowed_names(AclOperation.DESCRIBE, ResourceType.TOPIC, states)
+    states = {name: parts for name, parts in states.items() if name in visible}
     summary = summarize(states)
     return console.render("overview.html", cluster=cluster, summary=summary,
                           section="overview")

@@ -2,9 +2,9 @@
 
 * ``GET``: one partition's records from a seek point — ``offset`` (the first offset shown),
   ``timestamp`` (the first record at or after it: epoch ms or an ISO 8601 time, UTC unless it
-  says otherwise) or ``end`` (the last ``limit`` records) — read with the REST route's
-  ``browse`` (a ``Consumer`` per request, ``assign()``, nothing committed, never past the high
-  watermark). Optional ``key``/``value``/``header`` substring filters
+  says otherwise) or ``end`` (the last ``limit`` records) — read by the console's
+  ``RecordReader`` (the REST route's ``browse`` rules with a consumer kept connected: nothing
+  committed, never past the high watermark). Optional ``key``/``value``/``header`` substring filters
   (``strata.admin.console.record_view.matches``) scan forward at most ``MAX_SCAN`` records for
   ``limit`` matches; the page says where the scan stopped. Keys, values and header values are
   shown as ``text``, pretty ``json`` or ``hex`` (``record_view.show``), always escaped;
@@ -16,7 +16,6 @@ Authorization: browsing needs Topic Read, producing Topic Write (as the REST rou
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Final
@@ -24,12 +23,12 @@ from typing import Annotated, Final
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
+from strata.admin.console.record_reader import RecordReader
 from strata.admin.console.record_view import RawRecord, View, matches
 from strata.admin.console.web import PREFIX, ConsoleDep, ConsoleRoute, int_field
-from strata.admin.kafka_gateway import KafkaGateway
-from strata.admin.models import TOPIC_NAME_PATTERN, Encoding, Header, RecordIn, RecordOut
+from strata.admin.models import TOPIC_NAME_PATTERN, Encoding, Header, RecordIn
 from strata.admin.problems import ProblemError
-from strata.admin.routers.records import browse, produce
+from strata.admin.routers.records import produce
 from strata.security.acl import AclOperation, ResourceType
 
 router = APIRouter(prefix=PREFIX, route_class=ConsoleRoute, include_in_schema=False)
@@ -49,15 +48,6 @@ class Page:
     scanned_to: int  # the next offset a continued scan would read
 
 
-def _raw(record: RecordOut) -> RawRecord:
-    def data(text: str | None) -> bytes | None:
-        return None if text is None else base64.b64decode(text)
-
-    return RawRecord(record.partition, record.offset, record.timestamp, record.timestamp_type,
-                     data(record.key), data(record.value),
-                     [(h.key, data(h.value)) for h in record.headers])
-
-
 def parse_timestamp(text: str) -> int:
     """Epoch milliseconds from digits or an ISO 8601 time (naive: UTC)."""
     text = text.strip()
@@ -74,38 +64,27 @@ def parse_timestamp(text: str) -> int:
     return max(int(moment.timestamp() * 1000), 0)
 
 
-def _read(gateway: KafkaGateway, name: str, partition: int, seek: str, offset: int | None,
+def _read(reader: RecordReader, name: str, partition: int, seek: str, offset: int | None,
           timestamp: int | None, limit: int, filters: tuple[str, str, str]) -> Page:
-    kafka = gateway.kafka
-    topic = kafka.topic(name)
-    partitions = sorted(topic.partitions)
-    key = (name, partition)
-    low = kafka.list_offsets([key], "earliest").get(key, 0) if partition in partitions else 0
-    high = kafka.list_offsets([key], "latest").get(key, 0) if partition in partitions else 0
-    if seek == "end":
-        offset, timestamp = max(high - limit, low), None
+    """Up to ``limit`` records passing ``filters``, scanning at most ``MAX_SCAN``."""
     filtering = any(filters)
-    out: list[RawRecord] = []
-    scanned = 0
-    next_offset = offset
-    while len(out) < limit:
-        batch = browse(gateway, name, partition, next_offset, timestamp,
-                       BATCH if filtering else limit, Encoding.BASE64)
-        timestamp = None
-        if not batch:
-            next_offset = high
+    batch = reader.read(name, partition, offset, timestamp, BATCH if filtering else limit,
+                        from_end=seek == "end")
+    out = [r for r in batch.records if matches(r, *filters)][:limit]
+    scanned = len(batch.records)
+    next_offset = batch.records[-1].offset + 1 if batch.records else batch.high_watermark
+    while filtering and len(out) < limit and scanned < MAX_SCAN \
+            and next_offset < batch.high_watermark:
+        more = reader.read(name, partition, next_offset, None, BATCH)
+        if not more.records:
             break
-        for record in batch:
-            raw = _raw(record)
-            if matches(raw, *filters):
-                out.append(raw)
-                if len(out) >= limit:
-                    break
-        next_offset = (out[-1].offset if len(out) >= limit else batch[-1].offset) + 1
-        scanned += len(batch)
-        if not filtering or scanned >= MAX_SCAN:
-            break
-    return Page(partitions, low, high, out, next_offset if next_offset is not None else low)
+        out += [r for r in more.records if matches(r, *filters)][:limit - len(out)]
+        scanned += len(more.records)
+        next_offset = more.records[-1].offset + 1
+    if len(out) >= limit and filtering:
+        next_offset = out[-1].offset + 1
+    return Page(batch.partitions, batch.log_start_offset, batch.high_watermark, out,
+                next_offset)
 
 
 @router.get("/topics/{name}/records")
@@ -126,8 +105,9 @@ async def records(
     if start is not None and start < 0:
         raise ProblemError(422, "VALIDATION_ERROR", "offset: must be 0 or more")
     at = parse_timestamp(timestamp) if seek == "timestamp" and timestamp.strip() else None
-    result = await console.gateway.run(_read, console.gateway, name, partition, seek, start,
-                                       at, limit, (key, value, header))
+    reader: RecordReader = console.request.app.state.console_reader
+    result = await console.gateway.run(_read, reader, name, partition, seek, start, at, limit,
+                                       (key, value, header))
     return console.render(
         "records.html", topic=name, page=result, partition=partition, seek=seek,
         offset=offset, timestamp=timestamp, limit=limit, key=key, value=value, header=header,

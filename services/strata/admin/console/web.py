@@ -21,7 +21,7 @@ served over HTTPS.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Final, overload
@@ -41,6 +41,7 @@ from strata.admin.console.session import COOKIE_NAME, Session, SessionStore
 from strata.admin.kafka_gateway import KafkaGateway
 from strata.admin.problems import ProblemError
 from strata.admin.routers import access_of
+from strata.security.acl import AclOperation, ResourceType
 
 PREFIX: Final = "/console"
 PACKAGE_DIR: Final = Path(__file__).parent
@@ -117,6 +118,19 @@ class Console:
     access: Access
     gateway: KafkaGateway
     new_session: bool = False
+
+    async def allowed_names(self, operation: AclOperation, resource_type: ResourceType,
+                            names: Iterable[str]) -> set[str]:
+        """Those of ``names`` the caller may ``operation``: ``Access.allowed`` with the ACLs
+        fetched once for the whole list, not once per name."""
+        access = self.access
+        if access.unrestricted:
+            return set(names)
+        assert access.cache is not None and access.principal is not None
+        authorizer = await access.cache.authorizer()
+        return {name for name in names
+                if authorizer.authorize(access.principal, access.host, operation,
+                                        resource_type, name)}
 
     def render(self, template: str, status: int = 200, **values: Any) -> HTMLResponse:
         response = page(self.request, template, values, status, self.session)
