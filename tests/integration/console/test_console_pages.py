@@ -1,8 +1,9 @@
 """The console's pages in a real Chromium against a real 3-broker cluster, checked against
 what the CLI and the clients see: the overview's brokers, a topic created in the console and
-listed by ``strata topic list``, record 17 of 20 found by offset and by key, a group's lag equal
-to ``strata groups describe``'s, offsets reset through the console (dry run first) seen by a
-client, and every page's first paint within 300 ms with a 1,000-partition topic in the cluster.
+listed by ``strata topic list`` (and one deleted, gone from it), record 17 of 20 found by
+offset and by key, a group's lag equal to ``strata groups describe``'s, offsets reset through
+the console (dry run first) seen by a client, and every page's first paint within 300 ms with a
+1,000-partition topic in the cluster.
 """
 
 from __future__ import annotations
@@ -88,6 +89,17 @@ def test_a_topic_created_in_the_console_is_listed_by_the_cli(
     assert listed["made-in-console"]["partitions"] == 3
     ops.goto(f"{console_stack.url}/console/topics?q=made-in")
     assert ops.locator("#topics tbody tr").all_inner_texts()[0].startswith("made-in-console")
+
+
+def test_a_topic_deleted_in_the_console_is_gone_for_the_cli(console_stack: ConsoleStack,
+                                                            ops: Page) -> None:
+    console_stack.create_topic("doomed", 1, 3)
+    ops.goto(f"{console_stack.url}/console/topics/doomed")
+    ops.fill("#delete-topic input[name=confirm]", "doomed")
+    ops.once("dialog", lambda dialog: dialog.accept())
+    ops.click("#delete-button")
+    ops.wait_for_url(f"{console_stack.url}/console/topics")
+    assert "doomed" not in {t["name"] for t in _cli(console_stack, "topic", "list")}
 
 
 def test_record_17_is_found_by_offset_and_by_key(console_stack: ConsoleStack, orders: str,

@@ -159,8 +159,12 @@ class Console:
 
 @overload
 def int_field(fields: dict[str, str], name: str) -> int | None: ...
+
+
 @overload
 def int_field(fields: dict[str, str], name: str, default: int) -> int: ...
+
+
 def int_field(fields: dict[str, str], name: str, default: int | None = None) -> int | None:
     """A form field as an int; empty or missing: ``default``; not a number: 422."""
     text = fields.get(name, "").strip()
