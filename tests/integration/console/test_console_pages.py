@@ -178,10 +178,10 @@ def test_every_page_paints_within_300_ms_with_1000_partitions(
              f"{base}/groups", f"{base}/groups/{GROUP}"]
     # The first visit after the topic's creation includes the admin service's clients
     # learning 1,000 new leaders; it is printed, the budget applies to the median of the
-    # next three (this machine's cores are shared with other test runs).
+    # next five (this machine's cores are shared with other test runs).
     for url in pages:
         visit(ops, url)
-    paints = {url: statistics.median(visit(ops, url) for _ in range(3)) for url in pages}
+    paints = {url: statistics.median(visit(ops, url) for _ in range(5)) for url in pages}
     ops.goto(f"{base}/topics/wide?page=10")
     assert ops.inner_text("#partition-total") == "1000"
     assert ops.locator("#partitions tbody tr").count() == 100

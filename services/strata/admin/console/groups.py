@@ -68,7 +68,7 @@ async def _render_group(console: ConsoleDep, group_id: str,
                         preview: dict[tuple[str, int], int] | None = None,
                         reset: OffsetReset | None = None, done: bool = False,
                         form: dict[str, str] | None = None) -> Response:
-    description = await console.gateway.run(describe_group, console.gateway, group_id)
+    description = await console.gateway.run(describe_group, console.gateway, group_id, False)
     return console.render("group.html", group=description, total_lag=total_lag(description),
                           preview=preview, reset=reset, done=done, section="groups",
                           form=form or {},

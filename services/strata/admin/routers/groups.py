@@ -77,9 +77,13 @@ def _rows(assigned: dict[Key, str], committed: dict[Key, int],
     return rows
 
 
-def describe_group(gateway: KafkaGateway, group: str) -> GroupDescription:
+def describe_group(gateway: KafkaGateway, group: str, check_cluster: bool = True
+                   ) -> GroupDescription:
+    """``check_cluster``: a whole-cluster Metadata request first, so an unreachable cluster
+    is 503 CLUSTER_UNREACHABLE (the web console, which has just reached it, skips it)."""
     kafka = gateway.kafka
-    kafka.metadata()
+    if check_cluster:
+        kafka.metadata()
     description = kafka.describe_consumer_group(group)
     assigned = {(tp.topic, tp.partition): m.member_id
                 for m in description.members for tp in m.assignment.topic_partitions}
