@@ -43,7 +43,8 @@ def orders(console_stack: ConsoleStack) -> str:
     """``orders``: 20 records (key ``key-<i>``, a JSON value) from confluent-kafka; the group
     ``billing`` has committed offset 12 and has no members."""
     console_stack.create_topic("orders", 1, 3)
-    producer = Producer({"bootstrap.servers": console_stack.bootstrap, "acks": "all"})
+    producer = Producer({"bootstrap.servers": console_stack.bootstrap, "acks": "all",
+                         "log_level": 0})
     for i in range(RECORDS):
         producer.produce("orders", key=f"key-{i}".encode(),
                          value=json.dumps({"n": i, "item": f"item-{i}"}).encode(),

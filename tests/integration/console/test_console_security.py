@@ -82,7 +82,8 @@ def test_a_post_without_the_csrf_token_is_refused(console_stack: ConsoleStack,
 def test_a_stored_script_is_shown_as_text_and_does_not_run(
         console_stack: ConsoleStack, ops: Page, shots: Path) -> None:
     console_stack.create_topic("html-records", 1, 3)
-    producer = Producer({"bootstrap.servers": console_stack.bootstrap, "acks": "all"})
+    producer = Producer({"bootstrap.servers": console_stack.bootstrap, "acks": "all",
+                         "log_level": 0})
     producer.produce("html-records", key=b"<b>key</b>", value=SCRIPT.encode(),
                      headers=[("<i>h</i>", b"<script>window.__pwned = 3</script>")])
     assert producer.flush(30) == 0
