@@ -22,7 +22,7 @@ lint: $(STAMP) ## ruff over the whole tree
 typecheck: $(STAMP) ## mypy --strict over every strata package
 	$(BIN)/mypy
 
-test: lint typecheck node-deps etcd prometheus ## lint, types and every test (installs what it needs)
+test: lint typecheck node-deps etcd prometheus chromium ## lint, types and every test (installs what it needs)
 	$(BIN)/pytest -q
 
 unit: $(STAMP) ## unit tests only (tests/unit)
@@ -76,6 +76,15 @@ prometheus: ## Debian's prometheus (promtool), where missing
 	@command -v promtool >/dev/null 2>&1 || { \
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
+
+# Debian's chromium for the web console's browser tests (tests/integration/console, driven by
+# Playwright with executable_path); installed only where chromium is not already on PATH.
+.PHONY: chromium
+
+chromium: ## Debian's chromium (the console's browser tests), where missing
+	@command -v chromium >/dev/null 2>&1 || { \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 # Each part that needs more set-up (Spark, the operator, the admin service, ...) keeps its own
 # targets in mk/<part>.mk; a part adds itself to `make test` with `test: <its-target>`.

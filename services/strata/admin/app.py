@@ -2,7 +2,8 @@
 
 Owns the wiring only: the ``KafkaGateway`` (made at startup, its producer flushed at shutdown
 by the lifespan), the routers (``strata.admin.routers``), problem+json for every error
-(``strata.admin.problems``), the metrics middleware, and with ``settings.auth`` the cache of
+(``strata.admin.problems``), the web console under ``/console``
+(``strata.admin.console``), the metrics middleware, and with ``settings.auth`` the cache of
 the brokers' ACLs that requests are authorized with (``strata.admin.authorization``). OpenAPI
 at ``/openapi.json``, Swagger UI at ``/docs``. One application per ``AdminSettings``; tests
 make as many as they like.
@@ -15,7 +16,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from strata.admin import problems
+from strata.admin import console, problems
 from strata.admin.authorization import AclCache, describe_acls
 from strata.admin.kafka_gateway import AdminSettings, KafkaGateway
 from strata.admin.metrics import AdminMetrics, MetricsMiddleware
@@ -33,6 +34,7 @@ def create_app(settings: AdminSettings) -> FastAPI:
         try:
             yield
         finally:
+            await gateway.run(console.close, app)
             await gateway.run(gateway.close)
 
     app = FastAPI(
@@ -50,6 +52,7 @@ def create_app(settings: AdminSettings) -> FastAPI:
     problems.install(app)
     for module in (health, cluster, brokers, topics, records, groups, quotas):
         app.include_router(module.router)
+    console.install(app)
     app.add_middleware(MetricsMiddleware, metrics=admin_metrics)
     return app
 

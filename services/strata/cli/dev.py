@@ -342,6 +342,8 @@ def run_dev(brokers: int, data_dir: Path, kafka_port: int, metadata: str = "sqli
     admin_note = f", admin API http://127.0.0.1:{admin.port}" if admin else ""
     print(f"bootstrap {bootstrap} (Strata dev cluster, {brokers} broker(s), metadata on "
           f"{store_url}{admin_note}, data in {data_dir})", flush=True)
+    if admin is not None:
+        print(f"console http://127.0.0.1:{admin.port}/console/ (the web console)", flush=True)
     cluster.start()
     try:
         if not cluster.wait_ready(READY_TIMEOUT_S, lambda: cluster_ready(bootstrap, brokers)):

@@ -34,8 +34,15 @@ GatewayDep = Annotated[KafkaGateway, Depends(_gateway)]
 def _access(request: Request, _bearer: Annotated[None, Security(BEARER)],
             _basic: Annotated[None, Security(BASIC)]) -> Access:
     gateway: KafkaGateway = request.app.state.gateway
+    principal = authenticate(gateway.settings.auth, request.headers.get("Authorization"))
+    return access_of(request, principal)
+
+
+def access_of(request: Request, principal: str | None) -> Access:
+    """The ``Access`` of an authenticated ``principal`` calling from ``request``'s address
+    (shared with the web console, whose principal comes from its login session)."""
+    gateway: KafkaGateway = request.app.state.gateway
     settings = gateway.settings.auth
-    principal = authenticate(settings, request.headers.get("Authorization"))
     if settings is None:
         return Access(principal, "*")
     host = request.client.host if request.client is not None else "*"

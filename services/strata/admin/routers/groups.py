@@ -77,9 +77,13 @@ def _rows(assigned: dict[Key, str], committed: dict[Key, int],
     return rows
 
 
-def describe_group(gateway: KafkaGateway, group: str) -> GroupDescription:
+def describe_group(gateway: KafkaGateway, group: str, check_cluster: bool = True
+                   ) -> GroupDescription:
+    """``check_cluster``: a whole-cluster Metadata request first, so an unreachable cluster
+    is 503 CLUSTER_UNREACHABLE (the web console, which has just reached it, skips it)."""
     kafka = gateway.kafka
-    kafka.metadata()
+    if check_cluster:
+        kafka.metadata()
     description = kafka.describe_consumer_group(group)
     assigned = {(tp.topic, tp.partition): m.member_id
                 for m in description.members for tp in m.assignment.topic_partitions}
@@ -115,6 +119,15 @@ def _selected(gateway: KafkaGateway, body: OffsetReset, committed: dict[Key, int
 
 
 def reset_offsets(gateway: KafkaGateway, group: str, body: OffsetReset) -> OffsetResetResult:
+    plan, ends = plan_reset(gateway, group, body)
+    gateway.kafka.alter_consumer_group_offsets(group, plan)
+    return OffsetResetResult(group_id=group, offsets=_rows({}, dict(plan), ends))
+
+
+def plan_reset(gateway: KafkaGateway, group: str, body: OffsetReset
+               ) -> tuple[dict[Key, int], dict[Key, int]]:
+    """The offsets a reset would commit (nothing is committed) and the partitions' log end
+    offsets: the dry run of ``reset_offsets`` (the web console's preview)."""
     kafka = gateway.kafka
     description = kafka.describe_consumer_group(group, must_exist=False)
     if description.state in ACTIVE_STATES:
@@ -138,8 +151,7 @@ def reset_offsets(gateway: KafkaGateway, group: str, body: OffsetReset) -> Offse
         key: PartitionOffsets(starts[key], ends[key], committed.get(key),
                               at_time[key] if at_time.get(key, -1) >= 0 else None)
         for key in keys})
-    kafka.alter_consumer_group_offsets(group, plan)
-    return OffsetResetResult(group_id=group, offsets=_rows({}, dict(plan), ends))
+    return dict(plan), ends
 
 
 def _delete(gateway: KafkaGateway, group: str) -> None:

@@ -1,0 +1,116 @@
+"""``/console/groups``: consumer groups — list, detail with lag, reset offsets with a preview.
+
+Each page is the REST route of the same action, rendered (``strata.admin.routers.groups``):
+
+* ``GET /console/groups``: ListGroups — id, state, type; only groups the caller may Describe;
+* ``GET /console/groups/{id}``: state, protocol, coordinator, members and their assignment,
+  and per partition the committed offset, log end offset and lag (log end - committed), with
+  the total lag (the sum of the known lags, as ``strata groups describe`` prints);
+* ``POST /console/groups/{id}/reset``: ``earliest | latest | offset | timestamp`` for every
+  partition the group has committed, or one topic's. With ``dry_run`` the page shows the
+  offsets the reset would commit next to the current ones and commits nothing
+  (``plan_reset``); without it the offsets are committed (``reset_offsets``, 409
+  NON_EMPTY_GROUP while the group has active members, Kafka's rule).
+
+Authorization: describe needs Group Describe, reset Group Read (as OffsetCommit does).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+from fastapi.responses import Response
+
+from strata.admin.console.records import parse_timestamp
+from strata.admin.console.web import PREFIX, ConsoleDep, ConsoleRoute, int_field
+from strata.admin.kafka_gateway import KafkaGateway
+from strata.admin.models import (
+    GroupDescription,
+    GroupSummary,
+    OffsetReset,
+    ResetTarget,
+    TopicSelection,
+)
+from strata.admin.problems import ProblemError
+from strata.admin.routers.groups import _state as state_name
+from strata.admin.routers.groups import describe_group, plan_reset, reset_offsets
+from strata.security.acl import AclOperation, ResourceType
+
+router = APIRouter(prefix=PREFIX, route_class=ConsoleRoute, include_in_schema=False)
+
+GroupId = Annotated[str, Path(min_length=1, max_length=255)]
+
+
+def total_lag(description: GroupDescription) -> int:
+    return sum(row.lag for row in description.offsets if row.lag is not None)
+
+
+def _list_groups(gateway: KafkaGateway) -> list[GroupSummary]:
+    """ListGroups, as the REST route's list without its leading whole-cluster Metadata
+    request (with 1,000 partitions that request alone costs a good part of the budget)."""
+    answer = gateway.kafka.list_consumer_groups()
+    return sorted((GroupSummary(group_id=g.group_id, state=state_name(g.state),
+                                type="simple" if g.is_simple_consumer_group else "consumer")
+                   for g in answer.valid), key=lambda g: g.group_id)
+
+
+@router.get("/groups")
+async def groups(console: ConsoleDep) -> Response:
+    rows = await console.gateway.run(_list_groups, console.gateway)
+    visible = await console.allowed_names(AclOperation.DESCRIBE, ResourceType.GROUP,
+                                          [row.group_id for row in rows])
+    rows = [row for row in rows if row.group_id in visible]
+    return console.render("groups.html", groups=rows, section="groups")
+
+
+async def _render_group(console: ConsoleDep, group_id: str,
+                        preview: dict[tuple[str, int], int] | None = None,
+                        reset: OffsetReset | None = None, done: bool = False,
+                        form: dict[str, str] | None = None) -> Response:
+    description = await console.gateway.run(describe_group, console.gateway, group_id, False)
+    return console.render("group.html", group=description, total_lag=total_lag(description),
+                          preview=preview, reset=reset, done=done, section="groups",
+                          form=form or {},
+                          targets=[t.value for t in ResetTarget])
+
+
+@router.get("/groups/{group_id}")
+async def group(console: ConsoleDep, group_id: GroupId) -> Response:
+    await console.access.require(AclOperation.DESCRIBE, ResourceType.GROUP, group_id)
+    return await _render_group(console, group_id)
+
+
+def _reset_body(fields: dict[str, str]) -> OffsetReset:
+    try:
+        target = ResetTarget(fields.get("to", ""))
+    except ValueError:
+        raise ProblemError(422, "VALIDATION_ERROR",
+                           f"to: one of {', '.join(t.value for t in ResetTarget)}") from None
+    text = fields.get("value", "").strip()
+    topic = fields.get("topic", "").strip()
+    return OffsetReset(
+        to=target,
+        offset=int_field(fields, "value") if target is ResetTarget.OFFSET else None,
+        timestamp=(parse_timestamp(text) if target is ResetTarget.TIMESTAMP and text
+                   else None),
+        topics=[TopicSelection(topic=topic, partitions=None)] if topic else None)
+
+
+def _preview(gateway: KafkaGateway, group_id: str, body: OffsetReset
+             ) -> dict[tuple[str, int], int]:
+    plan, _ = plan_reset(gateway, group_id, body)
+    return plan
+
+
+@router.post("/groups/{group_id}/reset")
+async def reset(console: ConsoleDep, group_id: GroupId) -> Response:
+    fields = await console.form()
+    await console.access.require(AclOperation.READ, ResourceType.GROUP, group_id)
+    body = _reset_body(fields)
+    if fields.get("dry_run"):
+        preview = await console.gateway.run(_preview, console.gateway, group_id, body)
+        return await _render_group(console, group_id, preview=preview, reset=body,
+                                   form=fields)
+    await console.gateway.run(reset_offsets, console.gateway, group_id, body)
+    return await _render_group(console, group_id, reset=body, done=True, form=fields)
