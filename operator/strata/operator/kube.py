@@ -34,6 +34,7 @@ KINDS: Final[dict[str, tuple[str, str, bool]]] = {
     "Pod": ("v1", "pods", True),
     "Node": ("v1", "nodes", False),
     "Secret": ("v1", "secrets", True),
+    "PersistentVolumeClaim": ("v1", "persistentvolumeclaims", True),
     "Event": ("v1", "events", True),
     "StatefulSet": ("apps/v1", "statefulsets", True),
     "Deployment": ("apps/v1", "deployments", True),
