@@ -229,7 +229,7 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
         "replicas": len([p for p in pods if not pod_view(p).terminating]),
         "readyReplicas": ready_pods,
         "selector": builders.selector_string(selector),
-        "bootstrapServers": names.bootstrap_servers(spec.kafka_port),
+        "bootstrapServers": names.bootstrap_servers(spec.bootstrap_listener.port),
         "adminUrl": (names.admin_url(https=bool(spec.security.admin_tls_secret))
                      if spec.admin_enabled else ""),
         "conditions": broker_conditions(ready, reason, message, scale, resize, spec,

@@ -7,7 +7,9 @@ deletes the Kafka topic, and their timer reverts changes made in the cluster.
 
 Settings (``settings.py``) are read at import; the startup handler logs in with the official
 ``kubernetes`` client (in-cluster service account, else KUBECONFIG), starts the metrics
-server, and keeps kopf's bookkeeping in annotations (``strata.dev/...``) rather than in
+server, draws the kopf peering priority (with ``--peering`` the replica of highest priority
+works and the others stand by; equal priorities would all work, so each draws its own), and
+keeps kopf's bookkeeping in annotations (``strata.dev/...``) rather than in
 ``status``: our status schema is strict and owned by the reconcile. kopf runs these sync
 handlers in threads. Liveness is kopf's own endpoint (``--liveness=http://0.0.0.0:8080/healthz``).
 """
@@ -18,6 +20,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import secrets
 import threading
 from typing import Any
 
@@ -47,6 +50,9 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration")
     settings.posting.level = logging.WARNING
+    # Several replicas (kopf peering, ``--peering``): the highest priority works, the others
+    # stand by; replicas of one Deployment are alike, so each draws its own priority.
+    settings.peering.priority = SETTINGS.peering_priority or secrets.randbelow(2**31 - 1) + 1
     kube()
     if SETTINGS.metrics_port:
         start_http_server(SETTINGS.metrics_port)

@@ -304,6 +304,16 @@ class BrokerSpec:
                                                       key=lambda lst: lst.port)
 
     @property
+    def bootstrap_listener(self) -> ListenerSpec:
+        """The listener ``status.bootstrapServers`` names: among the listeners that
+        authenticate clients, if any (an unauthenticated one is never advertised next to
+        them), else among all: ``plaintext`` if there, else the lowest port."""
+        pool = [lst for lst in self.listeners.values() if lst.authentication != "none"]
+        pool = pool or list(self.listeners.values())
+        named = [lst for lst in pool if lst.name == "plaintext"]
+        return named[0] if named else min(pool, key=lambda lst: lst.port)
+
+    @property
     def kafka_port(self) -> int:
         return self.client_listener.port
 
