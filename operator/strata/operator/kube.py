@@ -39,6 +39,8 @@ KINDS: Final[dict[str, tuple[str, str, bool]]] = {
     "StatefulSet": ("apps/v1", "statefulsets", True),
     "Deployment": ("apps/v1", "deployments", True),
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets", True),
+    "ClusterKopfPeering": ("kopf.dev/v1", "clusterkopfpeerings", False),
+    "KopfPeering": ("kopf.dev/v1", "kopfpeerings", True),
     "Broker": (API_VERSION, "brokers", True),
     "Topic": (API_VERSION, "topics", True),
 }

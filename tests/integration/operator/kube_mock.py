@@ -53,6 +53,9 @@ RESOURCES: dict[str, dict[str, Any]] = {
     # kopf waits for these two in discovery before it watches anything (it lists neither
     # when it runs cluster-wide: listing namespaces is what crashes kmock).
     "v1/namespaces": {"kind": "Namespace", "namespaced": False},
+    # kopf peering (operator replicas with --peering).
+    "kopf.dev/v1/clusterkopfpeerings": {"kind": "ClusterKopfPeering", "namespaced": False},
+    "kopf.dev/v1/kopfpeerings": {"kind": "KopfPeering"},
     "apiextensions.k8s.io/v1/customresourcedefinitions": {"kind": "CustomResourceDefinition",
                                                           "namespaced": False},
 }

@@ -192,3 +192,20 @@ def test_an_event_names_its_object() -> None:
     assert len(event["message"]) == 1024 and event["type"] == "Warning"
     with pytest.raises(ValueError, match="Normal or Warning"):
         events.build_event(involved, "Error", "X", "", "now", "abc")
+
+
+# ------------------------------------------------------------------------------ peering
+def test_a_replica_stands_by_only_for_a_live_peer_of_higher_priority() -> None:
+    import datetime
+
+    from strata.operator.leadership import outranked
+
+    now = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
+    live = {"lastseen": "2026-01-01T11:59:30+00:00", "lifetime": 60}
+    dead = {"lastseen": "2026-01-01T11:58:00+00:00", "lifetime": 60}
+    assert outranked({"a": {**live, "priority": 200}}, 100, now)
+    assert not outranked({"a": {**live, "priority": 100}}, 100, now)  # itself
+    assert not outranked({"a": {**live, "priority": 50}}, 100, now)
+    assert not outranked({"a": {**dead, "priority": 200}}, 100, now)
+    assert not outranked(None, 100, now)
+    assert not outranked({"a": {"priority": 200, "lastseen": "not a time"}}, 100, now)
