@@ -16,7 +16,13 @@ progress without any event; handlers run more than once, so every step is idempo
    credentials exist, and ``scram_users.plan`` decides the AlterUserScramCredentials upserts
    and deletions; per-user conditions go to ``status.users``. Skipped (no Kafka connection)
    for a Broker that has no users and never had any.
-6. Status is patched explicitly (``status`` subresource), only when it changed.
+6. Storage: each broker claim whose request is below ``storage.size`` is patched up
+   (``volumes.plan_resize``); one asking for more is left alone and reported (a decrease).
+7. Status is patched explicitly (``status`` subresource), only when it changed: Ready and one
+   condition per concern (Reconciling, ScaleDownBlocked, StorageResizing, Rebalancing), each
+   with observedGeneration. Rolls, scaling, resizes and reassignments are posted as Events, and
+   a Warning when Ready turns False for a reason other than a normal roll or start, or a
+   refusal appears (``events.py``).
 
 Passes over one Broker are serialised by a per-Broker lock (the timer and a change handler may
 overlap). The Kafka side comes from ``cluster_factory`` so tests can inject it; ``connect``
@@ -184,9 +190,7 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
         scale = rolling.decide_scale(current, spec.replicas, assignment)
         if scale.reassignments:
             scale = _request_reassignment(get_cluster(), scale)
-            if conditions.find(old_status, conditions.REBALANCING) is None or \
-                    (conditions.find(old_status, conditions.REBALANCING) or {}).get(
-                        "status") != "True":
+            if (conditions.find(old_status, conditions.REBALANCING) or {}).get("status") != "True":
                 events.record(kube, body, events.NORMAL, conditions.REASSIGNING,
                               f"moving {len(scale.reassignments)} partitions off brokers "
                               f"{list(range(spec.replicas, current))} before scaling down")
