@@ -34,11 +34,16 @@ rotated Secret is used at once; the operator needs ``get`` on Secrets).
 from __future__ import annotations
 
 import base64
+import contextlib
+import dataclasses
 import functools
+import json
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
+
+from kubernetes.client.exceptions import ApiException
 
 from strata.operator import builders, conditions, events, rolling, scram_users, volumes
 from strata.operator.client_security import TLS_KEYS, client_properties
@@ -350,8 +355,14 @@ def resize_claims(kube: Kube, names: BrokerNames, spec: BrokerSpec, replicas: in
         if (pvc.get("metadata") or {}).get("name") in wanted]
     plan = volumes.plan_resize(claims, spec.storage.size)
     for claim in plan.patch:
-        kube.patch("PersistentVolumeClaim", names.namespace, claim,
-                   {"spec": {"resources": {"requests": {"storage": spec.storage.size}}}})
+        try:
+            kube.patch("PersistentVolumeClaim", names.namespace, claim,
+                       {"spec": {"resources": {"requests": {"storage": spec.storage.size}}}})
+        except ApiException as exc:  # e.g. a storage class without allowVolumeExpansion
+            reason = exc.reason or ""
+            with contextlib.suppress(ValueError, AttributeError):  # not a Status object
+                reason = json.loads(exc.body or "{}").get("message") or reason
+            return dataclasses.replace(plan, refused=f"claim {claim}: {reason}")
     if plan.patch:
         events.record(kube, body, events.NORMAL, conditions.RESIZING,
                       f"claims {', '.join(plan.patch)} resized to {spec.storage.size}")
@@ -370,7 +381,11 @@ def broker_conditions(ready: bool, reason: str, message: str,
     blocked = scale is not None and bool(scale.blocked)
     moving = blocked and scale is not None and bool(scale.reassignments) and \
         "refused" not in scale.blocked and "must be reassigned" not in scale.blocked
-    if resize.larger:
+    if resize.refused:
+        storage = make(conditions.STORAGE_RESIZING, False, conditions.EXPANSION_REFUSED,
+                       f"storage.size {spec.storage.size} refused by the API server: "
+                       f"{resize.refused}")
+    elif resize.larger:
         storage = make(conditions.STORAGE_RESIZING, False, conditions.STORAGE_DECREASE,
                        f"storage.size {spec.storage.size} is smaller than claims "
                        f"{', '.join(resize.larger)}: Kubernetes cannot shrink a volume; "
@@ -410,7 +425,8 @@ def _write_status(kube: Kube, names: BrokerNames, old: Mapping[str, Any], new: O
     for item in new.get("conditions") or ():
         failing = item["type"] == conditions.READY and item["status"] == "False" and \
             item["reason"] not in _TRANSIENT
-        refused = item["reason"] in (conditions.STORAGE_DECREASE, conditions.INVALID_SPEC)
+        refused = item["reason"] in (conditions.STORAGE_DECREASE, conditions.INVALID_SPEC,
+                                     conditions.EXPANSION_REFUSED)
         if (failing or refused) and before.get(item["type"]) != item["reason"]:
             events.record(kube, body, events.WARNING, item["reason"], item["message"])
 

@@ -33,6 +33,7 @@ SCALING: Final = "Scaling"
 RESIZING: Final = "VolumesResizing"
 VOLUMES_AT_SIZE: Final = "VolumesAtSize"
 STORAGE_DECREASE: Final = "StorageDecreaseNotPossible"
+EXPANSION_REFUSED: Final = "VolumeExpansionRefused"
 REASSIGNING: Final = "ReassigningPartitions"
 BALANCED: Final = "NoReassignment"
 

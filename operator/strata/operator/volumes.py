@@ -55,10 +55,11 @@ class ResizePlan:
     patch: tuple[str, ...] = ()  # claims whose request is raised to the size now
     waiting: tuple[str, ...] = ()  # claims whose capacity has not reached the size yet
     larger: tuple[str, ...] = ()  # claims asking for more than the size (a decrease)
+    refused: str = ""  # the API server refused a patch (e.g. the class cannot expand): why
 
     @property
     def resizing(self) -> bool:
-        return bool(self.patch or self.waiting)
+        return bool(self.patch or self.waiting) and not self.refused
 
 
 def claim_view(pvc: Mapping[str, Any]) -> Claim:

@@ -209,3 +209,41 @@ def test_a_replica_stands_by_only_for_a_live_peer_of_higher_priority() -> None:
     assert not outranked({"a": {**dead, "priority": 200}}, 100, now)
     assert not outranked(None, 100, now)
     assert not outranked({"a": {"priority": 200, "lastseen": "not a time"}}, 100, now)
+
+
+def test_a_claim_the_api_server_will_not_expand_is_a_condition_not_a_crash() -> None:
+    import json
+
+    from kubernetes.client.exceptions import ApiException
+
+    class Claims:
+        def __init__(self) -> None:
+            self.events: list[dict[str, Any]] = []
+
+        def list(self, kind: str, namespace: str | None,
+                 selector: dict[str, str] | None = None) -> list[dict[str, Any]]:
+            return [{"metadata": {"name": "data-events-0"},
+                     "spec": {"resources": {"requests": {"storage": "10Gi"}}},
+                     "status": {"capacity": {"storage": "10Gi"}}}]
+
+        def patch(self, *args: Any) -> None:
+            error = ApiException(status=403, reason="Forbidden")
+            error.body = json.dumps({"message": "only dynamically provisioned pvc can be "
+                                                "resized and the storageclass that provisions "
+                                                "the pvc must support resize"})
+            raise error
+
+        def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+            self.events.append(obj)
+            return obj
+
+    api = Claims()
+    broker_spec = spec(storage={"size": "20Gi"})
+    plan = broker_reconcile.resize_claims(api, NAMES, broker_spec, 1,  # type: ignore[arg-type]
+                                          {"metadata": {"name": "events"}})
+    assert "storageclass that provisions the pvc must support resize" in plan.refused
+    assert not plan.resizing and api.events == []
+    status = by_type(broker_reconcile.broker_conditions(
+        True, "BrokersReady", "", None, plan, broker_spec, 1, 3, ()))
+    assert status["StorageResizing"] == ("False", "VolumeExpansionRefused")
+    assert status["Reconciling"] == ("False", "Reconciled")
