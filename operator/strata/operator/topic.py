@@ -32,6 +32,10 @@ from strata.operator.settings import SETTINGS
 
 logger = logging.getLogger(__name__)
 
+# The Ready reason last posted as an Event per Topic: a timer pass may still hold the body from
+# before the change handler's status patch, and must not post the same Event again.
+_posted: dict[tuple[str, str, str], str] = {}
+
 # Kafka errors that retrying cannot fix: reported as the Topic's condition, not retried.
 REFUSED: Final = {"INVALID_REPLICATION_FACTOR": conditions.INVALID_REPLICATION_FACTOR,
                   "INVALID_TOPIC_EXCEPTION": conditions.INVALID_SPEC,
@@ -78,9 +82,11 @@ def reconcile(body: Mapping[str, Any], kube: Kube,
             conditions.ready_condition(ready, reason, message, generation, previous)]}
         if conditions.status_changed(old_status, status):
             kube.patch_status("Topic", namespace, name, status)
-        if conditions.ready_reason(old_status)[1] != reason:
+        key = (namespace, name, str(metadata.get("uid", "")))
+        if reason not in (conditions.ready_reason(old_status)[1], _posted.get(key)):
             events.record(kube, body, events.NORMAL if ready else events.WARNING, reason,
                           message)
+        _posted[key] = reason
         return status
 
     try:
@@ -159,6 +165,7 @@ def delete(body: Mapping[str, Any], kube: Kube, runtime_seconds: float,
     """
     metadata = body["metadata"]
     namespace = metadata["namespace"]
+    _posted.pop((namespace, metadata["name"], str(metadata.get("uid", ""))), None)
     try:
         spec = TopicSpec.parse(body.get("spec") or {}, metadata["name"])
     except SpecError:

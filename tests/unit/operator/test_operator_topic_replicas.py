@@ -5,6 +5,7 @@ status, refusals as conditions and Events)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,7 +22,8 @@ from .test_operator_crds import admitted, validate
 
 def topic_cr(name: str = "t", **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "strata.dev/v1alpha1", "kind": "Topic",
-            "metadata": {"name": name, "namespace": "apps", "uid": "u1", "generation": 2},
+            "metadata": {"name": name, "namespace": "apps", "uid": uuid.uuid4().hex,
+                         "generation": 2},
             "spec": {"broker": "events", "partitions": 3, **spec}}
 
 
@@ -173,7 +175,7 @@ def test_a_replicas_decrease_is_reassigned_with_progress_then_ready() -> None:
     assert "0 of 3 partitions done" in condition(status)[2]
     assert status["replicas"] == 3
     assert [e["reason"] for e in api.events] == ["ReassignmentInProgress"]
-    assert api.events[0]["involvedObject"]["uid"] == "u1"
+    assert api.events[0]["involvedObject"]["uid"] == body["metadata"]["uid"]
     # Kafka has moved them: the next pass is Ready and reports what Kafka has.
     slow.assignment.update({0: (0, 1), 1: (1, 2), 2: (2, 0)})
     api, status = run(body, slow)
@@ -209,3 +211,12 @@ def test_an_illegal_name_is_invalid_spec_with_a_warning_event() -> None:
     assert condition(status)[:2] == ("False", "InvalidSpec")
     assert "topic name cannot be '..'" in condition(status)[2]
     assert api.events[0]["type"] == "Warning"
+
+
+def test_a_pass_with_a_stale_body_does_not_post_the_same_event_again() -> None:
+    body = topic_cr(replicas=2, partitions=1)
+    stale = {**body, "metadata": dict(body["metadata"])}
+    cluster = Kafka({0: (0,)}, (0,))
+    first, _ = run(body, cluster)
+    second, _ = run(stale, cluster)  # the timer still holds the body without status
+    assert len(first.events) == 1 and second.events == []
