@@ -17,10 +17,12 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from strata.operator import crds
 from strata.operator.model import BrokerNames, BrokerSpec
 
 from ..deploy.deploy_tools import helm
-from ..deploy.test_chart import CHART, render, validate
+from ..deploy.test_chart import ALL_FEATURES, CHART, render, validate
+from .test_operator_crds import admitted
 
 PRODUCTION = CHART / "ci" / "production-values.yaml"
 SPARK = ["--api-versions", "sparkoperator.k8s.io/v1beta2/SparkApplication"]
@@ -47,6 +49,15 @@ def test_rendered_objects_are_valid_at_the_newest_kubernetes(values: list[str]) 
                 "apps", "rbac.authorization.k8s.io", "networking.k8s.io"):
             for version in NEWEST:
                 kubernetes_validate.validate(obj, version, strict=True)
+
+
+@pytest.mark.parametrize("values", [["-f", str(PRODUCTION)], ["-f", str(ALL_FEATURES)]],
+                         ids=["production", "all"])
+def test_rendered_brokers_and_topics_pass_the_crds_cel_rules(values: list[str]) -> None:
+    for obj in render(*values):
+        if obj["kind"] in ("Broker", "Topic"):
+            crd = crds.BROKER_CRD if obj["kind"] == "Broker" else crds.TOPIC_CRD
+            assert admitted(crd, obj, None) == [], obj["metadata"]["name"]
 
 
 def test_production_values_render_no_plaintext_listener() -> None:
