@@ -48,3 +48,82 @@ app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
 {{- default "default" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
+
+{{/* Whether a broker listener authenticates its clients (SASL or client certificates). */}}
+{{- define "strata.listenerAuthenticates" -}}
+{{- if ne (dig "authentication" "type" "none" .) "none" }}true{{ end -}}
+{{- end -}}
+
+{{/* The listener status.bootstrapServers names (the operator's rule, BrokerSpec
+.bootstrap_listener): among the listeners that authenticate, if any, else among all:
+"plaintext" if there, else the lowest port. */}}
+{{- define "strata.clientListener" -}}
+{{- $pool := list -}}
+{{- range .Values.broker.listeners -}}
+{{- if include "strata.listenerAuthenticates" . }}{{ $pool = append $pool . }}{{ end -}}
+{{- end -}}
+{{- if not $pool }}{{ $pool = .Values.broker.listeners }}{{ end -}}
+{{- $chosen := first $pool -}}
+{{- range $pool -}}
+{{- if lt (int .port) (int $chosen.port) }}{{ $chosen = . }}{{ end -}}
+{{- end -}}
+{{- range $pool -}}
+{{- if eq .name "plaintext" }}{{ $chosen = . }}{{ end -}}
+{{- end -}}
+{{- toJson $chosen -}}
+{{- end -}}
+
+{{/* host:port of the client Service the operator creates for broker.name. */}}
+{{- define "strata.bootstrapServers" -}}
+{{- $listener := include "strata.clientListener" . | fromJson -}}
+{{- printf "%s-bootstrap.%s.svc:%d" .Values.broker.name .Release.Namespace (int $listener.port) -}}
+{{- end -}}
+
+{{/* The kopf peering object's name (several operator replicas elect a leader through it). */}}
+{{- define "strata.peeringName" -}}
+{{- default (include "strata.fullname" .) .Values.operator.peeringName -}}
+{{- end -}}
+
+{{/* RBAC rules on namespaced resources: in the ClusterRole when every namespace is watched,
+else in a Role per watched namespace (operator/DESIGN.md, RBAC). */}}
+{{- define "strata.namespacedRules" -}}
+  # Our resources: watched, patched (kopf's finalizer and annotations), status written.
+  - apiGroups: ["strata.dev"]
+    resources: ["brokers", "topics"]
+    verbs: ["get", "list", "watch", "patch"]
+  - apiGroups: ["strata.dev"]
+    resources: ["brokers/status", "topics/status"]
+    verbs: ["get", "patch"]
+  # Events about Brokers and Topics (rolls, scaling, resizes, refusals), and kopf's own.
+  - apiGroups: ["", "events.k8s.io"]
+    resources: ["events"]
+    verbs: ["create", "patch"]
+  # What a Broker owns.
+  - apiGroups: [""]
+    resources: ["configmaps", "services"]
+    verbs: ["get", "list", "watch", "create", "patch", "delete"]
+  - apiGroups: ["apps"]
+    resources: ["statefulsets", "deployments"]
+    verbs: ["get", "list", "watch", "create", "patch", "delete"]
+  - apiGroups: ["policy"]
+    resources: ["poddisruptionbudgets"]
+    verbs: ["get", "list", "watch", "create", "patch", "delete"]
+  # Rolling restarts delete broker pods; rack awareness annotates them from their node.
+  - apiGroups: [""]
+    resources: ["pods"]
+    verbs: ["get", "list", "watch", "patch", "delete"]
+  # storage.size raised: each broker claim's request is patched (never created or deleted:
+  # the StatefulSet controller owns their lifecycle).
+  - apiGroups: [""]
+    resources: ["persistentvolumeclaims"]
+    verbs: ["get", "list", "patch"]
+  # A secured Broker: the operator logs in to its cluster with the inter-broker password and
+  # the TLS Secret's CA (read only, by name; never listed or written).
+  - apiGroups: [""]
+    resources: ["secrets"]
+    verbs: ["get"]
+  # kopf peering between operator replicas (one works, the others stand by).
+  - apiGroups: ["kopf.dev"]
+    resources: ["kopfpeerings"]
+    verbs: ["get", "list", "watch", "patch"]
+{{- end -}}

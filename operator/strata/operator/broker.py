@@ -16,7 +16,13 @@ progress without any event; handlers run more than once, so every step is idempo
    credentials exist, and ``scram_users.plan`` decides the AlterUserScramCredentials upserts
    and deletions; per-user conditions go to ``status.users``. Skipped (no Kafka connection)
    for a Broker that has no users and never had any.
-6. Status is patched explicitly (``status`` subresource), only when it changed.
+6. Storage: each broker claim whose request is below ``storage.size`` is patched up
+   (``volumes.plan_resize``); one asking for more is left alone and reported (a decrease).
+7. Status is patched explicitly (``status`` subresource), only when it changed: Ready and one
+   condition per concern (Reconciling, ScaleDownBlocked, StorageResizing, Rebalancing), each
+   with observedGeneration. Rolls, scaling, resizes and reassignments are posted as Events, and
+   a Warning when Ready turns False for a reason other than a normal roll or start, or a
+   refusal appears (``events.py``).
 
 Passes over one Broker are serialised by a per-Broker lock (the timer and a change handler may
 overlap). The Kafka side comes from ``cluster_factory`` so tests can inject it; ``connect``
@@ -28,13 +34,18 @@ rotated Secret is used at once; the operator needs ``get`` on Secrets).
 from __future__ import annotations
 
 import base64
+import contextlib
+import dataclasses
 import functools
+import json
 import logging
 import threading
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
 
-from strata.operator import builders, conditions, rolling, scram_users
+from kubernetes.client.exceptions import ApiException
+
+from strata.operator import builders, conditions, events, rolling, scram_users, volumes
 from strata.operator.client_security import TLS_KEYS, client_properties
 from strata.operator.kafka import Cluster, KafkaCluster, KafkaOperationError
 from strata.operator.kube import Kube, Obj
@@ -160,7 +171,7 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
         status: Obj = {"observedGeneration": generation, "conditions": [
             conditions.ready_condition(False, conditions.INVALID_SPEC, str(exc), generation,
                                        previous)]}
-        _write_status(kube, names, old_status, status)
+        _write_status(kube, names, old_status, status, body)
         return status
 
     cluster: Cluster | None = None
@@ -184,6 +195,10 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
         scale = rolling.decide_scale(current, spec.replicas, assignment)
         if scale.reassignments:
             scale = _request_reassignment(get_cluster(), scale)
+            if (conditions.find(old_status, conditions.REBALANCING) or {}).get("status") != "True":
+                events.record(kube, body, events.NORMAL, conditions.REASSIGNING,
+                              f"moving {len(scale.reassignments)} partitions off brokers "
+                              f"{list(range(spec.replicas, current))} before scaling down")
     replicas = scale.replicas if scale is not None else spec.replicas
 
     digests = secret_digests(kube, names, spec)
@@ -205,6 +220,14 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
         logger.info("rolling restart: deleting pod %s/%s", names.namespace, decision.delete)
         if kube.delete("Pod", names.namespace, decision.delete):
             POD_RESTARTS.inc()
+            events.record(kube, body, events.NORMAL, conditions.ROLLING_RESTART,
+                          f"restarting pod {decision.delete}: {decision.message}")
+    if live_sts and replicas != current:
+        events.record(kube, body, events.NORMAL, conditions.SCALING,
+                      f"StatefulSet {names.stateful_set} scaled from {current} to {replicas} "
+                      "brokers")
+
+    resize = resize_claims(kube, names, spec, replicas, body)
 
     ready_pods = sum(1 for p in pods if pod_view(p).ready)
     reason, message, ready = decision.reason, decision.message, decision.settled
@@ -215,17 +238,18 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
         "replicas": len([p for p in pods if not pod_view(p).terminating]),
         "readyReplicas": ready_pods,
         "selector": builders.selector_string(selector),
-        "bootstrapServers": names.bootstrap_servers(spec.kafka_port),
+        "bootstrapServers": names.bootstrap_servers(spec.bootstrap_listener.port),
         "adminUrl": (names.admin_url(https=bool(spec.security.admin_tls_secret))
                      if spec.admin_enabled else ""),
-        "conditions": [conditions.ready_condition(ready, reason, message, generation,
-                                                  previous)],
+        "conditions": broker_conditions(ready, reason, message, scale, resize, spec,
+                                        live_replicas=current, generation=generation,
+                                        previous=previous),
     }
     users = sync_users(kube, names, spec, get_cluster, old_status.get("users") or [],
                        generation)
     if users is not None:
         status["users"] = users
-    _write_status(kube, names, old_status, status)
+    _write_status(kube, names, old_status, status, body)
     return status
 
 
@@ -321,6 +345,92 @@ def _request_reassignment(cluster: Cluster, scale: rolling.ScaleDecision) -> rol
         "tools, then the StatefulSet shrinks)")
 
 
-def _write_status(kube: Kube, names: BrokerNames, old: Mapping[str, Any], new: Obj) -> None:
+def resize_claims(kube: Kube, names: BrokerNames, spec: BrokerSpec, replicas: int,
+                  body: Mapping[str, Any]) -> volumes.ResizePlan:
+    """Raise each broker claim's request to ``storage.size`` (``volumes.plan_resize``); a
+    claim asking for more than the spec is left alone (Kubernetes cannot shrink volumes)."""
+    wanted = set(volumes.claim_names(names.stateful_set, replicas))
+    claims = [volumes.claim_view(pvc) for pvc in kube.list(
+        "PersistentVolumeClaim", names.namespace, builders.selector_labels(names, "broker"))
+        if (pvc.get("metadata") or {}).get("name") in wanted]
+    plan = volumes.plan_resize(claims, spec.storage.size)
+    for claim in plan.patch:
+        try:
+            kube.patch("PersistentVolumeClaim", names.namespace, claim,
+                       {"spec": {"resources": {"requests": {"storage": spec.storage.size}}}})
+        except ApiException as exc:  # e.g. a storage class without allowVolumeExpansion
+            reason = exc.reason or ""
+            with contextlib.suppress(ValueError, AttributeError):  # not a Status object
+                reason = json.loads(exc.body or "{}").get("message") or reason
+            return dataclasses.replace(plan, refused=f"claim {claim}: {reason}")
+    if plan.patch:
+        events.record(kube, body, events.NORMAL, conditions.RESIZING,
+                      f"claims {', '.join(plan.patch)} resized to {spec.storage.size}")
+    return plan
+
+
+def broker_conditions(ready: bool, reason: str, message: str,
+                      scale: rolling.ScaleDecision | None, resize: volumes.ResizePlan,
+                      spec: BrokerSpec, live_replicas: int, generation: int | None,
+                      previous: Sequence[Mapping[str, Any]]) -> list[Obj]:
+    """Ready, and one condition per concern (Reconciling, ScaleDownBlocked, StorageResizing,
+    Rebalancing), each with observedGeneration."""
+    def make(kind: str, true: bool, why: str, text: str) -> Obj:
+        return conditions.condition(kind, true, why, text, generation, previous)
+
+    blocked = scale is not None and bool(scale.blocked)
+    moving = blocked and scale is not None and bool(scale.reassignments) and \
+        "refused" not in scale.blocked and "must be reassigned" not in scale.blocked
+    if resize.refused:
+        storage = make(conditions.STORAGE_RESIZING, False, conditions.EXPANSION_REFUSED,
+                       f"storage.size {spec.storage.size} refused by the API server: "
+                       f"{resize.refused}")
+    elif resize.larger:
+        storage = make(conditions.STORAGE_RESIZING, False, conditions.STORAGE_DECREASE,
+                       f"storage.size {spec.storage.size} is smaller than claims "
+                       f"{', '.join(resize.larger)}: Kubernetes cannot shrink a volume; "
+                       "set storage.size back")
+    elif resize.resizing:
+        storage = make(conditions.STORAGE_RESIZING, True, conditions.RESIZING,
+                       f"waiting for claims {', '.join(resize.waiting)} to reach "
+                       f"{spec.storage.size}")
+    else:
+        storage = make(conditions.STORAGE_RESIZING, False, conditions.VOLUMES_AT_SIZE,
+                       f"every broker claim has {spec.storage.size}")
+    settled = ready and not resize.resizing and (scale is None or not scale.blocked)
+    return [
+        conditions.ready_condition(ready, reason, message, generation, previous),
+        make(conditions.RECONCILING, not settled,
+             conditions.RECONCILED if settled else reason if not ready else
+             conditions.RESIZING,
+             "nothing to do" if settled else message if not ready else storage["message"]),
+        make(conditions.SCALE_DOWN_BLOCKED_TYPE, blocked,
+             conditions.SCALE_DOWN_BLOCKED if blocked else conditions.RECONCILED,
+             scale.blocked if blocked and scale is not None else
+             f"{live_replicas} -> {spec.replicas} brokers: nothing holds the StatefulSet"),
+        storage,
+        make(conditions.REBALANCING, moving,
+             conditions.REASSIGNING if moving else conditions.BALANCED,
+             scale.blocked if moving and scale is not None else "no reassignment in progress"),
+    ]
+
+
+def _write_status(kube: Kube, names: BrokerNames, old: Mapping[str, Any], new: Obj,
+                  body: Mapping[str, Any] | None = None) -> None:
     if conditions.status_changed(old, new):
         kube.patch_status("Broker", names.namespace, names.name, new)
+    if body is None:
+        return
+    before = {c.get("type"): c.get("reason") for c in old.get("conditions") or ()}
+    for item in new.get("conditions") or ():
+        failing = item["type"] == conditions.READY and item["status"] == "False" and \
+            item["reason"] not in _TRANSIENT
+        refused = item["reason"] in (conditions.STORAGE_DECREASE, conditions.INVALID_SPEC,
+                                     conditions.EXPANSION_REFUSED)
+        if (failing or refused) and before.get(item["type"]) != item["reason"]:
+            events.record(kube, body, events.WARNING, item["reason"], item["message"])
+
+
+# Ready reasons of a Broker on its normal way (a roll, a start): no Warning Event for them.
+_TRANSIENT: Final = frozenset({conditions.CREATING, conditions.PODS_NOT_READY,
+                               conditions.ROLLING_RESTART})

@@ -34,7 +34,13 @@ cluster through the same listener as the same user.
 
 Rack awareness: pods cannot read their node's labels, so the operator copies the node's
 ``rack.topologyKey`` label onto the pod as the annotation ``strata.dev/rack``; the entrypoint
-reads it through a downward-API volume and passes ``-o broker.rack=...``.
+reads it through a downward-API volume and passes ``-o broker.rack=...``. Placement
+(``affinity``, ``tolerations``, ``nodeSelector``, ``topologySpreadConstraints``,
+``priorityClassName``, and the rack defaults: a zone spread and a preferred anti-affinity
+between brokers) comes from ``placement.py``.
+
+``storage.deleteClaim`` sets both ``whenDeleted`` and ``whenScaled`` of the StatefulSet's
+claim retention policy: the claims of brokers removed by a scale-down go with them.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from strata.operator.model import (
     BrokerSpec,
     ListenerSpec,
 )
+from strata.operator.placement import pod_placement
 
 Obj = dict[str, Any]
 
@@ -371,6 +378,7 @@ def build_pod_template(names: BrokerNames, spec: BrokerSpec) -> Obj:
         "spec": {
             "terminationGracePeriodSeconds": 60,
             "securityContext": pod_security(),
+            **pod_placement(spec, selector_labels(names, "broker")),
             "containers": [_broker_container(names, spec)],
             "volumes": [
                 {"name": "config", "configMap": {"name": names.config_map}},
@@ -424,7 +432,7 @@ def build_stateful_set(names: BrokerNames, spec: BrokerSpec, replicas: int | Non
             "template": template,
             "volumeClaimTemplates": [claim],
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": retention,
-                                                     "whenScaled": "Retain"},
+                                                     "whenScaled": retention},
         },
     }
 

@@ -4,13 +4,17 @@ Owns the OpenAPI v3 schemas (structural: every node typed), defaults, printer co
 status and scale subresources, and the CEL ``x-kubernetes-validations`` that reject invalid
 changes at admission, before anything is applied (Strimzi reports them only afterwards):
 
-- Topic: ``partitions`` never decreases; ``topicName`` and ``broker`` never change.
+- Topic: ``partitions`` never decreases; ``topicName`` and ``broker`` never change; the
+  Kafka topic name (``topicName``, else ``metadata.name``) follows Kafka's rules.
 - Broker: ``config`` may not set keys the operator owns (``node.id``, ``listeners``...);
   ``metadata`` names etcd endpoints or ``managed: true``, not both, not neither; listener names
   are short lower-case words with distinct ports; ``interBroker.listener`` is one of them, and
   a SASL one comes with ``interBroker.username`` and ``passwordSecret``; a TLS listener needs
   ``tls.secretName``; ``users`` are unique by (name, mechanism) (a list-map) and never the
   inter-broker user.
+
+kopf's peering CRDs (``kopf.dev/v1`` ``ClusterKopfPeering``, ``KopfPeering``: operator
+replicas elect a leader through them) are generated here too.
 
 ``charts/strata/crds/*.yaml`` are generated from here::
 
@@ -38,8 +42,11 @@ from strata.operator.model import (
     LISTENER_NAME_PATTERN,
     OPERATOR_OWNED_CONFIG,
     SCRAM_MECHANISMS,
+    TOPIC_NAME_MAX_LENGTH,
+    TOPIC_NAME_PATTERN,
     VERSION,
 )
+from strata.operator.volumes import QUANTITY_PATTERN
 
 Schema = dict[str, Any]
 
@@ -105,7 +112,9 @@ def age_column() -> dict[str, Any]:
 
 
 def crd(kind: str, plural: str, short: str, spec: Schema, status: Schema,
-        columns: list[dict[str, Any]], scale: bool) -> dict[str, Any]:
+        columns: list[dict[str, Any]], scale: bool,
+        root_rules: tuple[dict[str, str], ...] = ()) -> dict[str, Any]:
+    """The CRD; ``root_rules``: CEL rules on the whole object (they may read metadata.name)."""
     subresources: dict[str, Any] = {"status": {}}
     if scale:
         subresources["scale"] = {
@@ -131,6 +140,7 @@ def crd(kind: str, plural: str, short: str, spec: Schema, status: Schema,
                     {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
                      "metadata": {"type": "object"}, "spec": spec, "status": status},
                     required=("spec",),
+                    **({"x-kubernetes-validations": list(root_rules)} if root_rules else {}),
                 )},
                 "subresources": subresources,
                 "additionalPrinterColumns": columns,
@@ -154,9 +164,17 @@ BROKER_SPEC: Final[Schema] = obj(
         "resources": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
                       "description": "resources: the broker container's requests and limits."},
         "storage": obj("storage: one persistent volume claim per broker.", {
-            "size": string("size of each broker's volume.", default="10Gi"),
+            "size": string(
+                "size of each broker's volume; raising it expands every claim (the storage "
+                "class must allow volume expansion); it cannot be lowered.", default="10Gi",
+                pattern=QUANTITY_PATTERN, **{"x-kubernetes-validations": [{
+                    "rule": "!quantity(self).isLessThan(quantity(oldSelf))",
+                    "message": "storage.size cannot be decreased: Kubernetes cannot shrink a "
+                               "volume",
+                    "reason": "FieldValueForbidden"}]}),
             "storageClassName": string("storageClassName; default: the cluster's default."),
-            "deleteClaim": boolean("deleteClaim: delete the claims with the Broker.", False),
+            "deleteClaim": boolean("deleteClaim: delete the claims with the Broker, and a "
+                                   "removed broker's claim on scale-down.", False),
         }),
         "config": {**kafka_config("config: broker settings by Kafka name (num.partitions, "
                                   "default.replication.factor, log.retention.ms...)."),
@@ -165,6 +183,21 @@ BROKER_SPEC: Final[Schema] = obj(
                        "message": "config may not set keys the operator owns: "
                                   + ", ".join(OPERATOR_OWNED_CONFIG),
                    }]},
+        "affinity": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                     "description": "affinity of the broker pods (Kubernetes' Affinity); with "
+                                    "rack.topologyKey and no podAntiAffinity, brokers prefer "
+                                    "distinct nodes."},
+        "tolerations": {"type": "array", "description": "tolerations of the broker pods.",
+                        "items": {"type": "object",
+                                  "x-kubernetes-preserve-unknown-fields": True}},
+        "nodeSelector": {"type": "object", "additionalProperties": {"type": "string"},
+                         "description": "nodeSelector of the broker pods."},
+        "topologySpreadConstraints": {
+            "type": "array", "items": {"type": "object",
+                                       "x-kubernetes-preserve-unknown-fields": True},
+            "description": "topologySpreadConstraints of the broker pods; default with "
+                           "rack.topologyKey: maxSkew 1 over that key."},
+        "priorityClassName": string("priorityClassName of the broker pods."),
         "rack": obj("rack: rack awareness (broker.rack) from a node label.", {
             "topologyKey": string("topologyKey: the node label whose value is broker.rack, "
                                   "e.g. topology.kubernetes.io/zone."),
@@ -180,6 +213,12 @@ BROKER_SPEC: Final[Schema] = obj(
                 "managedReplicas": integer("managedReplicas: members of the managed etcd.", 1,
                                            default=3),
                 "etcdImage": string("etcdImage of the managed etcd.", default=DEFAULT_ETCD_IMAGE),
+                "managedStorage": obj("managedStorage: each managed etcd member's volume.", {
+                    "size": string("size of the volume.", default="1Gi",
+                                   pattern=QUANTITY_PATTERN),
+                    "storageClassName": string("storageClassName; default: the cluster's "
+                                               "default."),
+                }),
             },
             (),
             **{"x-kubernetes-validations": [{
@@ -331,11 +370,17 @@ TOPIC_SPEC: Final[Schema] = obj(
     "The desired topic.",
     {
         "broker": string("broker: the name of the Broker (same namespace) holding the topic."),
-        "topicName": string("topicName in Kafka; default: this resource's name.",
-                            maxLength=249, pattern=r"^[a-zA-Z0-9._-]+$"),
+        "topicName": string(
+            "topicName in Kafka; default: this resource's name. Kafka's rules: ASCII letters, "
+            "digits, '.', '_', '-', at most 249 characters, not '.' or '..'.",
+            minLength=1, maxLength=TOPIC_NAME_MAX_LENGTH, pattern=TOPIC_NAME_PATTERN,
+            **{"x-kubernetes-validations": [{
+                "rule": "self != '.' && self != '..'",
+                "message": "topicName cannot be '.' or '..'"}]}),
         "partitions": integer("partitions: may grow, never shrink.", 1, default=1),
         "replicas": integer("replicas (replication factor); default: the broker's "
-                            "default.replication.factor.", 1),
+                            "default.replication.factor. A change is carried out by "
+                            "partition reassignment; more than the brokers is refused.", 1),
         "config": kafka_config("config: topic configs by Kafka name (retention.ms, "
                                "cleanup.policy...); removing a key resets it to the default."),
     },
@@ -356,19 +401,58 @@ TOPIC_STATUS: Final[Schema] = obj("Observed state, written by the operator.", {
     "observedGeneration": integer("The spec generation last reconciled."),
     "topicName": string("The Kafka topic this resource manages."),
     "partitions": integer("Partitions the topic has in Kafka."),
+    "replicas": integer("Replication factor the topic has in Kafka (its smallest partition's "
+                        "replica count)."),
 })
 
 TOPIC_CRD: Final = crd(
     "Topic", "topics", "st", TOPIC_SPEC, TOPIC_STATUS,
     [{"name": "Topic", "type": "string", "jsonPath": ".status.topicName"},
-     {"name": "Partitions", "type": "integer", "jsonPath": ".spec.partitions"},
-     {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
+     {"name": "Partitions", "type": "integer", "jsonPath": ".status.partitions"},
+     {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas"},
      ready_column(),
+     {"name": "Reason", "type": "string",
+      "jsonPath": '.status.conditions[?(@.type=="Ready")].reason', "priority": 1},
      age_column()],
     scale=False,
+    root_rules=({
+        "rule": "has(self.spec.topicName) || (size(self.metadata.name) <= "
+                f"{TOPIC_NAME_MAX_LENGTH} && self.metadata.name.matches('{TOPIC_NAME_PATTERN}'))",
+        "message": "the resource name is not a legal Kafka topic name (letters, digits, '.', "
+                   f"'_', '-', at most {TOPIC_NAME_MAX_LENGTH}): set spec.topicName",
+    },),
 )
 
 ALL_CRDS: Final = {"brokers": BROKER_CRD, "topics": TOPIC_CRD}
+
+
+# ------------------------------------------------------------------------------ kopf peering
+def peering_crd(kind: str, plural: str, scope: str) -> dict[str, Any]:
+    """kopf's peering resource (``kopf.dev/v1``): several operator replicas see each other
+    through it and only the highest priority works. Its content is kopf's own."""
+    free: Schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.kopf.dev",
+                     "labels": {"app.kubernetes.io/name": "strata"}},
+        "spec": {
+            "group": "kopf.dev",
+            "scope": scope,
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+            "versions": [{
+                "name": "v1", "served": True, "storage": True,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": free, "status": free}}},
+            }],
+        },
+    }
+
+
+PEERING_CRDS: Final = {
+    "clusterkopfpeerings": peering_crd("ClusterKopfPeering", "clusterkopfpeerings", "Cluster"),
+    "kopfpeerings": peering_crd("KopfPeering", "kopfpeerings", "Namespaced"),
+}
 
 
 def render(crd_object: dict[str, Any]) -> str:
@@ -378,13 +462,13 @@ def render(crd_object: dict[str, Any]) -> str:
 
 
 def file_name(plural: str) -> str:
-    return f"{plural}.{GROUP}.yaml"
+    return f"{plural}.{'kopf.dev' if plural in PEERING_CRDS else GROUP}.yaml"
 
 
 def write(directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for plural, crd_object in ALL_CRDS.items():
+    for plural, crd_object in {**ALL_CRDS, **PEERING_CRDS}.items():
         path = directory / file_name(plural)
         path.write_text(render(crd_object), encoding="utf-8")
         written.append(path)

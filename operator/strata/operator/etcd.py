@@ -96,7 +96,10 @@ def build_etcd_stateful_set(names: BrokerNames, spec: BrokerSpec) -> Obj:
             "volumeClaimTemplates": [{
                 "metadata": {"name": "data"},
                 "spec": {"accessModes": ["ReadWriteOnce"],
-                         "resources": {"requests": {"storage": "1Gi"}}},
+                         "resources": {"requests": {
+                             "storage": spec.metadata.managed_storage_size}},
+                         **({"storageClassName": spec.metadata.managed_storage_class_name}
+                            if spec.metadata.managed_storage_class_name else {})},
             }],
         },
     }

@@ -158,7 +158,11 @@ class KafkaCluster:
             entries = self._admin.topic_configs(topic)
         dynamic = {k: str(e.value) for k, e in entries.items()
                    if config_source_name(e.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG.name}
-        return ObservedTopic(partitions=len(found.partitions), dynamic_config=dynamic)
+        return ObservedTopic(
+            partitions=len(found.partitions), dynamic_config=dynamic,
+            assignment={int(p.id): tuple(int(b) for b in p.replicas)
+                        for p in found.partitions.values()},
+            brokers=tuple(sorted(int(b) for b in metadata.brokers)))
 
     def create_topic(self, topic: str, partitions: int, replicas: int | None,
                      config: Mapping[str, str]) -> None:

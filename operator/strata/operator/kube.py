@@ -34,10 +34,13 @@ KINDS: Final[dict[str, tuple[str, str, bool]]] = {
     "Pod": ("v1", "pods", True),
     "Node": ("v1", "nodes", False),
     "Secret": ("v1", "secrets", True),
+    "PersistentVolumeClaim": ("v1", "persistentvolumeclaims", True),
     "Event": ("v1", "events", True),
     "StatefulSet": ("apps/v1", "statefulsets", True),
     "Deployment": ("apps/v1", "deployments", True),
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets", True),
+    "ClusterKopfPeering": ("kopf.dev/v1", "clusterkopfpeerings", False),
+    "KopfPeering": ("kopf.dev/v1", "kopfpeerings", True),
     "Broker": (API_VERSION, "brokers", True),
     "Topic": (API_VERSION, "topics", True),
 }

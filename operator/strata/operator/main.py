@@ -2,12 +2,16 @@
 handlers; each delegates to the module named after the resource it reconciles.
 
 Brokers carry no finalizer (deleting one never waits for the operator); their periodic pass
-is our own loop (``resync_brokers``). Topics carry kopf's finalizer: their deletion handler
-deletes the Kafka topic, and their timer reverts changes made in the cluster.
+is our own loop (``resync_brokers``), which stands by, like kopf's handlers, while a peer of
+higher priority is alive (``leadership.py``; kopf peering, several replicas). Topics carry
+kopf's finalizer: their deletion handler deletes the Kafka topic, and their timer reverts
+changes made in the cluster.
 
 Settings (``settings.py``) are read at import; the startup handler logs in with the official
 ``kubernetes`` client (in-cluster service account, else KUBECONFIG), starts the metrics
-server, and keeps kopf's bookkeeping in annotations (``strata.dev/...``) rather than in
+server, draws the kopf peering priority (with ``--peering`` the replica of highest priority
+works and the others stand by; equal priorities would all work, so each draws its own), and
+keeps kopf's bookkeeping in annotations (``strata.dev/...``) rather than in
 ``status``: our status schema is strict and owned by the reconcile. kopf runs these sync
 handlers in threads. Liveness is kopf's own endpoint (``--liveness=http://0.0.0.0:8080/healthz``).
 """
@@ -18,13 +22,15 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import secrets
 import threading
 from typing import Any
 
 import kopf
+from kubernetes.client.exceptions import ApiException
 from prometheus_client import start_http_server
 
-from strata.operator import broker, metrics, topic
+from strata.operator import broker, leadership, metrics, topic
 from strata.operator.kube import Kube, load_config
 from strata.operator.model import GROUP, VERSION
 from strata.operator.settings import SETTINGS
@@ -47,6 +53,14 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration")
     settings.posting.level = logging.WARNING
+    # Several replicas (kopf peering, ``--peering``): the highest priority works, the others
+    # stand by; replicas of one Deployment are alike, so each draws its own priority.
+    if not settings.peering.priority:  # kopf's --priority wins, then our setting
+        settings.peering.priority = (SETTINGS.peering_priority
+                                     or secrets.randbelow(2**31 - 1) + 1)
+    _peering.update(standalone=settings.peering.standalone, name=settings.peering.name,
+                    clusterwide=settings.peering.clusterwide,
+                    priority=settings.peering.priority)
     kube()
     if SETTINGS.metrics_port:
         start_http_server(SETTINGS.metrics_port)
@@ -60,6 +74,24 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 # repair, rolling restarts, scale-down) is our own loop over the Brokers kopf has seen.
 _brokers: dict[tuple[str, str], None] = {}
 _brokers_lock = threading.Lock()
+_peering: dict[str, Any] = {"standalone": True}
+
+
+def standing_by(namespace: str) -> bool:
+    """Whether a peer of higher priority works for ``namespace`` (kopf peering: kopf pauses
+    its own handlers then, and our loop must pause too; ``leadership.py``)."""
+    if _peering.get("standalone", True):
+        return False
+    try:
+        if _peering["clusterwide"]:
+            peering = kube().read("ClusterKopfPeering", None, _peering["name"])
+        else:
+            peering = kube().read("KopfPeering", namespace, _peering["name"])
+    except ApiException as exc:  # kopf, reading the same object, fails loudly meanwhile
+        logger.warning("cannot read the peering object %s: %s", _peering["name"], exc)
+        return False
+    return leadership.outranked((peering or {}).get("status"), int(_peering["priority"]),
+                                datetime.datetime.now(tz=datetime.UTC))
 
 
 @kopf.on.resume(GROUP, VERSION, "brokers")
@@ -84,7 +116,12 @@ def resync_brokers() -> None:
     """One periodic pass over every known Broker, read fresh (a thread: the client is sync)."""
     with _brokers_lock:
         keys = list(_brokers)
+    paused: dict[str, bool] = {}
     for namespace, name in keys:
+        if namespace not in paused:
+            paused[namespace] = standing_by(namespace)
+        if paused[namespace]:
+            continue
         body = kube().read("Broker", namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
             continue

@@ -67,6 +67,25 @@ DEFAULT_SCRAM_MECHANISM: Final = "SCRAM-SHA-512"
 STANDARD_AUTHORIZER: Final = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 LISTENER_NAME_PATTERN: Final = r"^[a-z][a-z0-9]{0,14}$"
 
+# Kafka's topic name rules (``org.apache.kafka.common.internals.Topic.validate``).
+TOPIC_NAME_PATTERN: Final = r"^[a-zA-Z0-9._-]+$"
+TOPIC_NAME_MAX_LENGTH: Final = 249
+
+
+def topic_name_problem(name: str) -> str | None:
+    """Why Kafka would refuse ``name`` as a topic name (``INVALID_TOPIC_EXCEPTION``), or None."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return f"topic name cannot be {name!r}"
+    if len(name) > TOPIC_NAME_MAX_LENGTH:
+        return (f"topic name is {len(name)} characters long, Kafka allows at most "
+                f"{TOPIC_NAME_MAX_LENGTH}")
+    if not re.match(TOPIC_NAME_PATTERN, name):
+        return (f"topic name {name!r} is illegal: only ASCII letters, digits, '.', '_' and "
+                "'-' are allowed")
+    return None
+
 
 class SpecError(ValueError):
     """A spec value the CRD schema would have rejected."""
@@ -103,6 +122,20 @@ class MetadataSpec:
     managed: bool = False
     managed_replicas: int = 3
     etcd_image: str = DEFAULT_ETCD_IMAGE
+    managed_storage_size: str = "1Gi"
+    managed_storage_class_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementSpec:
+    """Where broker pods may run: Kubernetes' own pod-spec fields, passed through as given
+    (the API server has validated them against the CRD's schema)."""
+
+    affinity: Mapping[str, Any] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    topology_spread_constraints: tuple[Mapping[str, Any], ...] = ()
+    priority_class_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,12 +295,23 @@ class BrokerSpec:
         default_factory=lambda: {"plaintext": ListenerSpec("plaintext", KAFKA_PORT)})
     security: SecuritySpec = SecuritySpec()
     users: tuple[ScramUserSpec, ...] = ()
+    placement: PlacementSpec = PlacementSpec()
 
     @property
     def client_listener(self) -> ListenerSpec:
         """The listener ``status.bootstrapServers`` names: ``plaintext``, else the lowest port."""
         return self.listeners.get("plaintext") or min(self.listeners.values(),
                                                       key=lambda lst: lst.port)
+
+    @property
+    def bootstrap_listener(self) -> ListenerSpec:
+        """The listener ``status.bootstrapServers`` names: among the listeners that
+        authenticate clients, if any (an unauthenticated one is never advertised next to
+        them), else among all: ``plaintext`` if there, else the lowest port."""
+        pool = [lst for lst in self.listeners.values() if lst.authentication != "none"]
+        pool = pool or list(self.listeners.values())
+        named = [lst for lst in pool if lst.name == "plaintext"]
+        return named[0] if named else min(pool, key=lambda lst: lst.port)
 
     @property
     def kafka_port(self) -> int:
@@ -321,6 +365,9 @@ class BrokerSpec:
                 managed=bool(meta.get("managed", False)),
                 managed_replicas=_int(meta, "managedReplicas", 3, 1),
                 etcd_image=str(meta.get("etcdImage", DEFAULT_ETCD_IMAGE)),
+                managed_storage_size=str((meta.get("managedStorage") or {}).get("size", "1Gi")),
+                managed_storage_class_name=(meta.get("managedStorage") or {}).get(
+                    "storageClassName") or None,
             ),
             admin_enabled=bool(admin.get("enabled", True)),
             admin_replicas=_int(admin, "replicas", 1, 0),
@@ -328,7 +375,29 @@ class BrokerSpec:
             listeners=listeners,
             security=security,
             users=_users(spec.get("users"), security.inter_broker_username),
+            placement=_placement(spec),
         )
+
+
+def _placement(spec: Mapping[str, Any]) -> PlacementSpec:
+    def listed(key: str) -> tuple[Mapping[str, Any], ...]:
+        raw = spec.get(key) or []
+        if not isinstance(raw, list) or not all(isinstance(i, Mapping) for i in raw):
+            raise SpecError(f"{key} must be a list of objects")
+        return tuple(dict(i) for i in raw)
+
+    affinity = spec.get("affinity") or {}
+    node_selector = spec.get("nodeSelector") or {}
+    if not isinstance(affinity, Mapping) or not isinstance(node_selector, Mapping):
+        raise SpecError("affinity and nodeSelector must be objects")
+    priority = spec.get("priorityClassName")
+    return PlacementSpec(
+        affinity=dict(affinity),
+        tolerations=listed("tolerations"),
+        node_selector={str(k): str(v) for k, v in node_selector.items()},
+        topology_spread_constraints=listed("topologySpreadConstraints"),
+        priority_class_name=str(priority) if priority else None,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,9 +414,14 @@ class TopicSpec:
         if not isinstance(broker, str) or not broker:
             raise SpecError("broker (the Broker's name) is required")
         replicas = spec.get("replicas")
+        topic_name = str(spec.get("topicName") or resource_name)
+        problem = topic_name_problem(topic_name)
+        if problem is not None:
+            raise SpecError(problem + (" (spec.topicName)" if spec.get("topicName") else
+                                       " (the resource name; set spec.topicName)"))
         return cls(
             broker=broker,
-            topic_name=str(spec.get("topicName") or resource_name),
+            topic_name=topic_name,
             partitions=_int(spec, "partitions", 1, 1),
             replicas=None if replicas is None else _int(spec, "replicas", 1, 1),
             config=_config(spec.get("config")),

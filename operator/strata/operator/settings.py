@@ -8,6 +8,8 @@
   client Service (an operator outside the cluster, or a test's local brokers).
 - ``STRATA_OPERATOR_TOPIC_DELETE_TIMEOUT`` (seconds, default 300): how long a Topic deletion
   keeps retrying an unreachable cluster before the finalizer is released anyway.
+- ``STRATA_OPERATOR_PEERING_PRIORITY`` (default 0: drawn at random at start): this replica's
+  kopf peering priority; with ``--peering`` only the highest-priority replica works.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class Settings:
     kafka_timeout: float = 5.0
     bootstrap_override: str = ""
     topic_delete_timeout: float = 300.0
+    peering_priority: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -35,6 +38,7 @@ class Settings:
             kafka_timeout=float(env.get(prefix + "KAFKA_TIMEOUT", "5")),
             bootstrap_override=env.get(prefix + "BOOTSTRAP_SERVERS", ""),
             topic_delete_timeout=float(env.get(prefix + "TOPIC_DELETE_TIMEOUT", "300")),
+            peering_priority=int(env.get(prefix + "PEERING_PRIORITY", "0")),
         )
 
 

@@ -3,7 +3,11 @@
 Reconcile (on create/update/resume and on a timer, which also reverts changes made directly in
 the cluster): find who owns the topic name (older Topic wins; the newer one gets
 ``ResourceConflict`` and touches nothing), find the Broker, ask Kafka what the topic looks like,
-apply ``topic_sync.decide``'s changes through the Kafka admin API, patch status explicitly.
+apply ``topic_sync.decide``'s changes through the Kafka admin API (a ``replicas`` change as
+AlterPartitionReassignments, re-sent each pass until every partition has that many replicas),
+patch status explicitly (``partitions`` and ``replicas`` as Kafka has them). A spec Kafka
+refuses for good (an illegal topic name, more replicas than brokers) is a condition, not a
+retry. Every change of the Ready reason is also posted as an Event (``events.py``).
 
 Deletion (kopf's finalizer): never leaves a namespace stuck. The finalizer is released when
 this Topic does not own the topic name, when its Broker is gone or being deleted (the topic's
@@ -15,11 +19,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 import kopf
 
-from strata.operator import conditions, topic_sync
+from strata.operator import conditions, events, topic_sync
 from strata.operator.broker import ClusterFactory, connect, default_cluster
 from strata.operator.kafka import Cluster, KafkaOperationError
 from strata.operator.kube import Kube, Obj
@@ -27,6 +31,15 @@ from strata.operator.model import BrokerNames, BrokerSpec, SpecError, TopicSpec
 from strata.operator.settings import SETTINGS
 
 logger = logging.getLogger(__name__)
+
+# The Ready reason last posted as an Event per Topic: a timer pass may still hold the body from
+# before the change handler's status patch, and must not post the same Event again.
+_posted: dict[tuple[str, str, str], str] = {}
+
+# Kafka errors that retrying cannot fix: reported as the Topic's condition, not retried.
+REFUSED: Final = {"INVALID_REPLICATION_FACTOR": conditions.INVALID_REPLICATION_FACTOR,
+                  "INVALID_TOPIC_EXCEPTION": conditions.INVALID_SPEC,
+                  "POLICY_VIOLATION": conditions.INVALID_SPEC}
 
 
 def _owner(body: Mapping[str, Any], kube: Kube) -> tuple[topic_sync.TopicRef | None,
@@ -69,6 +82,11 @@ def reconcile(body: Mapping[str, Any], kube: Kube,
             conditions.ready_condition(ready, reason, message, generation, previous)]}
         if conditions.status_changed(old_status, status):
             kube.patch_status("Topic", namespace, name, status)
+        key = (namespace, name, str(metadata.get("uid", "")))
+        if reason not in (conditions.ready_reason(old_status)[1], _posted.get(key)):
+            events.record(kube, body, events.NORMAL if ready else events.WARNING, reason,
+                          message)
+        _posted[key] = reason
         return status
 
     try:
@@ -89,7 +107,7 @@ def reconcile(body: Mapping[str, Any], kube: Kube,
     cluster = _cluster(kube, BrokerNames(spec.broker, namespace), broker, cluster_factory)
     try:
         observed = cluster.describe_topic(spec.topic_name)
-        changes = topic_sync.decide(spec.partitions, spec.config, observed)
+        changes = topic_sync.decide(spec.partitions, spec.config, observed, spec.replicas)
         if changes.create:
             cluster.create_topic(spec.topic_name, spec.partitions, spec.replicas, spec.config)
             logger.info("created topic %r", spec.topic_name)
@@ -100,17 +118,41 @@ def reconcile(body: Mapping[str, Any], kube: Kube,
             cluster.alter_config(spec.topic_name, changes.set_config, changes.delete_config)
             logger.info("topic %r: config set %s, deleted %s", spec.topic_name,
                         dict(changes.set_config), list(changes.delete_config))
+        served = True
+        if changes.reassign:
+            served = cluster.reassign({(spec.topic_name, p): ids
+                                       for p, ids in changes.reassign.items()})
+            logger.info("topic %r: reassigning %d partitions to replication factor %s",
+                        spec.topic_name, len(changes.reassign), spec.replicas)
         after = cluster.describe_topic(spec.topic_name) if not changes.empty else observed
     except KafkaOperationError as exc:
+        if exc.code in REFUSED:
+            return write(False, REFUSED[exc.code], str(exc), topicName=spec.topic_name)
         write(False, conditions.KAFKA_ERROR, str(exc), topicName=spec.topic_name)
         raise kopf.TemporaryError(str(exc), delay=SETTINGS.reconcile_interval) from None
-    partitions = after.partitions if after is not None else spec.partitions
+    observed_now: Obj = {"topicName": spec.topic_name}
+    observed_now["partitions"] = after.partitions if after is not None else spec.partitions
+    factor = after.replication_factor if after is not None else None
+    if factor is not None:
+        observed_now["replicas"] = factor
     if changes.problem:
-        return write(False, conditions.PARTITIONS_DRIFT, changes.problem,
-                     topicName=spec.topic_name, partitions=partitions)
+        return write(False, conditions.PARTITIONS_DRIFT, changes.problem, **observed_now)
+    if changes.replicas_problem:
+        return write(False, conditions.INVALID_REPLICATION_FACTOR, changes.replicas_problem,
+                     **observed_now)
+    if changes.reassign:
+        if not served:
+            return write(False, conditions.REASSIGNMENT_NOT_SERVED,
+                         f"replicas {spec.replicas}: the controller does not serve "
+                         "AlterPartitionReassignments", **observed_now)
+        total = observed.partitions if observed is not None else len(changes.reassign)
+        return write(False, conditions.REASSIGNMENT_IN_PROGRESS,
+                     f"replication factor -> {spec.replicas}: "
+                     f"{total - len(changes.reassign)} of {total} partitions done, "
+                     f"{len(changes.reassign)} being reassigned", **observed_now)
     return write(True, conditions.TOPIC_READY,
-                 f"topic {spec.topic_name!r} has {partitions} partitions",
-                 topicName=spec.topic_name, partitions=partitions)
+                 f"topic {spec.topic_name!r} has {observed_now['partitions']} partitions"
+                 + (f" of {factor} replicas" if factor is not None else ""), **observed_now)
 
 
 def delete(body: Mapping[str, Any], kube: Kube, runtime_seconds: float,
@@ -123,6 +165,7 @@ def delete(body: Mapping[str, Any], kube: Kube, runtime_seconds: float,
     """
     metadata = body["metadata"]
     namespace = metadata["namespace"]
+    _posted.pop((namespace, metadata["name"], str(metadata.get("uid", ""))), None)
     try:
         spec = TopicSpec.parse(body.get("spec") or {}, metadata["name"])
     except SpecError:

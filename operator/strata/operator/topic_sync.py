@@ -9,11 +9,19 @@ create the topic; raise partitions (never lower: the CRD's CEL rule rejects a de
 admission, and a decrease done in Kafka cannot be undone, so it is reported); set configs
 that differ; delete dynamic topic configs the spec does not name (back to the default). The
 same function reverts changes made directly in the cluster, run on a timer.
+
+A ``replicas`` (replication factor) change is carried out by partition reassignment
+(``plan_replication``): a partition with too many replicas keeps its first ones (the preferred
+leader stays), one with too few gets the least-loaded brokers it lacks. The plan depends only on
+what Kafka reports, so re-sending it each pass is idempotent: while Kafka moves a partition its
+replica list is the union of old and new, which plans the same target again. ``replicas`` above
+the number of brokers is refused (Kafka's ``INVALID_REPLICATION_FACTOR``), nothing is sent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +52,13 @@ class ObservedTopic:
 
     partitions: int
     dynamic_config: Mapping[str, str] = field(default_factory=dict)
+    assignment: Mapping[int, tuple[int, ...]] = field(default_factory=dict)  # partition -> ids
+    brokers: tuple[int, ...] = ()  # the cluster's broker ids
+
+    @property
+    def replication_factor(self) -> int | None:
+        """The smallest replica count of any partition (None: no partition known)."""
+        return min((len(r) for r in self.assignment.values()), default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,16 +68,55 @@ class TopicChanges:
     set_config: Mapping[str, str] = field(default_factory=dict)
     delete_config: tuple[str, ...] = ()
     problem: str = ""  # something that cannot be fixed (partitions above the spec)
+    reassign: Mapping[int, tuple[int, ...]] = field(default_factory=dict)  # partition -> ids
+    replicas_problem: str = ""  # a replication factor that cannot be had (more than brokers)
 
     @property
     def empty(self) -> bool:
-        return not (self.create or self.partitions or self.set_config or self.delete_config)
+        return not (self.create or self.partitions or self.set_config or self.delete_config
+                    or self.reassign)
+
+
+def plan_replication(assignment: Mapping[int, Sequence[int]], brokers: Sequence[int],
+                     replicas: int) -> dict[int, tuple[int, ...]]:
+    """New replica lists for the partitions whose replica count is not ``replicas``.
+
+    Shrinking keeps the first ``replicas`` entries (the preferred leader first); growing
+    appends the least-loaded brokers (replicas of this topic; ties: lowest id) not already in
+    the list. Raises ``ValueError`` when ``replicas`` exceeds the number of brokers.
+    """
+    if replicas > len(brokers):
+        raise ValueError(f"replicas {replicas} is larger than the {len(brokers)} available "
+                         f"brokers {sorted(brokers)} (INVALID_REPLICATION_FACTOR)")
+    load = Counter(b for ids in assignment.values() for b in ids)
+    plan: dict[int, tuple[int, ...]] = {}
+    for partition in sorted(assignment):
+        ids = list(assignment[partition])
+        if len(ids) == replicas:
+            continue
+        if len(ids) > replicas:
+            for gone in ids[replicas:]:
+                load[gone] -= 1
+            ids = ids[:replicas]
+        while len(ids) < replicas:
+            choice = min((b for b in brokers if b not in ids), key=lambda b: (load[b], b))
+            ids.append(choice)
+            load[choice] += 1
+        plan[partition] = tuple(ids)
+    return plan
 
 
 def decide(spec_partitions: int, spec_config: Mapping[str, str],
-           observed: ObservedTopic | None) -> TopicChanges:
+           observed: ObservedTopic | None, spec_replicas: int | None = None) -> TopicChanges:
     if observed is None:
         return TopicChanges(create=True)
+    reassign: dict[int, tuple[int, ...]] = {}
+    replicas_problem = ""
+    if spec_replicas is not None and observed.assignment:
+        try:
+            reassign = plan_replication(observed.assignment, observed.brokers, spec_replicas)
+        except ValueError as exc:
+            replicas_problem = str(exc)
     grow = spec_partitions if spec_partitions > observed.partitions else None
     problem = ""
     if observed.partitions > spec_partitions:
@@ -72,7 +126,7 @@ def decide(spec_partitions: int, spec_config: Mapping[str, str],
                   if observed.dynamic_config.get(k) != v}
     delete_config = tuple(sorted(k for k in observed.dynamic_config if k not in spec_config))
     return TopicChanges(partitions=grow, set_config=set_config, delete_config=delete_config,
-                        problem=problem)
+                        problem=problem, reassign=reassign, replicas_problem=replicas_problem)
 
 
 def topic_ref(body: Mapping[str, Any]) -> TopicRef | None:

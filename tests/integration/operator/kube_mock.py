@@ -8,7 +8,10 @@ on writes: ``resourceVersion`` (kopf's finalizer patches need it), and on create
 (kopf looks up ``strata.dev/v1alpha1``). kmock runs no controllers and ignores label selectors
 (the operator filters labels itself); ``StatefulSetController.sync`` plays the StatefulSet
 controller: it creates the missing pods of every StatefulSet from its template and marks them
-Ready, one call at a time, driven by the test's polling loop.
+Ready, one call at a time, driven by the test's polling loop; it also creates each pod's
+claims from the claim templates (``<template>-<pod>``, ``status.capacity`` = the request) and,
+while ``expand_volumes`` is set, plays the volume expansion controller: a claim whose request
+was raised gets that capacity at the next call.
 
 ``KubeMock`` runs the server on its own event loop in a daemon thread (tests and the operator
 talk to it over HTTP on 127.0.0.1) and writes a kubeconfig pointing at it.
@@ -42,6 +45,7 @@ RESOURCES: dict[str, dict[str, Any]] = {
                                    "shortnames": {"st"}},
     "v1/pods": {"kind": "Pod"}, "v1/configmaps": {"kind": "ConfigMap"},
     "v1/secrets": {"kind": "Secret"},
+    "v1/persistentvolumeclaims": {"kind": "PersistentVolumeClaim", "subresources": {"status"}},
     "v1/services": {"kind": "Service"}, "v1/nodes": {"kind": "Node", "namespaced": False},
     "v1/events": {"kind": "Event"}, "apps/v1/statefulsets": {"kind": "StatefulSet"},
     "apps/v1/deployments": {"kind": "Deployment"},
@@ -49,6 +53,9 @@ RESOURCES: dict[str, dict[str, Any]] = {
     # kopf waits for these two in discovery before it watches anything (it lists neither
     # when it runs cluster-wide: listing namespaces is what crashes kmock).
     "v1/namespaces": {"kind": "Namespace", "namespaced": False},
+    # kopf peering (operator replicas with --peering).
+    "kopf.dev/v1/clusterkopfpeerings": {"kind": "ClusterKopfPeering", "namespaced": False},
+    "kopf.dev/v1/kopfpeerings": {"kind": "KopfPeering"},
     "apiextensions.k8s.io/v1/customresourcedefinitions": {"kind": "CustomResourceDefinition",
                                                           "namespaced": False},
 }
@@ -172,14 +179,43 @@ class StatefulSetController:
         self.namespace = namespace
         self.node_name = node_name
         self.created: list[str] = []
+        self.expand_volumes = True
+
+    def _claims(self, sts: dict[str, Any], pod_name: str) -> None:
+        existing = {c["metadata"]["name"]
+                    for c in self.kube.list("PersistentVolumeClaim", self.namespace)}
+        for template in sts["spec"].get("volumeClaimTemplates") or ():
+            claim_name = f"{template['metadata']['name']}-{pod_name}"
+            if claim_name in existing:
+                continue
+            spec = copy.deepcopy(template["spec"])
+            self.kube.create({
+                "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": claim_name, "namespace": self.namespace,
+                             "labels": dict(template["metadata"].get("labels") or {})},
+                "spec": spec,
+                "status": {"phase": "Bound",
+                           "capacity": {"storage": spec["resources"]["requests"]["storage"]}},
+            })
+
+    def _expand(self) -> None:
+        for claim in self.kube.list("PersistentVolumeClaim", self.namespace):
+            requested = claim["spec"]["resources"]["requests"]["storage"]
+            if (claim.get("status") or {}).get("capacity", {}).get("storage") != requested:
+                self.kube.patch_status("PersistentVolumeClaim", self.namespace,
+                                       claim["metadata"]["name"],
+                                       {"phase": "Bound", "capacity": {"storage": requested}})
 
     def sync(self) -> None:
+        if self.expand_volumes:
+            self._expand()
         for sts in self.kube.list("StatefulSet", self.namespace):
             name = sts["metadata"]["name"]
             template = sts["spec"]["template"]
             existing = {p["metadata"]["name"] for p in self.kube.list("Pod", self.namespace)}
             for ordinal in range(int(sts["spec"].get("replicas", 1))):
                 pod_name = f"{name}-{ordinal}"
+                self._claims(sts, pod_name)
                 if pod_name in existing:
                     continue
                 pod = {

@@ -38,11 +38,18 @@ def wait_until(probe: Callable[[], T | None], timeout: float, what: str,
                          f"(last: {last!r})\n{log()}")
 
 
+STANDALONE = ("-A", "--standalone")
+
+
 class OperatorProcess:
-    def __init__(self, workdir: Path, kubeconfig: Path, env: Mapping[str, str]) -> None:
+    def __init__(self, workdir: Path, kubeconfig: Path, env: Mapping[str, str],
+                 mode: tuple[str, ...] = STANDALONE) -> None:
+        """``mode``: kopf's scope and peering options (the chart's replicas use
+        ``("-A", "--peering=<name>")``)."""
         self.log_path = workdir / "operator.log"
         self.kubeconfig = kubeconfig
         self.env = dict(env)
+        self.mode = mode
         self.process: subprocess.Popen[bytes] | None = None
         self.metrics_port = free_port()
         self.health_port = free_port()
@@ -55,7 +62,7 @@ class OperatorProcess:
                     "STRATA_OPERATOR_METRICS_PORT": str(self.metrics_port), **self.env})
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "kopf", "run", "-A", "--standalone",
+                [sys.executable, "-m", "kopf", "run", *self.mode,
                  f"--liveness=http://127.0.0.1:{self.health_port}/healthz",
                  "-m", "strata.operator.main"],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -77,9 +84,9 @@ class OperatorProcess:
 
 
 @contextlib.contextmanager
-def running_operator(workdir: Path, kubeconfig: Path,
-                     env: Mapping[str, str]) -> Iterator[OperatorProcess]:
-    operator = OperatorProcess(workdir, kubeconfig, env)
+def running_operator(workdir: Path, kubeconfig: Path, env: Mapping[str, str],
+                     mode: tuple[str, ...] = STANDALONE) -> Iterator[OperatorProcess]:
+    operator = OperatorProcess(workdir, kubeconfig, env, mode)
     operator.start()
     try:
         yield operator

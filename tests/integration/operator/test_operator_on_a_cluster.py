@@ -2,6 +2,8 @@
 
 * a spec change rolls the broker pods one at a time, and holds while a partition is
   under-replicated because a follower is stopped (SIGSTOP), resuming after SIGCONT;
+* a Topic's ``replicas`` 2 -> 3 -> 2 is carried out by reassignment, the Topic Ready with
+  ``status.replicas`` as Kafka has it only once every partition has that many replicas;
 * a scale-down first moves the partitions off the leaving broker (AlterPartitionReassignments,
   carried out by the cluster's controller) and only then shrinks the StatefulSet.
 
@@ -84,6 +86,35 @@ def test_roll_holds_while_a_follower_is_stopped(
                operator.log_tail)
     # Three replicas cannot live on the two brokers the next test scales down to.
     cluster.admin().delete_topics(["ledger"])["ledger"].result(timeout=30)
+
+
+def topic_state(kube: Kube, name: str) -> tuple[str | None, int | None]:
+    status = (kube.read("Topic", NS, name) or {}).get("status") or {}
+    reason = next((c["reason"] for c in status.get("conditions") or ()
+                   if c["type"] == "Ready"), None)
+    return reason, status.get("replicas")
+
+
+def test_topic_replication_factor_changes_by_reassignment(
+        kube: Kube, pods: StatefulSetController, operator: OperatorProcess,
+        cluster: ClusterProcesses) -> None:
+    kube.create({"apiVersion": "strata.dev/v1alpha1", "kind": "Topic",
+                 "metadata": {"name": "rf", "namespace": NS},
+                 "spec": {"broker": "events", "partitions": 2, "replicas": 2}})
+    wait_until(lambda: topic_state(kube, "rf") == ("TopicReady", 2), 60, "the topic",
+               operator.log_tail)
+    for factor in (3, 2):
+        kube.patch("Topic", NS, "rf", {"spec": {"replicas": factor}})
+        cluster.wait_for(lambda f=factor: all(  # type: ignore[misc]  # default binds the loop
+            (p := cluster.partition("rf", i)) is not None and len(p.replicas) == f
+            for i in range(2)), f"every partition at {factor} replicas", 90)
+        wait_until(lambda f=factor: topic_state(kube, "rf") == ("TopicReady", f), 60,
+                   f"the Topic Ready at {factor} replicas", operator.log_tail)
+        leaders = {p.leader for i in range(2) if (p := cluster.partition("rf", i)) is not None}
+        assert leaders and leaders <= {0, 1, 2}
+    kube.delete("Topic", NS, "rf")
+    wait_until(lambda: "rf" not in cluster.admin().list_topics(timeout=5).topics, 60,
+               "the topic deleted", operator.log_tail)
 
 
 def test_scale_down_moves_partitions_off_the_leaving_broker_first(

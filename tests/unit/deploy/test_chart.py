@@ -60,6 +60,8 @@ def validate(obj: dict[str, Any]) -> None:
         crd = crds.BROKER_CRD if obj["kind"] == "Broker" else crds.TOPIC_CRD
         schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
         jsonschema.validate(obj, openapi_to_json_schema(schema))
+    elif obj["apiVersion"] == "kopf.dev/v1":
+        assert obj["kind"] in {"ClusterKopfPeering", "KopfPeering"} and obj["metadata"]["name"]
     elif obj["apiVersion"] == "monitoring.coreos.com/v1":
         assert obj["kind"] in {"ServiceMonitor", "PrometheusRule"}
         assert obj["metadata"]["name"] and obj["spec"]
@@ -91,11 +93,11 @@ def test_every_rendered_object_is_valid(values: list[str]) -> None:
 def test_default_render_is_the_operator_and_dashboards_only() -> None:
     kinds = sorted(o["kind"] for o in render()
                    if o["metadata"]["labels"]["app.kubernetes.io/component"] != "dashboards")
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "Service",
-                     "ServiceAccount"]
+    assert kinds == ["ClusterKopfPeering", "ClusterRole", "ClusterRoleBinding", "Deployment",
+                     "Service", "ServiceAccount"]
     deployment = next(o for o in render() if o["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"] == ["kopf", "run", "--standalone", "--all-namespaces",
+    assert container["command"] == ["kopf", "run", "--peering=rel-strata", "--all-namespaces",
                                     "--liveness=http://0.0.0.0:8080/healthz", "-m",
                                     "strata.operator.main"]
     assert container["image"] == "strata:0.1.0"

@@ -15,6 +15,7 @@ import yaml
 
 from strata.operator import crds
 from strata.operator.model import BrokerSpec, TopicSpec
+from strata.operator.volumes import parse_quantity
 
 ROOT = Path(__file__).resolve().parents[3]
 CRD_DIR = ROOT / "charts" / "strata" / "crds"
@@ -51,6 +52,18 @@ def cel_rules(schema: dict[str, Any], path: tuple[str, ...] = ()) -> list[tuple[
     return found
 
 
+def _quantity(value: Any) -> celpy.celtypes.IntType:
+    return celpy.celtypes.IntType(parse_quantity(str(value)))
+
+
+def _is_less_than(a: Any, b: Any) -> celpy.celtypes.BoolType:
+    return celpy.celtypes.BoolType(a < b)
+
+
+# Kubernetes' CEL quantity library, as far as our rules use it (sizes in bytes).
+K8S_FUNCTIONS = {"quantity": _quantity, "isLessThan": _is_less_than}
+
+
 def admitted(crd: dict[str, Any], new: dict[str, Any], old: dict[str, Any] | None) -> list[str]:
     """Messages of the CEL rules that reject ``new`` (an update from ``old`` when given).
 
@@ -71,7 +84,8 @@ def admitted(crd: dict[str, Any], new: dict[str, Any], old: dict[str, Any] | Non
         activation = {"self": celpy.json_to_cel(node_new)}
         if transition:
             activation["oldSelf"] = celpy.json_to_cel(node_old)
-        if not bool(env.program(env.compile(rule["rule"])).evaluate(activation)):
+        program = env.program(env.compile(rule["rule"]), functions=K8S_FUNCTIONS)
+        if not bool(program.evaluate(activation)):
             failed.append(rule["message"])
     return failed
 
