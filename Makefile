@@ -23,7 +23,7 @@ typecheck: $(STAMP) ## mypy --strict over every strata package
 	$(BIN)/mypy
 
 test: lint typecheck node-deps etcd prometheus chromium ## lint, types and every test (installs what it needs)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=25
 
 unit: $(STAMP) ## unit tests only (tests/unit)
 	$(BIN)/pytest -q tests/unit
