@@ -19,7 +19,16 @@ from strata.admin import problems
 from strata.admin.authorization import AclCache, describe_acls
 from strata.admin.kafka_gateway import AdminSettings, KafkaGateway
 from strata.admin.metrics import AdminMetrics, MetricsMiddleware
-from strata.admin.routers import brokers, cluster, groups, health, quotas, records, topics
+from strata.admin.routers import (
+    brokers,
+    cluster,
+    groups,
+    health,
+    quotas,
+    records,
+    topics,
+    transactions,
+)
 
 API_VERSION = "1"
 
@@ -48,7 +57,7 @@ def create_app(settings: AdminSettings) -> FastAPI:
                            if settings.auth is not None else None)
     app.state.metrics = admin_metrics
     problems.install(app)
-    for module in (health, cluster, brokers, topics, records, groups, quotas):
+    for module in (health, cluster, brokers, topics, records, groups, quotas, transactions):
         app.include_router(module.router)
     app.add_middleware(MetricsMiddleware, metrics=admin_metrics)
     return app

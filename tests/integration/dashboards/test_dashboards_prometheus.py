@@ -116,6 +116,7 @@ def traffic(bootstrap: str) -> None:
     for commit in (True, False):  # the Transactions row: one commit, one abort
         transactional.begin_transaction()
         transactional.produce(TOPIC, b"txn")
+        assert transactional.flush(30) == 0  # else librdkafka's abort sends no EndTxn
         (transactional.commit_transaction if commit else transactional.abort_transaction)(30)
 
 
