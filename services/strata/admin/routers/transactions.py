@@ -23,6 +23,7 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
+from pydantic import NonNegativeInt
 
 from strata.admin.models import TopicPartitionRef
 from strata.admin.routers import PROBLEMS, AccessDep, GatewayDep
@@ -46,7 +47,8 @@ async def list_transactions(
     gateway: GatewayDep, access: AccessDep,
     state: Annotated[list[str] | None, Query(description="Kafka's state name; repeatable.")
                      ] = None,
-    producer_id: Annotated[list[int] | None, Query(ge=0, description="Repeatable.")] = None,
+    producer_id: Annotated[list[NonNegativeInt] | None, Query(description="Repeatable.")
+                           ] = None,
     duration_ms: Annotated[int, Query(ge=-1, description="Only transactions open longer "
                                                          "than this (-1: all).")] = -1,
 ) -> list[TransactionListing]:
