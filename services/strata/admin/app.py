@@ -47,7 +47,8 @@ def create_app(settings: AdminSettings) -> FastAPI:
     app = FastAPI(
         title="Strata admin API",
         version=API_VERSION,
-        description="Cluster, brokers, topics, records and consumer groups of a Strata "
+        description="Cluster, brokers, topics, records, consumer groups, quotas and "
+                    "transactions of a Strata "
                     "(Kafka-compatible) cluster, over the Kafka protocol. Errors are RFC 9457 "
                     "problem details titled with Kafka's error name.",
         lifespan=lifespan,
