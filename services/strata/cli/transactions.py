@@ -46,7 +46,11 @@ MINUTE_MS: Final = 60_000
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN: Final = 15
 
 TopicOption = Annotated[str, typer.Option("--topic", help="Topic name.")]
-PartitionOption = Annotated[int, typer.Option("--partition", min=0, help="Partition number.")]
+MAX_INT16: Final = 2**15 - 1
+MAX_INT32: Final = 2**31 - 1
+MAX_INT64: Final = 2**63 - 1
+PartitionOption = Annotated[int, typer.Option("--partition", min=0, max=MAX_INT32,
+                                              help="Partition number.")]
 
 LIST_HEADERS: Final = ("TransactionalId", "Coordinator", "ProducerId", "TransactionState")
 DESCRIBE_HEADERS: Final = ("CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch",
@@ -157,9 +161,10 @@ def list_transactions(
                         "PrepareAbort, CompleteCommit, CompleteAbort, Empty, Dead, "
                         "PrepareEpochFence); repeatable.")] = None,
     producer_id: Annotated[list[int] | None, typer.Option(
-        "--producer-id", help="Only this producer id; repeatable.")] = None,
+        "--producer-id", min=0, max=MAX_INT64, help="Only this producer id; repeatable.")
+    ] = None,
     duration_filter: Annotated[int, typer.Option(
-        "--duration-filter", metavar="MS",
+        "--duration-filter", metavar="MS", max=MAX_INT64,
         help="Only transactions open longer than this many milliseconds (< 0: all).")] = -1,
     output: RowsFormatOption = OutputFormat.TEXT,
 ) -> None:
@@ -239,14 +244,15 @@ def abort(
     topic: TopicOption,
     partition: PartitionOption,
     start_offset: Annotated[int | None, typer.Option(
-        "--start-offset", min=0, help="Start offset of the transaction to abort.")] = None,
+        "--start-offset", min=0, max=MAX_INT64,
+        help="Start offset of the transaction to abort.")] = None,
     producer_id: Annotated[int | None, typer.Option(
-        "--producer-id", min=0, help="Producer id (with --producer-epoch and "
+        "--producer-id", min=0, max=MAX_INT64, help="Producer id (with --producer-epoch and "
                                      "--coordinator-epoch).")] = None,
     producer_epoch: Annotated[int | None, typer.Option(
-        "--producer-epoch", min=0, help="Producer epoch.")] = None,
+        "--producer-epoch", min=0, max=MAX_INT16, help="Producer epoch.")] = None,
     coordinator_epoch: Annotated[int | None, typer.Option(
-        "--coordinator-epoch", help="Coordinator epoch.")] = None,
+        "--coordinator-epoch", min=-1, max=MAX_INT32, help="Coordinator epoch.")] = None,
 ) -> None:
     """Abort a hanging transaction on one partition (WriteTxnMarkers ABORT; needs
     ClusterAction)."""

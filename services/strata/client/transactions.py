@@ -42,6 +42,7 @@ from strata.client.client_quotas import QuotaTarget
 from strata.client.kafka_errors import KafkaClientError
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import kafka_error_name
+from strata.protocol.errors import MessageBuildError
 
 Target = QuotaTarget
 """Where and how to ask: the bootstrap list, the login, the bound, the client id."""
@@ -127,6 +128,20 @@ def _refused(code: int, message: str | None, subject: str, api: str) -> KafkaCli
                             api=api)
 
 
+def _unencodable(exc: MessageBuildError) -> KafkaClientError:
+    return KafkaClientError("INVALID_REQUEST", f"the request cannot be encoded: {exc}",
+                            subject="")
+
+
+async def _bootstrap(target: Target, api_key: int, version: int,
+                     fields: Mapping[str, Any]) -> Any:
+    try:
+        return await bootstrap_request(target.bootstrap, target.security, target.timeout_s,
+                                       target.client_id, api_key, version, fields)
+    except MessageBuildError as exc:
+        raise _unencodable(exc) from None
+
+
 class _Session:
     """One call's connections: the bootstrap Metadata, then a ``BrokerClient`` per broker."""
 
@@ -147,9 +162,8 @@ class _Session:
     async def metadata(self, topics: Sequence[str] | None) -> ClusterView:
         """Metadata for ``topics`` (None: every topic, internal ones included)."""
         target = self.target
-        response = await bootstrap_request(
-            target.bootstrap, target.security, target.timeout_s, target.client_id,
-            ApiKey.METADATA, 12,
+        response = await _bootstrap(
+            target, ApiKey.METADATA, 12,
             {"topics": None if topics is None else [{"name": t, "topic_id": ZERO_UUID}
                                                      for t in topics],
              "allow_auto_topic_creation": False,
@@ -199,6 +213,8 @@ class _Session:
                 security=target.security)
         try:
             return await client.request(api_key, version, fields)
+        except MessageBuildError as exc:  # a value the protocol cannot carry (a huge id)
+            raise _unencodable(exc) from None
         except BrokerUnavailableError as exc:
             raise KafkaClientError("_TRANSPORT", str(exc), subject=f"broker {node_id}",
                                    unreachable=True, reason=str(exc),
@@ -264,9 +280,8 @@ async def _describe(session: _Session, transactional_ids: Sequence[str]
     if not transactional_ids:
         return out
     target = session.target
-    found = await bootstrap_request(
-        target.bootstrap, target.security, target.timeout_s, target.client_id,
-        ApiKey.FIND_COORDINATOR, 4,
+    found = await _bootstrap(
+        target, ApiKey.FIND_COORDINATOR, 4,
         {"key_type": TRANSACTION_KEY_TYPE, "coordinator_keys": list(transactional_ids)})
     by_node: dict[int, list[str]] = {}
     for coordinator in found.coordinators:

@@ -23,7 +23,7 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
-from pydantic import NonNegativeInt
+from pydantic import Field
 
 from strata.admin.models import TopicPartitionRef
 from strata.admin.routers import PROBLEMS, AccessDep, GatewayDep
@@ -38,7 +38,10 @@ from strata.security.acl import AclOperation, ResourceType
 
 router = APIRouter(prefix="/v1/transactions", tags=["transactions"], responses=PROBLEMS)
 
-TransactionalIdPath = Annotated[str, Path(min_length=1, max_length=32767,
+MAX_INT64 = 2**63 - 1
+ProducerId = Annotated[int, Field(ge=0, le=MAX_INT64)]
+# Kafka strings are at most 32767 bytes: 8191 characters fit in any UTF-8 encoding.
+TransactionalIdPath = Annotated[str, Path(min_length=1, max_length=8191,
                                           description="Transactional id.")]
 
 
@@ -47,10 +50,10 @@ async def list_transactions(
     gateway: GatewayDep, access: AccessDep,
     state: Annotated[list[str] | None, Query(description="Kafka's state name; repeatable.")
                      ] = None,
-    producer_id: Annotated[list[NonNegativeInt] | None, Query(description="Repeatable.")
-                           ] = None,
-    duration_ms: Annotated[int, Query(ge=-1, description="Only transactions open longer "
-                                                         "than this (-1: all).")] = -1,
+    producer_id: Annotated[list[ProducerId] | None, Query(description="Repeatable.")] = None,
+    duration_ms: Annotated[int, Query(ge=-1, le=MAX_INT64,
+                                      description="Only transactions open longer than this "
+                                                  "(-1: all).")] = -1,
 ) -> list[TransactionListing]:
     listed = await gateway.call(_list, state or [], producer_id or [], duration_ms)
     rows = [TransactionListing(transactional_id=t.transactional_id,
