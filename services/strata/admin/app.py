@@ -20,7 +20,16 @@ from strata.admin import console, problems
 from strata.admin.authorization import AclCache, describe_acls
 from strata.admin.kafka_gateway import AdminSettings, KafkaGateway
 from strata.admin.metrics import AdminMetrics, MetricsMiddleware
-from strata.admin.routers import brokers, cluster, groups, health, quotas, records, topics
+from strata.admin.routers import (
+    brokers,
+    cluster,
+    groups,
+    health,
+    quotas,
+    records,
+    topics,
+    transactions,
+)
 
 API_VERSION = "1"
 
@@ -40,7 +49,8 @@ def create_app(settings: AdminSettings) -> FastAPI:
     app = FastAPI(
         title="Strata admin API",
         version=API_VERSION,
-        description="Cluster, brokers, topics, records and consumer groups of a Strata "
+        description="Cluster, brokers, topics, records, consumer groups, quotas and "
+                    "transactions of a Strata "
                     "(Kafka-compatible) cluster, over the Kafka protocol. Errors are RFC 9457 "
                     "problem details titled with Kafka's error name.",
         lifespan=lifespan,
@@ -50,7 +60,7 @@ def create_app(settings: AdminSettings) -> FastAPI:
                            if settings.auth is not None else None)
     app.state.metrics = admin_metrics
     problems.install(app)
-    for module in (health, cluster, brokers, topics, records, groups, quotas):
+    for module in (health, cluster, brokers, topics, records, groups, quotas, transactions):
         app.include_router(module.router)
     console.install(app)
     app.add_middleware(MetricsMiddleware, metrics=admin_metrics)

@@ -55,7 +55,8 @@ Clock = Callable[[], float]
 
 _FAILED_TITLES: Final = {ResourceType.TOPIC: "TOPIC_AUTHORIZATION_FAILED",
                          ResourceType.GROUP: "GROUP_AUTHORIZATION_FAILED",
-                         ResourceType.CLUSTER: "CLUSTER_AUTHORIZATION_FAILED"}
+                         ResourceType.CLUSTER: "CLUSTER_AUTHORIZATION_FAILED",
+                         ResourceType.TRANSACTIONAL_ID: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"}
 _RESOURCE_TYPES: Final = {KafkaResourceType.TOPIC.value: ResourceType.TOPIC,
                           KafkaResourceType.GROUP.value: ResourceType.GROUP,
                           KafkaResourceType.BROKER.value: ResourceType.CLUSTER,

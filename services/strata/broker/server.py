@@ -57,6 +57,7 @@ from strata.broker.cluster.image import ClusterImage
 from strata.broker.config import BrokerConfig, ConfigError
 from strata.broker.metrics.broker_metrics import BrokerMetrics
 from strata.broker.metrics.fetch_session_metrics import FetchSessionMetrics
+from strata.broker.metrics.transaction_metrics import TransactionMetrics
 from strata.broker.network.connection import KafkaConnection, RequestQueueLimit
 from strata.broker.network.http import HealthServer
 from strata.broker.network.listeners import (
@@ -198,6 +199,8 @@ class KafkaServer:
         replica_manager.log_metrics = metrics.log
         replica_manager.replication_metrics = metrics.replication
         FetchSessionMetrics(metrics.registry, state.fetch_sessions)
+        state.transaction_coordinator.metrics = TransactionMetrics(
+            metrics.registry, state.transaction_coordinator)
         state.client_metrics.exporter = ClientMetricsCollector(state.clock, metrics.registry)
         self._http.metrics = metrics
         if cluster is not None:

@@ -31,6 +31,7 @@ from strata.cli import (
     reassign,
     spark,
     topic,
+    transactions,
     users,
 )
 from strata.cli.errors import OneLineErrorsGroup
@@ -139,6 +140,7 @@ app.add_typer(spark.app, name="spark")
 app.add_typer(users.app, name="users")
 app.add_typer(acls.app, name="acls")
 app.add_typer(quotas.app, name="quotas")
+app.add_typer(transactions.app, name="transactions")
 app.add_typer(chaos.app, name="chaos")
 app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)

@@ -17,6 +17,8 @@ only through this package (and ``strata.protocol``'s codec), never through broke
   the one failure a confluent-kafka call raises;
 * ``fetch_codec`` — Fetch v11 by hand: the follower's request, the one FetchResponse reader;
 * ``group_offsets`` — consumer-group offset arithmetic (lag, reset targets).
+* ``transactions`` — ListTransactions, DescribeTransactions, DescribeProducers and the
+  administrative WriteTxnMarkers ABORT, each sent where Kafka's admin client sends it.
 
 Dependencies: ``strata.protocol``, ``strata.security`` and ``strata.storage`` only
 (tests/unit/test_dependencies.py).

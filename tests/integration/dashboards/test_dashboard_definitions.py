@@ -5,11 +5,15 @@ registry defines (a dashboard naming a series no broker exports fails here)."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 from prometheus_client.metrics_core import Metric
 
 from strata.broker.metrics.broker_metrics import BrokerMetrics
+from strata.broker.metrics.transaction_metrics import TransactionMetrics
 from strata.broker.replication.replica_manager import ReplicaManager
+from strata.broker.transaction.transaction_markers import TransactionMarkerBook
+from strata.broker.transaction.transaction_state_manager import TransactionStateManager
 from strata.storage.clock import SystemClock
 from strata.storage.log_manager import LogManager
 
@@ -27,6 +31,11 @@ def exported_families(tmp_path: Path) -> dict[str, Metric]:
     replica_manager = ReplicaManager(log_manager, SystemClock(), node_id=1)
     metrics = BrokerMetrics([0, 1, 3], replica_manager.partitions,
                             replica_manager.get_partition, list)
+    # The transaction coordinator's series (registered by the broker beside BrokerMetrics).
+    runtime = SimpleNamespace(state_manager=TransactionStateManager(), clock=SystemClock(),
+                              sender=SimpleNamespace(book=TransactionMarkerBook(),
+                                                     leader_of=lambda tp: -1))
+    TransactionMetrics(metrics.registry, runtime)  # type: ignore[arg-type]  # a stub runtime
     return {family.name: family for family in metrics.registry.collect()}
 
 

@@ -88,7 +88,8 @@ def pushing_clients(bootstrap: str) -> Iterator[None]:
 
 
 def traffic(bootstrap: str) -> None:
-    """A topic, 300 records, and a consumer group that reads and commits part of them."""
+    """A topic, 300 records, a consumer group that reads and commits part of them, and a
+    committed and an aborted transaction."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=3)])[TOPIC].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
@@ -110,6 +111,13 @@ def traffic(bootstrap: str) -> None:
         consumer.commit(asynchronous=False)
     finally:
         consumer.close()
+    transactional = Producer({"bootstrap.servers": bootstrap, "transactional.id": "dash-txn"})
+    transactional.init_transactions(30)
+    for commit in (True, False):  # the Transactions row: one commit, one abort
+        transactional.begin_transaction()
+        transactional.produce(TOPIC, b"txn")
+        assert transactional.flush(30) == 0  # else librdkafka's abort sends no EndTxn
+        (transactional.commit_transaction if commit else transactional.abort_transaction)(30)
 
 
 @pytest.fixture(scope="module")

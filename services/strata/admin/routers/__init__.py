@@ -1,7 +1,8 @@
 """The admin API's routers, one module per resource, and what they share.
 
 ``cluster`` (``/v1/cluster``), ``brokers`` (``/v1/brokers``), ``topics`` (``/v1/topics``),
-``records`` (``/v1/topics/{name}/records``), ``groups`` (``/v1/groups``) and ``health``
+``records`` (``/v1/topics/{name}/records``), ``groups`` (``/v1/groups``), ``quotas``
+(``/v1/quotas``), ``transactions`` (``/v1/transactions``) and ``health``
 (``/healthz``, ``/readyz``, ``/metrics`` at the root). Every router documents the problem+json
 error answers in ``PROBLEMS`` so the OpenAPI document names every status the API can return.
 ``GatewayDep`` hands a route the application's ``KafkaGateway``; ``AccessDep`` authenticates

@@ -36,7 +36,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from strata.broker.config import BrokerConfig
 from strata.broker.producer_id_manager import ProducerIdManager
@@ -61,6 +61,9 @@ from strata.storage import record_batch as rb
 from strata.storage.clock import Clock
 from strata.storage.errors import OffsetOutOfRangeError
 from strata.storage.records import RecordSpec, build_batch, iter_records
+
+if TYPE_CHECKING:
+    from strata.broker.metrics.transaction_metrics import TransactionMetrics
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +108,7 @@ class TransactionRuntime:
         sender.on_completed = self._on_markers_completed
         # In a cluster: the leader of a partition as the metadata has it.
         self.leader_lookup: Callable[[str, int], int | None] | None = None
+        self.metrics: TransactionMetrics | None = None  # set by the broker's metrics wiring
         self._owned: dict[int, int] = {}  # partition -> coordinator epoch (loaded or loading)
         self._loading: dict[int, asyncio.Task[None]] = {}
         self._topic_lock = asyncio.Lock()
@@ -219,6 +223,7 @@ class TransactionRuntime:
             self._load(index, epoch), name=f"strata-load-{TRANSACTION_STATE_TOPIC}-{index}")
 
     async def _load(self, index: int, epoch: int) -> None:
+        started_ms = self.clock.monotonic_ms()
         try:
             records = [record async for record in self._read(index)]
             loaded = replay(records)
@@ -235,6 +240,8 @@ class TransactionRuntime:
                                                       self.clock.milliseconds())
         if pending is None:
             return
+        if self.metrics is not None:
+            self.metrics.partition_loaded((self.clock.monotonic_ms() - started_ms) / 1000)
         logger.log(logging.INFO if loaded else logging.DEBUG,
                    "loaded %d transactional ids of %s-%d at coordinator epoch %d (%d to complete)",
                    len(loaded), TRANSACTION_STATE_TOPIC, index, epoch, len(pending))
@@ -337,6 +344,8 @@ class TransactionRuntime:
         changed = self._changed.pop(write.transactional_id, None)
         if changed is not None:
             changed.set()
+        if self.metrics is not None:
+            self.metrics.written(write, outcome)
         if outcome.markers is not None:
             self._add_markers(outcome.markers)
         if outcome.retry:
@@ -359,6 +368,8 @@ class TransactionRuntime:
             self._on_markers_completed(completed)
 
     def _on_markers_completed(self, pending: PendingCompleteTxn) -> None:
+        if self.metrics is not None:
+            self.metrics.markers_completed(pending)
         write = self.coordinator.write_txn_completion(pending)
         if write is not None:
             self._spawn(self._complete(write))
