@@ -25,7 +25,8 @@ loader only runs ``check_tail`` on the last segment (its batches from the last o
 entry, CRC included, must end exactly at the end of the file) and ``recover``s it if that
 fails: the disk may have changed since the clean shutdown. An index file that is
 missing while its ``.log`` has data, or whose last entry points past the ``.log``, is marked
-corrupt on open so its ``sanity_check`` fails and the loader rebuilds it.
+corrupt on open so its ``sanity_check`` fails and the loader rebuilds it. Both checks are
+``segment_integrity``'s.
 
 Transactions: ``update_txn_index`` records an aborted transaction whose ABORT marker this
 segment holds in its ``.txnindex`` (``transaction_index``); ``recover`` empties that index and the
@@ -49,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from strata.storage import log_file_names as names
+from strata.storage import segment_integrity
 from strata.storage.abstract_index import DEFAULT_MAX_INDEX_SIZE
 from strata.storage.errors import CorruptRecordError, StorageError
 from strata.storage.file_records import FileRecords, FileSlice
@@ -159,22 +161,9 @@ class LogSegment:
         segment = cls(log, offset_index, time_index, base_offset, config.index_interval_bytes,
                       now_ms, txn_index)
         if file_already_exists:
-            segment._check_indexes_against_log(index_existed, time_index_existed)
+            segment_integrity.check_indexes_against_log(log, offset_index, time_index,
+                                                        index_existed, time_index_existed)
         return segment
-
-    def _check_indexes_against_log(self, index_existed: bool, time_index_existed: bool) -> None:
-        for index, existed in ((self.offset_index, index_existed),
-                               (self.time_index, time_index_existed)):
-            if not existed and self.log.size_in_bytes > 0:
-                index.mark_corrupt(f"index file {index.path} was missing for a non-empty "
-                                   f"{self.log.path}; it must be rebuilt")
-        entries = self.offset_index.entries
-        if entries and index_existed:
-            last = self.offset_index.entry(entries - 1)
-            if last.position >= self.log.size_in_bytes:
-                self.offset_index.mark_corrupt(
-                    f"index file {self.offset_index.path} points at position {last.position}, "
-                    f"past the end of {self.log.path} ({self.log.size_in_bytes} bytes)")
 
     # ------------------------------------------------------------ properties
     @property
@@ -389,23 +378,8 @@ class LogSegment:
 
     def check_tail(self) -> str | None:
         """Why the segment's tail is damaged, or None: the cheap check of the last segment
-        after a clean shutdown. Every batch from the last offset index entry to the end of the
-        ``.log`` must be whole, CRC-valid, above the previous one and inside the segment, and
-        the last must end exactly at the end of the file. Costs one scan of at most about
-        ``index_interval_bytes`` plus one append, whatever the segment's size."""
-        position = self.offset_index.lookup(self.offset_index.last_offset).position
-        previous_last_offset = self.base_offset - 1
-        try:
-            for pos, header in self.log.batches(position, verify_crc=True):
-                if (header.base_offset <= previous_last_offset
-                        or not self.offset_index.can_append_offset(header.last_offset)):
-                    return (f"batch at position {pos} has offsets {header.base_offset}.."
-                            f"{header.last_offset}, out of order for base offset "
-                            f"{self.base_offset}")
-                previous_last_offset = header.last_offset
-        except CorruptRecordError as exc:
-            return str(exc)
-        return None
+        after a clean shutdown (``segment_integrity.check_tail``)."""
+        return segment_integrity.check_tail(self.log, self.offset_index, self.base_offset)
 
     # -------------------------------------------------------------- truncate
     def truncate_to(self, offset: int, *, now_ms: int | None = None) -> int:

@@ -1,4 +1,4 @@
-"""``GroupCoordinator``: the broker's classic group coordinator — groups, offsets, timers, loading.
+"""``GroupCoordinator``: the broker's classic group coordinator — groups, ownership, timers.
 
 Kafka's ``GroupCoordinator`` runtime around the pure parts (``classic_group``, ``state``,
 ``membership``, ``rebalance``) and the log (``metadata_manager``). Owns:
@@ -10,26 +10,19 @@ Kafka's ``GroupCoordinator`` runtime around the pure parts (``classic_group``, `
 * the checks every group request passes first (Kafka's ``validateGroupStatus``): a valid group
   id (empty only for OffsetCommit, OffsetFetch, DescribeGroups, DeleteGroups), the coordinator
   active, the group's partition loaded and led here;
-* the API entry points the handlers call. Parked requests (JoinGroup, SyncGroup) are asyncio
-  futures resolved by the membership callbacks;
+* the API entry points the handlers call for membership (JoinGroup, SyncGroup, Heartbeat,
+  LeaveGroup) and administration (DescribeGroups, ListGroups, DeleteGroups). Parked requests
+  (JoinGroup, SyncGroup) are asyncio futures resolved by the membership callbacks. The offset
+  APIs (OffsetCommit, TxnOffsetCommit and its markers, OffsetFetch, OffsetDelete, offset
+  expiry) are the base class's, ``offset_metadata_manager.OffsetMetadataManager``;
 * the timers: after each request the group's due deadlines are expired at once, and one task
   sleeps until the earliest deadline of all groups (woken when a request makes an earlier
   one), then expires what is due. ``tick()`` does the same by hand (tests move a
   ``ManualClock`` and call it);
-* offset commits (stored, then cached on success); transactional ones (TxnOffsetCommit) held
-  pending per producer until its marker (``complete_transaction``, from WriteTxnMarkers);
-  offset expiry
-  (``offsets.retention.minutes``, run by the server every
-  ``offsets.retention.check.interval.ms``), group deletion and OffsetDelete, all writing
-  tombstones;
 * ``__consumer_offsets`` itself: created on first use (FindCoordinator), with
   ``offsets.topic.num.partitions`` partitions and ``cleanup.policy=compact``.
 
 Event-loop only; no locks (Kafka's group locks are the loop's single thread here).
-
-Over 500 lines on purpose: it is the one door of every group API (each entry point is a few
-lines around the pure modules above, which already hold the group logic); cutting the doors
-apart would spread the ownership and loading checks each of them starts with.
 """
 
 from __future__ import annotations
@@ -46,8 +39,6 @@ from strata.broker.group.classic_group import (
     DEAD_GROUP_SUMMARY,
     ClassicGroup,
     GroupSummary,
-    OffsetAndMetadata,
-    TopicPartition,
 )
 from strata.broker.group.member import UNKNOWN_MEMBER_ID, JoinGroupResult, SyncGroupResult
 from strata.broker.group.membership import GroupMembership, JoinRequest
@@ -56,12 +47,10 @@ from strata.broker.group.metadata_manager import (
     GroupMetadataManager,
     OffsetsTopicConfig,
 )
+from strata.broker.group.offset_metadata_manager import OffsetMetadataManager
 from strata.broker.group.rebalance import GroupConfig
 from strata.broker.group.state import GroupState
-from strata.broker.group.transactional_offsets import (
-    PendingTransactionalOffsets,
-    txn_offset_commit_error,
-)
+from strata.broker.group.transactional_offsets import PendingTransactionalOffsets
 from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.topic_store import TopicStore
 from strata.protocol.error_codes import ErrorCode
@@ -95,7 +84,7 @@ def offsets_topic_config(config: BrokerConfig) -> OffsetsTopicConfig:
     )
 
 
-class GroupCoordinator:
+class GroupCoordinator(OffsetMetadataManager):
     """See the module docstring. ``await startup()`` to serve; ``shutdown()`` to stop."""
 
     def __init__(self, *, group: GroupConfig, offsets: OffsetsTopicConfig, clock: Clock,
@@ -339,177 +328,6 @@ class GroupCoordinator:
         result = self.membership.leave_group(group, members)
         self._after(group)
         return result
-
-    # ----------------------------------------------------------------- offsets
-    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
-                       generation_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata],
-                       *, unknown_group: ErrorCode = ErrorCode.illegal_generation
-                       ) -> dict[TopicPartition, ErrorCode]:
-        """OffsetCommit of partitions already known to exist; one error per partition. A
-        member's commit (generation >= 0) to a group that does not exist is ``unknown_group``
-        (OffsetCommit v9+: GROUP_ID_NOT_FOUND; before: ILLEGAL_GENERATION, Kafka's rule)."""
-        error = self._group_status(group_id, allow_empty=True)
-        if error is not None:
-            return dict.fromkeys(offsets, error)
-        group = self._groups.get(group_id)
-        if group is None:
-            if generation_id >= 0:  # a member of a generation that is gone
-                return dict.fromkeys(offsets, unknown_group)
-            logger.info("creating simple consumer group %s by an offset commit", group_id)
-            group = self._new_group(group_id)
-        error = self.membership.validate_offset_commit(group, member_id, group_instance_id,
-                                                       generation_id)
-        self._after(group)
-        if error != ErrorCode.none:
-            return dict.fromkeys(offsets, error)
-        limit = self.offsets_config.metadata_max_bytes
-        valid = {tp: o for tp, o in offsets.items() if len(o.metadata) <= limit}
-        status = ErrorCode.none
-        if valid:
-            status = self.manager.store_offsets(self.partition_for(group_id), group_id, valid)
-            if status == ErrorCode.none:
-                group.offsets.update(valid)
-        return {tp: status if tp in valid else ErrorCode.offset_metadata_too_large
-                for tp in offsets}
-
-    def commit_transactional_offsets(
-            self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
-            group_instance_id: str | None, generation_id: int,
-            offsets: Mapping[TopicPartition, OffsetAndMetadata],
-            verification_guard: int | None = None) -> dict[TopicPartition, ErrorCode]:
-        """TxnOffsetCommit: store ``offsets`` as ``producer_id``'s transactional records and
-        hold them pending until its marker (``complete_transaction``). Kafka's checks
-        (``ClassicGroup.validateOffsetCommit`` for a transactional commit): a Dead group is
-        COORDINATOR_NOT_AVAILABLE; generation < 0 on an Empty group, or no member id and no
-        generation (clients before v3), commit without membership; otherwise the member must
-        exist (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID) in the current generation
-        (ILLEGAL_GENERATION). ``verification_guard``: the KIP-890 guard the append needs
-        (``Log.append_as_leader``; None: verification not in use)."""
-        error = self._group_status(group_id, allow_empty=False)
-        if error is not None:
-            return dict.fromkeys(offsets, error)
-        group = self._groups.get(group_id) or self._new_group(group_id)
-        error = txn_offset_commit_error(group, member_id, group_instance_id, generation_id)
-        if error != ErrorCode.none:
-            return dict.fromkeys(offsets, error)
-        limit = self.offsets_config.metadata_max_bytes
-        valid = {tp: o for tp, o in offsets.items() if len(o.metadata) <= limit}
-        status = ErrorCode.none
-        if valid:
-            status = self.manager.store_offsets(self.partition_for(group_id), group_id, valid,
-                                                producer_id, producer_epoch,
-                                                verification_guard)
-            if status == ErrorCode.none:
-                self.pending_txn_offsets.add(producer_id, group_id, valid)
-        return {tp: status if tp in valid else ErrorCode.offset_metadata_too_large
-                for tp in offsets}
-
-    def complete_transaction(self, producer_id: int, partitions: Iterable[int],
-                             commit: bool) -> None:
-        """A marker of ``producer_id`` landed on these ``__consumer_offsets`` partitions: its
-        pending offsets of their groups become committed (COMMIT) or are dropped (ABORT)."""
-        indexes = set(partitions)
-        count = self.partition_count()
-        done = self.pending_txn_offsets.complete(
-            producer_id, lambda group_id: partition_for(group_id, count) in indexes)
-        if not commit:
-            return
-        for group_id, offsets in done.items():
-            group = self._groups.get(group_id)
-            if group is not None and group.state is not GroupState.DEAD:
-                group.offsets.update(offsets)
-
-    def has_pending_transactional_offsets(self, group_id: str, tp: TopicPartition) -> bool:
-        """OffsetFetch ``require_stable``: an undecided transaction holds ``tp``'s offset."""
-        return self.pending_txn_offsets.has_pending(group_id, tp)
-
-    def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None
-                      ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
-        """Committed offsets (None: nothing committed); ``partitions`` None means all."""
-        error = self._group_status(group_id, allow_empty=True)
-        if error is not None:
-            return error, {}
-        group = self._groups.get(group_id)
-        committed = group.offsets if group is not None and group.state is not GroupState.DEAD \
-            else {}
-        if partitions is None:
-            return ErrorCode.none, dict(committed)
-        return ErrorCode.none, {tp: committed.get(tp) for tp in partitions}
-
-    def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
-                       ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        """OffsetDelete: (group error, per-partition errors). A consumer group still using a
-        topic keeps its offsets (GROUP_SUBSCRIBED_TO_TOPIC); any other non-empty group refuses
-        (NON_EMPTY_GROUP)."""
-        error = self._group_status(group_id, allow_empty=False)
-        if error is not None:
-            return error, {}
-        group = self._groups.get(group_id)
-        if group is None or group.state is GroupState.DEAD:
-            return ErrorCode.group_id_not_found, {}
-        errors: dict[TopicPartition, ErrorCode] = {}
-        if group.state is GroupState.EMPTY:
-            eligible = list(partitions)
-        elif group.is_consumer_group:
-            eligible = []
-            for tp in partitions:
-                if group.is_subscribed_to_topic(tp[0]):
-                    errors[tp] = ErrorCode.group_subscribed_to_topic
-                else:
-                    eligible.append(tp)
-        else:
-            return ErrorCode.non_empty_group, {}
-        if eligible:
-            removed = self._cleanup(group, group.remove_offsets(eligible))
-            logger.info("deleted %d offsets of group %s", removed, group_id)
-            errors.update(dict.fromkeys(eligible, ErrorCode.none))
-        return ErrorCode.none, errors
-
-    def cleanup_group_metadata(self) -> int:
-        """Expire offsets past ``offsets.retention.minutes``; Empty groups left without
-        offsets become Dead and are forgotten (tombstones written). Returns offsets removed."""
-        if not self._active:
-            return 0
-        now = self.clock.milliseconds()
-        retention = self.offsets_config.retention_ms
-        removed = 0
-        for group in list(self._groups.values()):
-            expired = group.remove_offsets(group.expired_offsets(now, retention))
-            removed += self._cleanup(group, expired)
-        if removed:
-            logger.info("removed %d expired offsets", removed)
-        return removed
-
-    def on_partitions_deleted(self, partitions: Sequence[TopicPartition]) -> int:
-        """DeleteTopics removed ``partitions``: every group forgets its offsets of them
-        (tombstones written; Kafka's ``onPartitionsDeleted``), so a topic created later under
-        the same name starts without stale commits. Returns the offsets removed."""
-        if not self._active or not partitions:
-            return 0
-        removed = 0
-        for group in list(self._groups.values()):
-            removed += self._cleanup(group, group.remove_offsets(partitions))
-        if removed:
-            logger.info("removed %d offsets of deleted partitions", removed)
-        return removed
-
-    def _cleanup(self, group: ClassicGroup, removed: list[TopicPartition]) -> int:
-        """Kafka's ``cleanupGroupMetadata`` for one group: tombstones for ``removed`` and, if the
-        group is Empty with no offsets left (pending transactional ones count), for the group,
-        which becomes Dead."""
-        dead = (group.state is GroupState.EMPTY and not group.has_offsets()
-                and not self.pending_txn_offsets.has_pending_group(group.group_id))
-        if dead:
-            group.transition_to(GroupState.DEAD)
-            self._groups.pop(group.group_id, None)
-            logger.info("group %s is dead (generation %d)", group.group_id, group.generation_id)
-        if removed or dead:
-            error = self.manager.write_tombstones(self.partition_for(group.group_id),
-                                                  group.group_id, removed, group=dead)
-            if error != ErrorCode.none:
-                logger.warning("cannot write tombstones of group %s: %s", group.group_id,
-                               error.name)
-        return len(removed)
 
     # ------------------------------------------------------------------- admin
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:

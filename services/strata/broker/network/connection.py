@@ -36,26 +36,25 @@ Invariants:
 - authorization: handlers ask ``RequestContext.authorize`` (always True without an authorizer);
   ``require`` refuses a whole request (``AuthorizationFailed``, answered with its error code).
 - protocol violations (a frame over ``socket.request.max.bytes``, a bad size, an undecodable
-  request) log one line naming the peer and close only this connection. ApiVersions at an
-  unknown version is negotiation, not a violation: it gets the v0 fallback with error 35
-  (KIP-511). Any other API or version we do not serve is answered UNSUPPORTED_VERSION in the
-  response's top-level error field (the connection closes only when that response has none).
+  request) log one line naming the peer and close only this connection. A request at an API
+  or version we do not serve gets ``unsupported_version``'s answer (ApiVersions: the KIP-511
+  fallback; others: UNSUPPORTED_VERSION, the connection closing only when it cannot be said).
 - an unexpected exception in a handler is logged with the request and answered with
   UNKNOWN_SERVER_ERROR when the response has a top-level ``error_code``; otherwise the connection
   closes. An exception anywhere else in the serve task (a codec bug) is logged and closes this
   connection, never leaving it open and unread. The broker keeps serving everyone else.
 - client quotas (``strata.broker.quotas.request_quotas``): a Produce is charged its size
-  before its handler; under a ``request_percentage`` quota, a request's thread time
-  (``RequestTime``) is charged once it is answered and encoding and writing it count against
-  the next. A throttled answer goes out at once, then the connection handles nothing for the
-  throttle time (KIP-219's muted channel; before the client-side versions the answer waits).
+  before its handler (``connection_throttle.charge_arrival``); under a ``request_percentage``
+  quota, a request's thread time (``RequestTime``) is charged once it is answered and encoding
+  and writing it count against the next. A throttled answer goes out at once, then the
+  connection handles nothing for the throttle time (KIP-219's muted channel,
+  ``connection_throttle.ChannelMute``; before the client-side versions the answer waits).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import errno
 import logging
 import os
@@ -65,21 +64,15 @@ import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+from strata.broker.network.connection_throttle import ChannelMute, charge_arrival
 from strata.broker.network.error_response import error_response
 from strata.broker.network.listeners import ListenerSecurity
 from strata.broker.network.pre_authentication import ConnectionSecurity
 from strata.broker.network.request_context import RequestContext, Response
 from strata.broker.network.request_queue_limit import RequestQueueLimit
-from strata.broker.quotas.request_quotas import (
-    charge_produce,
-    charge_request_time,
-    start_request_time,
-    throttle_plan,
-)
-from strata.broker.quotas.request_time import RequestTime
+from strata.broker.network.unsupported_version import unsupported_version_answer
+from strata.broker.quotas.request_quotas import charge_request_time, throttle_plan
 from strata.broker.security.authorization import AuthorizationFailed
-from strata.protocol.api_keys import ApiKey
-from strata.protocol.api_versions import encode_unsupported_version_response
 from strata.protocol.codec import decode_request, encode_response
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.errors import ProtocolError, UnsupportedVersion
@@ -135,7 +128,7 @@ class KafkaConnection(asyncio.Protocol):
         self._busy = False
         self._sendfile_fd: int | None = None
         self._task: asyncio.Task[None] | None = None
-        self._unhold: asyncio.Future[None] | None = None  # set while a quota throttle holds
+        self._mute = ChannelMute()  # quota throttles
 
     # ------------------------------------------------------------ asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -252,9 +245,8 @@ class KafkaConnection(asyncio.Protocol):
     def _wake(self) -> None:
         if self._wakeup is not None and not self._wakeup.done():
             self._wakeup.set_result(None)
-        if (self._stopping or self._closing) and self._unhold is not None \
-                and not self._unhold.done():
-            self._unhold.set_result(None)
+        if self._stopping or self._closing:
+            self._mute.release()
 
     async def _wait_drained(self) -> None:
         """Until the transport has handed every byte to the kernel (or the peer is gone)."""
@@ -313,24 +305,11 @@ class KafkaConnection(asyncio.Protocol):
         try:
             request = decode_request(frame, ranges)
         except UnsupportedVersion as exc:
-            from strata.broker.handlers import BrokerRegistry  # they import this module
-
-            refused = (state.registry.refuse(exc.header, frame)
-                       if isinstance(state.registry, BrokerRegistry) else None)
-            if refused is not None:  # a removed version, advertised: its refusal
-                if refused:
-                    self._write(_SIZE.pack(4 + len(refused))
-                                + encode_response_header(exc.header.correlation_id, 0) + refused)
-            elif not exc.peer_misbehaved:  # ApiVersions negotiation (KIP-511)
-                self._write(encode_unsupported_version_response(exc.header, ranges))
-            else:  # a version (or API) not served: UNSUPPORTED_VERSION where it can be said
-                answer = error_response(exc.header, ErrorCode.unsupported_version)
-                if answer is None:
-                    self._close_for(str(exc))
-                else:
-                    logger.info("%s from %s: not served, answered UNSUPPORTED_VERSION",
-                                exc.header.describe(), self.peer)
-                    self._write(answer)
+            answer = unsupported_version_answer(state.registry, exc, frame, ranges, self.peer)
+            if answer is None:
+                self._close_for(str(exc))
+            elif answer:
+                self._write(answer)
             return
         except ProtocolError as exc:
             self._close_for(str(exc))
@@ -343,15 +322,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         context = RequestContext(header, self._peer[0], self._peer[1], state,
                                  security.listener.name, security.session)
-        request_time: RequestTime | None = None
-        if state.quotas is not None:
-            if header.api_key == ApiKey.PRODUCE:
-                context.throttle_time_ms = charge_produce(state.quotas, context.principal,
-                                                          header.client_id, len(frame),
-                                                          state.clock.milliseconds())
-            request_time = context.request_time = start_request_time(
-                state.quotas, context, security.listener.protocol.uses_sasl,
-                security.session.authenticated, received_ns)
+        request_time = charge_arrival(state, context, len(frame), security, received_ns)
         body: Any = None
         try:
             work = handler(context, request.body)
@@ -388,22 +359,14 @@ class KafkaConnection(asyncio.Protocol):
             requests.observe(header.api_key, time.perf_counter() - started, body)
         throttle = throttle_plan(header.api_key, header.api_version, context.throttle_time_ms)
         if throttle is not None and throttle.delay_response:
-            await self._hold(throttle.delay_s)  # before KIP-219: the answer itself waits
+            await self._mute.hold(throttle.delay_s)  # before KIP-219: the answer itself waits
         if request_time is None:
             await self._answer(header, result)
         else:  # Kafka's network-thread time: counts against the next request
             await request_time.timed(self._answer(header, result))
             request_time.finish(state.clock.milliseconds())
         if throttle is not None and not throttle.delay_response:
-            await self._hold(throttle.delay_s)  # KIP-219: the channel is muted
-
-    async def _hold(self, seconds: float) -> None:
-        """A quota throttle: handle nothing for ``seconds`` (cut short by a broker shutdown
-        or the peer going away)."""
-        self._unhold = asyncio.get_running_loop().create_future()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._unhold, seconds)
-        self._unhold = None
+            await self._mute.hold(throttle.delay_s)  # KIP-219: the channel is muted
 
     async def _answer(self, header: RequestHeader, result: bytes | Response | None) -> None:
         """Write the answer to ``header``'s request (nothing for None: Produce acks=0)."""
