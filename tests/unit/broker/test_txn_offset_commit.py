@@ -12,7 +12,10 @@ import pytest
 from strata.broker.broker_state import BrokerState
 from strata.broker.coordinator_partition import partition_for
 from strata.broker.group.classic_group import OffsetAndMetadata
-from strata.broker.group.transactional_offsets import PendingTransactionalOffsets
+from strata.broker.group.transactional_offsets import (
+    PendingTransactionalOffsets,
+    apply_committed_transaction,
+)
 from strata.broker.handlers import offset_fetch, txn_offset_commit, write_txn_markers
 from strata.broker.handlers.write_txn_markers import OFFSETS_TOPIC
 from strata.protocol import ApiKey, encode_response
@@ -146,3 +149,47 @@ async def test_a_group_with_only_pending_offsets_survives_cleanup(state: BrokerS
     assert state.group_coordinator.group("g") is not None
     assert await _marker(state, True) == [0]
     assert await _fetch(state, stable=True) == (0, 42)
+
+
+async def _plain_commit(state: BrokerState, offset: int) -> None:
+    response = await call(state, ApiKey.OFFSET_COMMIT, 8, group_id="g",
+                          generation_id_or_member_epoch=-1, member_id="",
+                          group_instance_id=None, topics=[{"name": "t", "partitions": [
+                              {"partition_index": 0, "committed_offset": offset,
+                               "committed_leader_epoch": -1, "committed_metadata": ""}]}])
+    assert [p.error_code for t in response.topics for p in t.partitions] == [0]
+
+
+@pytest.mark.parametrize("restart", [False, True])
+async def test_a_plain_commit_after_the_transactional_one_wins_at_commit(
+        state: BrokerState, tmp_path: Path, restart: bool) -> None:
+    # Kafka's rule: the record later in __consumer_offsets wins, whatever the order of the
+    # marker; a reloading coordinator (replay) decides the same.
+    assert await _txn_commit(state, 3, 5) == [0, 3]
+    await _plain_commit(state, 9)
+    assert await _marker(state, True) == [0]
+    assert await _fetch(state, stable=True) == (0, 9)
+    await _plain_commit(state, 11)
+    assert await _txn_commit(state, 3, 7) == [0, 3]  # this time the transaction is later
+    assert await _marker(state, True) == [0]
+    if not restart:
+        assert await _fetch(state, stable=True) == (0, 7)
+        return
+    await state.group_coordinator.shutdown()
+    again = restarted_group_broker_state(state, tmp_path, **CONFIG)
+    await again.group_coordinator.startup(run_timers=False)
+    await again.group_coordinator.wait_loaded()
+    try:
+        assert await _fetch(again, stable=True) == (0, 7)
+    finally:
+        await again.group_coordinator.shutdown()
+
+
+def test_a_committed_transaction_keeps_a_later_plain_commit() -> None:
+    committed = {("t", 0): OffsetAndMetadata(9, record_offset=20),
+                 ("t", 1): OffsetAndMetadata(3, record_offset=4)}
+    apply_committed_transaction(committed, {("t", 0): OffsetAndMetadata(5, record_offset=10),
+                                            ("t", 1): OffsetAndMetadata(6, record_offset=10),
+                                            ("t", 2): OffsetAndMetadata(1, record_offset=10)})
+    assert {tp: o.offset for tp, o in committed.items()} == {
+        ("t", 0): 9, ("t", 1): 6, ("t", 2): 1}

@@ -31,7 +31,7 @@ import struct
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from strata.broker.group.member import (
@@ -59,13 +59,17 @@ TopicPartition = tuple[str, int]
 
 @dataclass(frozen=True, slots=True)
 class OffsetAndMetadata:
-    """A committed offset. ``expire_timestamp`` only for OffsetCommit v2-v4 with a retention."""
+    """A committed offset. ``expire_timestamp`` only for OffsetCommit v2-v4 with a retention.
+    ``record_offset``: where its commit record is in ``__consumer_offsets`` (-1 unknown), what
+    decides between a transactional commit and a plain one (Kafka's
+    ``CommitRecordMetadataAndOffset.appendedBatchOffset``); not part of its value."""
 
     offset: int
     leader_epoch: int = -1
     metadata: str = ""
     commit_timestamp: int = -1
     expire_timestamp: int | None = None
+    record_offset: int = field(default=-1, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

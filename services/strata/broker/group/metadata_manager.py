@@ -13,7 +13,8 @@ Owns:
   rebuilds the groups and offsets it holds, the latest record per key winning and tombstones
   deleting — what a new coordinator does when it becomes the partition's leader. Offsets in
   transactional batches (TxnOffsetCommit) are held per producer until that producer's marker
-  in the log: COMMIT applies them, ABORT drops them, and those without a marker yet come back
+  in the log: COMMIT applies them (unless a plain commit later in the log replaced them), ABORT
+  drops them, and those without a marker yet come back
   as ``LoadedPartition.pending`` (Kafka's ``loadGroupsAndOffsets``).
 
 The topic itself (``cleanup.policy=compact``, ``offsets.topic.num.partitions`` partitions) is
@@ -25,6 +26,7 @@ loop between chunks so a long replay does not stall other clients.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -46,6 +48,7 @@ from strata.broker.group.metadata_codec import (
     offset_commit_key,
     offset_commit_value,
 )
+from strata.broker.group.transactional_offsets import apply_committed_transaction
 from strata.broker.replication.partition import PartitionError
 from strata.broker.replication.replica_manager import ReplicaManager
 from strata.protocol.error_codes import ErrorCode
@@ -140,26 +143,33 @@ class GroupMetadataManager:
         """Append ``(key, value)`` records as one batch; Kafka's error code (0 = done). With
         a ``producer_id`` the batch is transactional (TxnOffsetCommit), appended as the
         coordinator's (the epoch is checked, no sequence: Kafka writes sequence 0)."""
+        return self.append_at(partition, records, producer_id, producer_epoch,
+                              verification_guard)[0]
+
+    def append_at(self, partition: int, records: Iterable[tuple[bytes, bytes | None]],
+                  producer_id: int = -1, producer_epoch: int = -1,
+                  verification_guard: int | None = None) -> tuple[int, int]:
+        """``append``, with the offset of the batch in the log (-1 when nothing was written)."""
         hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
         if hosted is None:
-            return ErrorCode.unknown_topic_or_partition
+            return ErrorCode.unknown_topic_or_partition, -1
         now = self.clock.milliseconds()
         specs = [RecordSpec(key=k, value=v, timestamp=now) for k, v in records]
         if not specs:
-            return ErrorCode.none
+            return ErrorCode.none, -1
         try:
             if producer_id >= 0:
-                hosted.append_records_to_leader(
+                info = hosted.append_records_to_leader(
                     build_batch(specs, producer_id=producer_id, producer_epoch=producer_epoch,
                                 base_sequence=0, is_transactional=True),
                     REQUIRED_ACKS, AppendOrigin.COORDINATOR, verification_guard)
             else:
-                hosted.append_records_to_leader(build_batch(specs), REQUIRED_ACKS)
+                info = hosted.append_records_to_leader(build_batch(specs), REQUIRED_ACKS)
         except (StorageError, PartitionError) as exc:
             logger.warning("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
-            return exc.error_code
+            return exc.error_code, -1
         self.replica_manager.fetch_purgatory.notify((OFFSETS_TOPIC, partition))
-        return ErrorCode.none
+        return ErrorCode.none, info.first_offset
 
     def store_group(self, partition: int, group: ClassicGroup,
                     assignment: Mapping[str, bytes]) -> ErrorCode:
@@ -170,10 +180,19 @@ class GroupMetadataManager:
                       offsets: Mapping[TopicPartition, OffsetAndMetadata],
                       producer_id: int = -1, producer_epoch: int = -1,
                       verification_guard: int | None = None) -> ErrorCode:
+        return self.store_offsets_at(partition, group_id, offsets, producer_id,
+                                     producer_epoch, verification_guard)[0]
+
+    def store_offsets_at(self, partition: int, group_id: str,
+                         offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                         producer_id: int = -1, producer_epoch: int = -1,
+                         verification_guard: int | None = None) -> tuple[ErrorCode, int]:
+        """``store_offsets``, with the offset of their batch in ``__consumer_offsets``."""
         records = [(offset_commit_key(group_id, topic, index), offset_commit_value(offset))
                    for (topic, index), offset in offsets.items()]
-        return append_error(self.append(partition, records, producer_id, producer_epoch,
-                                        verification_guard), offsets=True)
+        error, position = self.append_at(partition, records, producer_id, producer_epoch,
+                                         verification_guard)
+        return append_error(error, offsets=True), position
 
     def write_tombstones(self, partition: int, group_id: str,
                          offsets: Iterable[TopicPartition], *, group: bool) -> ErrorCode:
@@ -192,18 +211,21 @@ class GroupMetadataManager:
         metadata: dict[str, GroupMetadataValue] = {}
         loaded = LoadedPartition()
         pending = loaded.pending
-        async for key_bytes, value, producer_id, marker in self._read(partition):
+        async for key_bytes, value, producer_id, marker, position in self._read(partition):
             if marker is not None:  # the end of producer_id's transaction
                 decided = pending.pop(producer_id, {})
                 if not marker.is_abort:
                     for group_id, group_offsets in decided.items():
-                        offsets.setdefault(group_id, {}).update(group_offsets)
+                        apply_committed_transaction(offsets.setdefault(group_id, {}),
+                                                    group_offsets)
                 continue
             loaded.records += 1
             try:
                 key = decode_key(key_bytes)
                 if isinstance(key, OffsetCommitKey):
                     committed = decode_offset_commit_value(value)
+                    if committed is not None:
+                        committed = dataclasses.replace(committed, record_offset=position)
                     tp = (key.topic, key.partition)
                     if producer_id >= 0:
                         if committed is not None:
@@ -253,9 +275,10 @@ class GroupMetadataManager:
                                  members=members)
 
     async def _read(self, partition: int) -> AsyncIterator[
-            tuple[bytes | None, bytes | None, int, EndTransactionMarker | None]]:
-        """Yield ``(key, value, producer id of a transactional batch or -1, None)`` of every
-        data record, and ``(None, None, producer id, marker)`` of every transaction marker,
+            tuple[bytes | None, bytes | None, int, EndTransactionMarker | None, int]]:
+        """Yield ``(key, value, producer id of a transactional batch or -1, None, batch
+        offset)`` of every data record, and ``(None, None, producer id, marker, batch offset)``
+        of every transaction marker,
         from the log start to the log end: a new
         leader's whole log is the partition's truth (followers truncate to it, never it to
         them), and its HW may lag the records its predecessor acknowledged until the followers'
@@ -282,14 +305,14 @@ class GroupMetadataManager:
                 if not header.is_control:
                     txn = header.producer_id if header.is_transactional else -1
                     for record in iter_records(data, pos, verify_crc=False):
-                        yield record.key, record.value, txn, None
+                        yield record.key, record.value, txn, None, header.base_offset
                 elif header.has_producer_id:
                     try:
                         marker = read_end_transaction_marker(data, pos)
                     except InvalidRecordError:
                         marker = None
                     if marker is not None:
-                        yield None, None, header.producer_id, marker
+                        yield None, None, header.producer_id, marker, header.base_offset
                 offset = header.next_offset
                 pos += header.size
             if pos == 0:

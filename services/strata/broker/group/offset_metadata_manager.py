@@ -26,6 +26,7 @@ timers are the subclass's; it provides the methods declared below. Event-loop on
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -36,6 +37,7 @@ from strata.broker.group.metadata_manager import GroupMetadataManager, OffsetsTo
 from strata.broker.group.state import GroupState
 from strata.broker.group.transactional_offsets import (
     PendingTransactionalOffsets,
+    apply_committed_transaction,
     txn_offset_commit_error,
 )
 from strata.protocol.error_codes import ErrorCode
@@ -96,9 +98,10 @@ class OffsetMetadataManager:
         valid = {tp: o for tp, o in offsets.items() if len(o.metadata) <= limit}
         status = ErrorCode.none
         if valid:
-            status = self.manager.store_offsets(self.partition_for(group_id), group_id, valid)
+            status, position = self.manager.store_offsets_at(self.partition_for(group_id),
+                                                             group_id, valid)
             if status == ErrorCode.none:
-                group.offsets.update(valid)
+                group.offsets.update(at_record(valid, position))
         return {tp: status if tp in valid else ErrorCode.offset_metadata_too_large
                 for tp in offsets}
 
@@ -126,11 +129,11 @@ class OffsetMetadataManager:
         valid = {tp: o for tp, o in offsets.items() if len(o.metadata) <= limit}
         status = ErrorCode.none
         if valid:
-            status = self.manager.store_offsets(self.partition_for(group_id), group_id, valid,
-                                                producer_id, producer_epoch,
-                                                verification_guard)
+            status, position = self.manager.store_offsets_at(
+                self.partition_for(group_id), group_id, valid, producer_id, producer_epoch,
+                verification_guard)
             if status == ErrorCode.none:
-                self.pending_txn_offsets.add(producer_id, group_id, valid)
+                self.pending_txn_offsets.add(producer_id, group_id, at_record(valid, position))
         return {tp: status if tp in valid else ErrorCode.offset_metadata_too_large
                 for tp in offsets}
 
@@ -147,7 +150,7 @@ class OffsetMetadataManager:
         for group_id, offsets in done.items():
             group = self._groups.get(group_id)
             if group is not None and group.state is not GroupState.DEAD:
-                group.offsets.update(offsets)
+                apply_committed_transaction(group.offsets, offsets)
 
     def has_pending_transactional_offsets(self, group_id: str, tp: TopicPartition) -> bool:
         """OffsetFetch ``require_stable``: an undecided transaction holds ``tp``'s offset."""
@@ -240,3 +243,9 @@ class OffsetMetadataManager:
                 logger.warning("cannot write tombstones of group %s: %s", group.group_id,
                                error.name)
         return len(removed)
+
+
+def at_record(offsets: Mapping[TopicPartition, OffsetAndMetadata],
+              position: int) -> dict[TopicPartition, OffsetAndMetadata]:
+    """``offsets`` stamped with the offset of the ``__consumer_offsets`` batch holding them."""
+    return {tp: dataclasses.replace(o, record_offset=position) for tp, o in offsets.items()}

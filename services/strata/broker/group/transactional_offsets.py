@@ -7,6 +7,9 @@ UNSTABLE_OFFSET_COMMIT for them when asked ``require_stable`` — until the coor
 for that producer lands on the group's offsets partition (``complete``): COMMIT makes them the
 group's committed offsets (the caller applies what ``complete`` returns), ABORT drops them.
 
+A COMMIT does not overwrite a plain OffsetCommit written after the transactional one
+(``apply_committed_transaction``: the record later in the log wins, as in Kafka).
+
 Invariants: a producer's later commit of the same (group, partition) replaces its earlier one;
 ``complete`` only touches groups the ``in_partition`` predicate names (a marker completes the
 offsets of the offsets partition it was written to). Pure: no I/O, owned by the event loop.
@@ -69,6 +72,17 @@ class PendingTransactionalOffsets:
 
     def producers(self) -> list[int]:
         return sorted(self._by_producer)
+
+
+def apply_committed_transaction(committed: dict[TopicPartition, OffsetAndMetadata],
+                                offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+    """A COMMIT makes a transaction's ``offsets`` the group's ``committed`` ones, except where
+    a plain OffsetCommit written later in ``__consumer_offsets`` replaced it meanwhile: the
+    later record wins (Kafka's ``completePendingTxnOffsetCommit``, by ``record_offset``)."""
+    for tp, offset in offsets.items():
+        current = committed.get(tp)
+        if current is None or current.record_offset < offset.record_offset:
+            committed[tp] = offset
 
 
 def txn_offset_commit_error(group: ClassicGroup, member_id: str, group_instance_id: str | None,
