@@ -11,16 +11,31 @@ Delivery is at-least-once: every task produces with an idempotent producer
 the task if any is not, so Spark retries the task (``spark.task.maxFailures``); a retried task
 writes its rows again, so a reader may see a row twice, never zero times. The producer is
 created inside ``write()`` on the executor and closed there.
+
+With ``kafka.transactional.id.prefix`` each task is one Kafka transaction (per-task
+atomicity): its producer has the ``transactional.id`` ``<prefix>-<Spark partition id>``,
+initialises it (which fences any earlier producer with that id, e.g. a previous attempt of the
+same partition, and aborts its open transaction), writes every row in one transaction and
+commits it at the end of ``write()``; a failure anywhere (the rows' iterator raising, a
+refused record, a failed commit) aborts it, so ``read_committed`` readers see all of a task's
+rows or none. Not exactly-once for the job: tasks commit independently, so a job that fails
+after some tasks committed leaves theirs visible, and a task that committed but is retried
+anyway (its executor lost before Spark heard of the success) writes its rows twice. A task
+whose worker dies mid-transaction leaves the transaction open until a retry with the same
+id fences it or ``transaction.timeout.ms`` (librdkafka default 60 s) lets the broker abort it;
+until then it holds back ``read_committed`` readers of those partitions.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
+from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -37,15 +52,21 @@ from pyspark.sql.types import (
 
 from strata.spark.options import SinkOptions, StrataOptionError
 
+log = logging.getLogger(__name__)
+
 FLUSH_TIMEOUT_S: Final = 120.0
+# InitProducerId, commit and abort: each waits at most this long for the coordinator.
+TRANSACTION_TIMEOUT_S: Final = 60.0
 PRODUCE_DEFAULTS: Final[Mapping[str, Any]] = {"linger.ms": 5}
 
 
 @dataclass
 class WrittenRows(WriterCommitMessage):
-    """What one task wrote (rows acknowledged by the brokers)."""
+    """What one task wrote (rows acknowledged by the brokers, and committed in the
+    transaction ``transactional_id`` when the sink is transactional)."""
 
     rows: int
+    transactional_id: str | None = None
 
 
 def _is(data_type: DataType, *types: type[DataType]) -> bool:
@@ -84,17 +105,57 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
     return None if index < 0 else batch.column(index).to_pylist()
 
 
+def transactional_id(prefix: str, partition_id: int) -> str:
+    """The ``transactional.id`` of the task writing Spark partition ``partition_id``: the same
+    for every attempt of that partition, so a retry fences the attempt before it."""
+    return f"{prefix}-{partition_id}"
+
+
+def _task_partition_id() -> int:
+    context = TaskContext.get()
+    if context is None:
+        raise RuntimeError("kafka.transactional.id.prefix: the writer runs outside a Spark task")
+    return context.partitionId()
+
+
 def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> WrittenRows:
-    """Produce every row of ``batches``; return once all are acknowledged, else raise."""
-    config = {**PRODUCE_DEFAULTS, **options.client_config,
-              "enable.idempotence": True, "acks": "all"}
+    """Produce every row of ``batches``; return once all are acknowledged (and, with a
+    transactional id prefix, committed in one transaction), else raise."""
     failures: list[KafkaError] = []
 
     def delivered(error: KafkaError | None, _message: object) -> None:
         if error is not None:
             failures.append(error)
 
-    producer = Producer({**config, "delivery.report.only.error": True, "on_delivery": delivered})
+    config = {**PRODUCE_DEFAULTS, **options.client_config, "enable.idempotence": True,
+              "acks": "all", "delivery.report.only.error": True, "on_delivery": delivered}
+    if options.transactional_id_prefix is None:
+        return WrittenRows(_produce(Producer(config), options, batches, failures))
+    txid = transactional_id(options.transactional_id_prefix, _task_partition_id())
+    producer = Producer({**config, "transactional.id": txid})
+    producer.init_transactions(TRANSACTION_TIMEOUT_S)
+    producer.begin_transaction()
+    try:
+        rows = _produce(producer, options, batches, failures)
+        producer.commit_transaction(TRANSACTION_TIMEOUT_S)
+    except BaseException:
+        _abort(producer, txid)
+        raise
+    return WrittenRows(rows, txid)
+
+
+def _abort(producer: Producer, txid: str) -> None:
+    """Abort the task's transaction; a producer that cannot (fenced by a newer attempt, or
+    its transaction already timed out) has nothing visible to undo."""
+    try:
+        producer.abort_transaction(TRANSACTION_TIMEOUT_S)
+    except KafkaException as exc:
+        log.warning("transactional.id %s: abort failed (%s)", txid, exc)
+
+
+def _produce(producer: Producer, options: SinkOptions, batches: Iterator[pa.RecordBatch],
+             failures: list[KafkaError]) -> int:
+    """Send every row and wait until all are acknowledged; raise on the first failure."""
     rows = 0
     for batch in batches:
         values = _column(batch, "value") or []
@@ -129,7 +190,7 @@ def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> 
         raise KafkaException(failures[0])
     if remaining:
         raise TimeoutError(f"{remaining} records not acknowledged after {FLUSH_TIMEOUT_S:.0f}s")
-    return WrittenRows(rows)
+    return rows
 
 
 class StrataBatchWriter(DataSourceArrowWriter):
@@ -143,7 +204,8 @@ class StrataBatchWriter(DataSourceArrowWriter):
 
 
 class StrataStreamWriter(DataSourceStreamArrowWriter):
-    """``df.writeStream.format("strata")``: each micro-batch's rows, at least once."""
+    """``df.writeStream.format("strata")``: each micro-batch's rows, at least once (with
+    ``kafka.transactional.id.prefix``: each task of a micro-batch in one transaction)."""
 
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
@@ -152,7 +214,9 @@ class StrataStreamWriter(DataSourceStreamArrowWriter):
         return produce_batches(self.options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to do: every row was acknowledged before its task succeeded."""
+        """Nothing to do: every row was acknowledged (and its task's transaction committed)
+        before its task succeeded."""
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to undo: rows already sent stay (at-least-once)."""
+        """Nothing to undo here: rows already sent stay (at-least-once); a failed task aborted
+        its own transaction, those of tasks that succeeded stay committed."""
