@@ -12,24 +12,27 @@ the task if any is not, so Spark retries the task (``spark.task.maxFailures``); 
 writes its rows again, so a reader may see a row twice, never zero times. The producer is
 created inside ``write()`` on the executor and closed there.
 
-With ``kafka.transactional.id.prefix`` each task is one Kafka transaction (per-task
-atomicity): its producer has the ``transactional.id`` ``<prefix>-<Spark partition id>``,
-initialises it (which fences any earlier producer with that id, e.g. a previous attempt of the
-same partition, and aborts its open transaction), writes every row in one transaction and
-commits it at the end of ``write()``; a failure anywhere (the rows' iterator raising, a
-refused record, a failed commit) aborts it, so ``read_committed`` readers see all of a task's
-rows or none. Not exactly-once for the job: tasks commit independently, so a job that fails
-after some tasks committed leaves theirs visible, and a task that committed but is retried
-anyway (its executor lost before Spark heard of the success) writes its rows twice. A task
-whose worker dies mid-transaction leaves the transaction open until a retry with the same
-id fences it or ``transaction.timeout.ms`` (librdkafka default 60 s) lets the broker abort it;
-until then it holds back ``read_committed`` readers of those partitions.
+With ``kafka.transactional.id.prefix`` each task writes in one Kafka transaction and the
+driver commits them all once every task succeeded (:mod:`strata.spark.task_transactions`
+explains why a task cannot commit its own): the task's producer has the ``transactional.id``
+``<prefix>-<Spark partition id>``, initialises it (fencing any earlier producer with that id,
+e.g. a previous attempt of the same partition, and aborting its open transaction), writes and
+flushes its rows and returns the open transaction in its commit message; a failure the task
+sees (a refused record) aborts it there. The driver's ``commit`` ends each with
+``EndTxn(commit)``; its ``abort`` aborts them and fences the ids of the failed tasks, so
+``read_committed`` readers see all of a job's (or micro-batch's) rows or none of them. Limits:
+the commits are one request per task, not atomic together (a driver failing half-way through
+them leaves the other half open until ``transaction.timeout.ms``); every transaction must be
+committed within ``transaction.timeout.ms`` (librdkafka default 60 s, raise it with
+``kafka.transaction.timeout.ms`` up to the broker's ``transaction.max.timeout.ms``) of its
+task's first row; a streaming micro-batch committed to Kafka but not yet to the checkpoint
+(the driver lost in between) is written again on restart.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -51,6 +54,13 @@ from pyspark.sql.types import (
 )
 
 from strata.spark.options import SinkOptions, StrataOptionError
+from strata.spark.task_transactions import (
+    PendingTransaction,
+    TransactionError,
+    end_transaction,
+    fence,
+    producer_identity,
+)
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +72,11 @@ PRODUCE_DEFAULTS: Final[Mapping[str, Any]] = {"linger.ms": 5}
 
 @dataclass
 class WrittenRows(WriterCommitMessage):
-    """What one task wrote (rows acknowledged by the brokers, and committed in the
-    transaction ``transactional_id`` when the sink is transactional)."""
+    """What one task wrote: rows acknowledged by the brokers and, when the sink is
+    transactional and the task wrote rows, the open transaction holding them."""
 
     rows: int
-    transactional_id: str | None = None
+    pending: PendingTransaction | None = None
 
 
 def _is(data_type: DataType, *types: type[DataType]) -> bool:
@@ -134,14 +144,41 @@ def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> 
     txid = transactional_id(options.transactional_id_prefix, _task_partition_id())
     producer = Producer({**config, "transactional.id": txid})
     producer.init_transactions(TRANSACTION_TIMEOUT_S)
+    producer_id, producer_epoch = producer_identity(options.client_config, txid)
     producer.begin_transaction()
     try:
         rows = _produce(producer, options, batches, failures)
-        producer.commit_transaction(TRANSACTION_TIMEOUT_S)
     except BaseException:
         _abort(producer, txid)
         raise
-    return WrittenRows(rows, txid)
+    # Left open (destroying the producer does not end it): the driver commits or aborts it.
+    return WrittenRows(rows, PendingTransaction(txid, producer_id, producer_epoch)
+                       if rows else None)
+
+
+def commit_tasks(options: SinkOptions, messages: Sequence[WriterCommitMessage | None]) -> None:
+    """Driver side, every task succeeded: commit each task's transaction."""
+    for message in messages:
+        if isinstance(message, WrittenRows) and message.pending is not None:
+            end_transaction(options.client_config, message.pending, commit=True)
+
+
+def abort_tasks(options: SinkOptions, messages: Sequence[WriterCommitMessage | None]) -> None:
+    """Driver side, the job failed: abort the successful tasks' transactions and fence the
+    ids of the others (``messages[i]`` is partition ``i``'s, ``None`` where it failed)."""
+    prefix = options.transactional_id_prefix
+    if prefix is None:
+        return
+    for partition, message in enumerate(messages):
+        if isinstance(message, WrittenRows):
+            if message.pending is not None:
+                try:
+                    end_transaction(options.client_config, message.pending, commit=False)
+                except TransactionError as exc:
+                    log.warning("%s", exc)  # fenced or timed out: aborted already
+        else:
+            fence(options.client_config, [transactional_id(prefix, partition)],
+                  TRANSACTION_TIMEOUT_S)
 
 
 def _abort(producer: Producer, txid: str) -> None:
@@ -202,10 +239,19 @@ class StrataBatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenRows:
         return produce_batches(self.options, iterator)
 
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Commit the tasks' transactions (transactional sink; otherwise nothing to do)."""
+        commit_tasks(self.options, messages)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Abort the tasks' transactions (transactional sink; otherwise rows stay)."""
+        abort_tasks(self.options, messages)
+
 
 class StrataStreamWriter(DataSourceStreamArrowWriter):
     """``df.writeStream.format("strata")``: each micro-batch's rows, at least once (with
-    ``kafka.transactional.id.prefix``: each task of a micro-batch in one transaction)."""
+    ``kafka.transactional.id.prefix``: a micro-batch's rows all visible once its tasks'
+    transactions are committed by ``commit``, or none)."""
 
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
@@ -214,9 +260,11 @@ class StrataStreamWriter(DataSourceStreamArrowWriter):
         return produce_batches(self.options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to do: every row was acknowledged (and its task's transaction committed)
-        before its task succeeded."""
+        """Commit the micro-batch's transactions (transactional sink; otherwise every row was
+        acknowledged before its task succeeded: nothing to do)."""
+        commit_tasks(self.options, messages)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to undo here: rows already sent stay (at-least-once); a failed task aborted
-        its own transaction, those of tasks that succeeded stay committed."""
+        """Abort the micro-batch's transactions (transactional sink; otherwise rows already
+        sent stay: at-least-once)."""
+        abort_tasks(self.options, messages)
