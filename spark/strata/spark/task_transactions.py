@@ -33,6 +33,7 @@ from confluent_kafka import Producer
 from strata.protocol import ApiKey, ErrorCode
 from strata.spark import broker_connection
 from strata.spark.broker_connection import BrokerConnection
+from strata.spark.options import StrataOptionError
 
 FIND_COORDINATOR_VERSION: Final = 4
 DESCRIBE_TRANSACTIONS_VERSION: Final = 0
@@ -57,6 +58,14 @@ class PendingTransaction:
     transactional_id: str
     producer_id: int
     producer_epoch: int
+
+
+def check_login(client_config: Mapping[str, Any]) -> None:
+    """Plan time: the driver and the tasks must be able to reach the coordinators directly."""
+    if not broker_connection.supported(client_config):
+        raise StrataOptionError(
+            "kafka.transactional.id.prefix: needs a PLAINTEXT, SSL or SASL PLAIN/SCRAM login "
+            "(the driver commits the tasks' transactions over its own connection)")
 
 
 class _Retriable(Exception):

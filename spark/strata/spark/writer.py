@@ -57,6 +57,7 @@ from strata.spark.options import SinkOptions, StrataOptionError
 from strata.spark.task_transactions import (
     PendingTransaction,
     TransactionError,
+    check_login,
     end_transaction,
     fence,
     producer_identity,
@@ -84,7 +85,8 @@ def _is(data_type: DataType, *types: type[DataType]) -> bool:
 
 
 def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
-    """Raise :class:`StrataOptionError` naming the column or option that is wrong."""
+    """Raise :class:`StrataOptionError` naming the column or option that is wrong (also a
+    transactional sink's login the driver could not commit with)."""
     fields = {f.name.lower(): f.dataType for f in schema.fields}
     if "value" not in fields:
         raise StrataOptionError("value: the DataFrame needs a 'value' column (binary or string)")
@@ -108,6 +110,8 @@ def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
             raise StrataOptionError(
                 f"headers: must be array<struct<key:string,value:binary>>, not {headers}"
             )
+    if options.transactional_id_prefix is not None:
+        check_login(options.client_config)
 
 
 def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
