@@ -133,8 +133,9 @@ def _task_partition_id() -> int:
 
 
 def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> WrittenRows:
-    """Produce every row of ``batches``; return once all are acknowledged (and, with a
-    transactional id prefix, committed in one transaction), else raise."""
+    """Produce every row of ``batches``; return once all are acknowledged, else raise. With a
+    transactional id prefix the rows are in one transaction, left open for the driver's
+    ``commit``/``abort`` (aborted here if this task sees a failure)."""
     failures: list[KafkaError] = []
 
     def delivered(error: KafkaError | None, _message: object) -> None:
