@@ -34,6 +34,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 PARTITIONS = 3
 QUERY_TIMEOUT_S = 120
+# Abort markers are written asynchronously: how long the LSO may take to reach the end.
+LSO_SETTLE_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,7 @@ def last_stable_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int
     deadline)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lso",
                          "isolation.level": "read_committed"})
-    deadline = time.monotonic() + TIMEOUT_S
+    deadline = time.monotonic() + LSO_SETTLE_S
     try:
         while True:
             stable = {p: consumer.get_watermark_offsets(TopicPartition(topic, p),
@@ -143,14 +145,22 @@ def last_stable_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int
         consumer.close()
 
 
-def describe_producers(bootstrap: str, topic: str, partitions: int) -> object:
+def _ask_broker(bootstrap: str, api_key: int, fields: dict) -> object:
     host, _, port = bootstrap.rpartition(":")
     connection = BrokerConnection(host, int(port), "test")
     try:
-        return connection.request(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [
-            {"name": topic, "partition_indexes": list(range(partitions))}]})
+        return connection.request(api_key, 0, fields)
     finally:
         connection.close()
+
+
+def describe_producers(bootstrap: str, topic: str, partitions: int) -> object:
+    return _ask_broker(bootstrap, ApiKey.DESCRIBE_PRODUCERS, {"topics": [
+        {"name": topic, "partition_indexes": list(range(partitions))}]})
+
+
+def describe_transaction(bootstrap: str, txid: str) -> object:
+    return _ask_broker(bootstrap, ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [txid]})
 
 
 def test_a_read_committed_batch_read_returns_exactly_the_committed_records(
@@ -266,9 +276,31 @@ def test_a_failed_task_leaves_nothing_visible_to_read_committed(
     # consumers are not held back (the abort markers are written asynchronously: poll).
     stable, high = last_stable_offsets(bootstrap, topic, 2), high_watermarks(bootstrap, topic, 2)
     if stable != high:
-        # Seen under load: the broker's LSO stays below the high watermark although neither
-        # the coordinator (Empty) nor the partitions (no current_txn_start_offset) hold an open
-        # transaction, after a fenced attempt's writer went on producing. A broker question,
-        # not the sink's: reported, not hidden.
-        pytest.xfail(f"broker LSO {stable} below high watermark {high} with no open "
-                     f"transaction: {describe_producers(bootstrap, topic, 2)}")
+        # Seen under load (about one run in three): the last stable offset stays below the
+        # high watermark after the driver fenced the failed task's id. Not settled yet whether
+        # the broker (abort markers, LSO bookkeeping) or a fenced writer still producing is
+        # at fault: reported with both sides' state, not hidden.
+        txid = f"{prefix}-0"
+        pytest.xfail(f"LSO {stable} below high watermark {high} after fencing {txid}; "
+                     f"coordinator: {describe_transaction(bootstrap, txid)}; "
+                     f"partitions: {describe_producers(bootstrap, topic, 2)}")
+
+
+def test_a_transactional_stream_writes_one_micro_batch(
+    spark: SparkSession, bootstrap: str, tmp_path: Path
+) -> None:
+    source, sink = new_topic(bootstrap, 2, "txs"), new_topic(bootstrap, 1, "txt")
+    seed = [(f"s{i:02d}".encode(),) for i in range(20)]
+    write(spark.createDataFrame(seed, "value binary").repartition(2), bootstrap, source,
+          f"seed-{uuid.uuid4().hex[:8]}")
+    query = (spark.readStream.format("strata").option("kafka.bootstrap.servers", bootstrap)
+             .option("subscribe", source).option("startingOffsets", "earliest")
+             .option("kafka.isolation.level", "read_committed").load().select("value")
+             .writeStream.format("strata").option("kafka.bootstrap.servers", bootstrap)
+             .option("topic", sink)
+             .option("kafka.transactional.id.prefix", f"stream-{uuid.uuid4().hex[:8]}")
+             .option("checkpointLocation", str(tmp_path / "c"))
+             .trigger(availableNow=True).start())
+    assert query.awaitTermination(QUERY_TIMEOUT_S)
+    assert query.exception() is None
+    assert values(read(spark, bootstrap, sink, "read_committed")) == sorted(r[0] for r in seed)
