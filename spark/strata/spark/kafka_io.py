@@ -64,6 +64,10 @@ def consumer_config(options: SourceOptions, role: str) -> dict[str, Any]:
         "group.id": f"strata-spark-{role}-{uuid.uuid4()}",
         **options.client_config,
     }
+    # Spark's default (the Java consumer's) unless kafka.isolation.level says read_committed;
+    # librdkafka's own default is read_committed. Watermarks asked with it are the last stable
+    # offset under read_committed, so "latest" never passes an open transaction.
+    config["isolation.level"] = options.isolation_level
     config["enable.auto.commit"] = False
     config["enable.auto.offset.store"] = False
     config["enable.partition.eof"] = False
@@ -126,7 +130,9 @@ def discover_partitions(options: SourceOptions, consumer: Consumer | None = None
 
 def watermarks(options: SourceOptions, partitions: Iterable[TP],
                consumer: Consumer | None = None) -> tuple[Positions, Positions]:
-    """``(log_start_offset, high_watermark)`` per partition, asked of the leaders now."""
+    """``(log_start_offset, latest)`` per partition, asked of the leaders now; ``latest`` is
+    the high watermark, or the last stable offset under ``read_committed`` (the consumer asks
+    ListOffsets with its isolation level, as the Java consumer's ``endOffsets`` does)."""
     log_start: Positions = {}
     latest: Positions = {}
     with _driver_consumer(options, consumer) as client:

@@ -12,7 +12,13 @@ every rule is unit-tested. Invariants of a parsed :class:`SourceOptions`:
   a batch query may not start at ``latest`` nor end at ``earliest`` (nor use -1 / -2 that way);
 - ``startingTimestamp`` (epoch ms) wins over ``startingOffsets`` when both are set, as in Spark;
 - ``kafka.*`` keys are passed to the client with the prefix stripped, except the ones the source
-  owns (``group.id`` is allowed; auto commit and offset reset are fixed by the source).
+  owns (``group.id`` is allowed; auto commit and offset reset are fixed by the source);
+- ``kafka.isolation.level`` is ``read_uncommitted`` (the Java consumer's default, which Spark's
+  Kafka source keeps) or ``read_committed``; it is kept in :attr:`SourceOptions.isolation_level`,
+  not in the client config (the readers set it on every request and client themselves);
+- ``kafka.transactional.id.prefix`` (sink only) makes each write task transactional with the id
+  ``<prefix>-<Spark partition id>``; ``kafka.transactional.id`` itself is refused (every task
+  would share one id and fence the others).
 
 Every error is a :class:`StrataOptionError` whose message starts with the option's name, raised
 while Spark plans the query (``DataSource.schema``/``reader``), never inside a task.
@@ -32,6 +38,8 @@ LATEST: Final = "latest"
 EARLIEST_OFFSET: Final = -2
 LATEST_OFFSET: Final = -1
 
+# The sink's option naming the transactional ids of its tasks (without the "kafka." prefix).
+TRANSACTIONAL_ID_PREFIX: Final = "transactional.id.prefix"
 # Client keys the source sets itself: a user value would break its guarantees.
 _OWNED_CLIENT_KEYS: Final = frozenset(
     {"enable.auto.commit", "auto.offset.reset", "key.deserializer", "value.deserializer",
@@ -39,6 +47,9 @@ _OWNED_CLIENT_KEYS: Final = frozenset(
 )
 
 Subscription = Literal["subscribe", "subscribePattern", "assign"]
+IsolationLevel = Literal["read_uncommitted", "read_committed"]
+READ_UNCOMMITTED: Final = "read_uncommitted"
+READ_COMMITTED: Final = "read_committed"
 # "earliest", "latest", or {topic: {partition: offset-or-sentinel}}.
 OffsetSpec = str | Mapping[str, Mapping[int, int]]
 
@@ -64,7 +75,13 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
+    isolation_level: IsolationLevel = READ_UNCOMMITTED
     client_config: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def read_committed(self) -> bool:
+        """Whether reads skip aborted transactions and stop at the last stable offset."""
+        return self.isolation_level == READ_COMMITTED
 
     def matches(self, topic: str) -> bool:
         """Whether ``topic`` belongs to the subscription (internal ``__`` topics never do for a
@@ -79,11 +96,13 @@ class SourceOptions:
 
 @dataclass(frozen=True)
 class SinkOptions:
-    """The writer's options: the default topic (a ``topic`` column wins per row) and client."""
+    """The writer's options: the default topic (a ``topic`` column wins per row), the client,
+    and the transactional id prefix (``None``: idempotent, not transactional)."""
 
     bootstrap_servers: str
     topic: str | None
     client_config: Mapping[str, str] = field(default_factory=dict)
+    transactional_id_prefix: str | None = None
 
 
 def lower_keys(options: Mapping[str, str]) -> dict[str, str]:
@@ -230,6 +249,11 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
         raise StrataOptionError(
             f"subscribe/subscribePattern/assign: exactly one is required, found {found}"
         )
+    if TRANSACTIONAL_ID_PREFIX in client:
+        raise StrataOptionError(
+            "kafka.transactional.id.prefix: a sink option, not a source one"
+        )
+    isolation_level = _isolation_level(client)
     subscription: Subscription = chosen[0]  # type: ignore[assignment]
     topics: tuple[str, ...] = ()
     pattern: str | None = None
@@ -285,16 +309,42 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
         include_headers=_bool(opts, "includeheaders", "includeHeaders", False),
         poll_timeout_ms=_positive_int(opts, "kafkaconsumer.polltimeoutms",
                                       "kafkaConsumer.pollTimeoutMs") or 120_000,
+        isolation_level=isolation_level,
         client_config=client,
     )
 
 
+def _isolation_level(client: dict[str, str]) -> IsolationLevel:
+    """``kafka.isolation.level``, taken out of ``client`` (default: read_uncommitted)."""
+    raw = client.pop("isolation.level", READ_UNCOMMITTED)
+    level = raw.strip().lower()
+    if level == READ_COMMITTED:
+        return READ_COMMITTED
+    if level == READ_UNCOMMITTED:
+        return READ_UNCOMMITTED
+    raise StrataOptionError(
+        f"kafka.isolation.level: must be read_uncommitted or read_committed, got {raw!r}"
+    )
+
+
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
-    """Check the writer's options: ``kafka.bootstrap.servers`` and an optional ``topic``."""
+    """Check the writer's options: ``kafka.bootstrap.servers``, an optional ``topic`` and an
+    optional ``kafka.transactional.id.prefix``."""
     opts = lower_keys(options)
     client = _client_config(opts)
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise StrataOptionError("topic: must not be empty")
+    if "transactional.id" in client:
+        raise StrataOptionError(
+            "kafka.transactional.id: not supported (every task would share it); set "
+            "kafka.transactional.id.prefix and each task uses <prefix>-<partition id>"
+        )
+    prefix = client.pop(TRANSACTIONAL_ID_PREFIX, None)
+    if prefix is not None:
+        prefix = prefix.strip()
+        if not prefix:
+            raise StrataOptionError("kafka.transactional.id.prefix: must not be empty")
     return SinkOptions(bootstrap_servers=client["bootstrap.servers"],
-                       topic=topic.strip() if topic else None, client_config=client)
+                       topic=topic.strip() if topic else None, client_config=client,
+                       transactional_id_prefix=prefix)

@@ -13,8 +13,9 @@ Invariants (the same as the librdkafka path's):
 
 - exactly the records ``from_offset <= offset < until_offset`` the log holds are yielded, in
   offset order; gaps left by compaction or transaction markers are skipped silently;
-- ``isolation.level`` is librdkafka's default ``read_committed`` unless the options say
-  ``read_uncommitted``; aborted transactions are filtered out;
+- Fetch asks with the options' ``kafka.isolation.level`` (Spark's default ``read_uncommitted``);
+  under ``read_committed`` the broker stops at the last stable offset and the batches of the
+  ``aborted_transactions`` it names are dropped; control batches are never yielded;
 - an offset below the partition's log start is data loss: :class:`DataLossError` with
   ``failOnDataLoss=true``, otherwise a warning and reading goes on at the log start;
 - without progress for ``kafkaConsumer.pollTimeoutMs`` (leader unknown, records expected but
@@ -111,8 +112,7 @@ class _PartitionReader:
         self.options = options
         self.range = offset_range
         self.client_id = str(options.client_config.get("client.id", "strata-spark"))
-        level = str(options.client_config.get("isolation.level", "read_committed")).lower()
-        self.read_committed = level != "read_uncommitted"
+        self.read_committed = options.read_committed
         self.max_bytes = int(options.client_config.get("max.partition.fetch.bytes",
                                                        FETCH_MAX_BYTES))
         self.security = broker_connection.security_of(options.client_config)

@@ -11,16 +11,34 @@ Delivery is at-least-once: every task produces with an idempotent producer
 the task if any is not, so Spark retries the task (``spark.task.maxFailures``); a retried task
 writes its rows again, so a reader may see a row twice, never zero times. The producer is
 created inside ``write()`` on the executor and closed there.
+
+With ``kafka.transactional.id.prefix`` each task writes in one Kafka transaction and the
+driver commits them all once every task succeeded (:mod:`strata.spark.task_transactions`
+explains why a task cannot commit its own): the task's producer has the ``transactional.id``
+``<prefix>-<Spark partition id>``, initialises it (fencing any earlier producer with that id,
+e.g. a previous attempt of the same partition, and aborting its open transaction), writes and
+flushes its rows and returns the open transaction in its commit message; a failure the task
+sees (a refused record) aborts it there. The driver's ``commit`` ends each with
+``EndTxn(commit)``; its ``abort`` aborts them and fences the ids of the failed tasks, so
+``read_committed`` readers see all of a job's (or micro-batch's) rows or none of them. Limits:
+the commits are one request per task, not atomic together (a driver failing half-way through
+them leaves the other half open until ``transaction.timeout.ms``); every transaction must be
+committed within ``transaction.timeout.ms`` (librdkafka default 60 s, raise it with
+``kafka.transaction.timeout.ms`` up to the broker's ``transaction.max.timeout.ms``) of its
+task's first row; a streaming micro-batch committed to Kafka but not yet to the checkpoint
+(the driver lost in between) is written again on restart.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import logging
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
+from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -36,16 +54,30 @@ from pyspark.sql.types import (
 )
 
 from strata.spark.options import SinkOptions, StrataOptionError
+from strata.spark.task_transactions import (
+    PendingTransaction,
+    TransactionError,
+    check_login,
+    end_transaction,
+    fence,
+    producer_identity,
+)
+
+log = logging.getLogger(__name__)
 
 FLUSH_TIMEOUT_S: Final = 120.0
+# InitProducerId, commit and abort: each waits at most this long for the coordinator.
+TRANSACTION_TIMEOUT_S: Final = 60.0
 PRODUCE_DEFAULTS: Final[Mapping[str, Any]] = {"linger.ms": 5}
 
 
 @dataclass
 class WrittenRows(WriterCommitMessage):
-    """What one task wrote (rows acknowledged by the brokers)."""
+    """What one task wrote: rows acknowledged by the brokers and, when the sink is
+    transactional and the task wrote rows, the open transaction holding them."""
 
     rows: int
+    pending: PendingTransaction | None = None
 
 
 def _is(data_type: DataType, *types: type[DataType]) -> bool:
@@ -53,7 +85,8 @@ def _is(data_type: DataType, *types: type[DataType]) -> bool:
 
 
 def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
-    """Raise :class:`StrataOptionError` naming the column or option that is wrong."""
+    """Raise :class:`StrataOptionError` naming the column or option that is wrong (also a
+    transactional sink's login the driver could not commit with)."""
     fields = {f.name.lower(): f.dataType for f in schema.fields}
     if "value" not in fields:
         raise StrataOptionError("value: the DataFrame needs a 'value' column (binary or string)")
@@ -77,6 +110,8 @@ def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
             raise StrataOptionError(
                 f"headers: must be array<struct<key:string,value:binary>>, not {headers}"
             )
+    if options.transactional_id_prefix is not None:
+        check_login(options.client_config)
 
 
 def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
@@ -84,17 +119,85 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
     return None if index < 0 else batch.column(index).to_pylist()
 
 
+def transactional_id(prefix: str, partition_id: int) -> str:
+    """The ``transactional.id`` of the task writing Spark partition ``partition_id``: the same
+    for every attempt of that partition, so a retry fences the attempt before it."""
+    return f"{prefix}-{partition_id}"
+
+
+def _task_partition_id() -> int:
+    context = TaskContext.get()
+    if context is None:
+        raise RuntimeError("kafka.transactional.id.prefix: the writer runs outside a Spark task")
+    return context.partitionId()
+
+
 def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> WrittenRows:
-    """Produce every row of ``batches``; return once all are acknowledged, else raise."""
-    config = {**PRODUCE_DEFAULTS, **options.client_config,
-              "enable.idempotence": True, "acks": "all"}
+    """Produce every row of ``batches``; return once all are acknowledged, else raise. With a
+    transactional id prefix the rows are in one transaction, left open for the driver's
+    ``commit``/``abort`` (aborted here if this task sees a failure)."""
     failures: list[KafkaError] = []
 
     def delivered(error: KafkaError | None, _message: object) -> None:
         if error is not None:
             failures.append(error)
 
-    producer = Producer({**config, "delivery.report.only.error": True, "on_delivery": delivered})
+    config = {**PRODUCE_DEFAULTS, **options.client_config, "enable.idempotence": True,
+              "acks": "all", "delivery.report.only.error": True, "on_delivery": delivered}
+    if options.transactional_id_prefix is None:
+        return WrittenRows(_produce(Producer(config), options, batches, failures))
+    txid = transactional_id(options.transactional_id_prefix, _task_partition_id())
+    producer = Producer({**config, "transactional.id": txid})
+    producer.init_transactions(TRANSACTION_TIMEOUT_S)
+    producer_id, producer_epoch = producer_identity(options.client_config, txid)
+    producer.begin_transaction()
+    try:
+        rows = _produce(producer, options, batches, failures)
+    except BaseException:
+        _abort(producer, txid)
+        raise
+    # Left open (destroying the producer does not end it): the driver commits or aborts it.
+    return WrittenRows(rows, PendingTransaction(txid, producer_id, producer_epoch)
+                       if rows else None)
+
+
+def commit_tasks(options: SinkOptions, messages: Sequence[WriterCommitMessage | None]) -> None:
+    """Driver side, every task succeeded: commit each task's transaction."""
+    for message in messages:
+        if isinstance(message, WrittenRows) and message.pending is not None:
+            end_transaction(options.client_config, message.pending, commit=True)
+
+
+def abort_tasks(options: SinkOptions, messages: Sequence[WriterCommitMessage | None]) -> None:
+    """Driver side, the job failed: abort the successful tasks' transactions and fence the
+    ids of the others (``messages[i]`` is partition ``i``'s, ``None`` where it failed)."""
+    prefix = options.transactional_id_prefix
+    if prefix is None:
+        return
+    for partition, message in enumerate(messages):
+        if isinstance(message, WrittenRows):
+            if message.pending is not None:
+                try:
+                    end_transaction(options.client_config, message.pending, commit=False)
+                except TransactionError as exc:
+                    log.warning("%s", exc)  # fenced or timed out: aborted already
+        else:
+            fence(options.client_config, [transactional_id(prefix, partition)],
+                  TRANSACTION_TIMEOUT_S)
+
+
+def _abort(producer: Producer, txid: str) -> None:
+    """Abort the task's transaction; a producer that cannot (fenced by a newer attempt, or
+    its transaction already timed out) has nothing visible to undo."""
+    try:
+        producer.abort_transaction(TRANSACTION_TIMEOUT_S)
+    except KafkaException as exc:
+        log.warning("transactional.id %s: abort failed (%s)", txid, exc)
+
+
+def _produce(producer: Producer, options: SinkOptions, batches: Iterator[pa.RecordBatch],
+             failures: list[KafkaError]) -> int:
+    """Send every row and wait until all are acknowledged; raise on the first failure."""
     rows = 0
     for batch in batches:
         values = _column(batch, "value") or []
@@ -129,7 +232,7 @@ def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> 
         raise KafkaException(failures[0])
     if remaining:
         raise TimeoutError(f"{remaining} records not acknowledged after {FLUSH_TIMEOUT_S:.0f}s")
-    return WrittenRows(rows)
+    return rows
 
 
 class StrataBatchWriter(DataSourceArrowWriter):
@@ -141,9 +244,19 @@ class StrataBatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenRows:
         return produce_batches(self.options, iterator)
 
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Commit the tasks' transactions (transactional sink; otherwise nothing to do)."""
+        commit_tasks(self.options, messages)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Abort the tasks' transactions (transactional sink; otherwise rows stay)."""
+        abort_tasks(self.options, messages)
+
 
 class StrataStreamWriter(DataSourceStreamArrowWriter):
-    """``df.writeStream.format("strata")``: each micro-batch's rows, at least once."""
+    """``df.writeStream.format("strata")``: each micro-batch's rows, at least once (with
+    ``kafka.transactional.id.prefix``: a micro-batch's rows all visible once its tasks'
+    transactions are committed by ``commit``, or none)."""
 
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
@@ -152,7 +265,11 @@ class StrataStreamWriter(DataSourceStreamArrowWriter):
         return produce_batches(self.options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to do: every row was acknowledged before its task succeeded."""
+        """Commit the micro-batch's transactions (transactional sink; otherwise every row was
+        acknowledged before its task succeeded: nothing to do)."""
+        commit_tasks(self.options, messages)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to undo: rows already sent stay (at-least-once)."""
+        """Abort the micro-batch's transactions (transactional sink; otherwise rows already
+        sent stay: at-least-once)."""
+        abort_tasks(self.options, messages)

@@ -108,3 +108,29 @@ def test_sink_options() -> None:
     assert parse_sink_options(BASE).topic is None
     with pytest.raises(StrataOptionError, match=r"^topic:"):
         parse_sink_options({**BASE, "topic": " "})
+
+
+def test_isolation_level_defaults_to_read_uncommitted_as_spark() -> None:
+    assert parse(subscribe="a").isolation_level == "read_uncommitted"
+    assert parse(subscribe="a").read_committed is False
+    committed = parse(subscribe="a", **{"kafka.isolation.level": " READ_COMMITTED"})
+    assert committed.isolation_level == "read_committed" and committed.read_committed
+    # Kept out of the client config: the readers set it on every client and request.
+    assert "isolation.level" not in committed.client_config
+    assert parse(True, subscribe="a", **{"kafka.isolation.level": "read_uncommitted"}) \
+        .isolation_level == "read_uncommitted"
+    with pytest.raises(StrataOptionError, match=r"^kafka\.isolation\.level: .*'serializable'"):
+        parse(subscribe="a", **{"kafka.isolation.level": "serializable"})
+
+
+def test_transactional_id_prefix_is_a_sink_option() -> None:
+    sink = parse_sink_options({**BASE, "topic": "out", "Kafka.Transactional.Id.Prefix": " job7 "})
+    assert sink.transactional_id_prefix == "job7"
+    assert "transactional.id.prefix" not in sink.client_config
+    assert parse_sink_options({**BASE, "topic": "out"}).transactional_id_prefix is None
+    with pytest.raises(StrataOptionError, match=r"^kafka\.transactional\.id\.prefix: .*empty"):
+        parse_sink_options({**BASE, "kafka.transactional.id.prefix": "  "})
+    with pytest.raises(StrataOptionError, match=r"^kafka\.transactional\.id: .*prefix"):
+        parse_sink_options({**BASE, "kafka.transactional.id": "one"})
+    with pytest.raises(StrataOptionError, match=r"^kafka\.transactional\.id\.prefix: a sink"):
+        parse(subscribe="a", **{"kafka.transactional.id.prefix": "job7"})
