@@ -17,7 +17,12 @@ from strata.cli.chaos_nemesis import (
     FaultKind,
     plan_faults,
 )
-from strata.cli.chaos_segments import damage_tail, read_replica, whole_batches
+from strata.cli.chaos_segments import (
+    batch_producers,
+    damage_tail,
+    read_replica,
+    whole_batches,
+)
 from strata.cli.errors import CliError
 from strata.storage.checkpoints import OffsetCheckpointFile
 from strata.storage.log_manager import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT
@@ -119,6 +124,17 @@ def test_a_replica_read_decodes_every_record_below_the_limit(tmp_path: Path) -> 
     segment = write_log(tmp_path, batches=4, recovery_point=0, clean=False)
     records = read_replica(segment.parent, 7)
     assert records == {o: b"value-%d" % o for o in range(7)}
+
+
+def test_the_writer_of_each_duplicated_copy_is_read_from_the_batches(tmp_path: Path) -> None:
+    part = tmp_path / f"{TOPIC}-0"
+    part.mkdir()
+    specs = [RecordSpec(value=b"v%d" % j) for j in range(3)]
+    (part / "00000000000000000000.log").write_bytes(
+        build_batch(specs, base_offset=0, producer_id=7, producer_epoch=0, base_sequence=10)
+        + build_batch(specs, base_offset=3, producer_id=7, producer_epoch=1, base_sequence=0)
+        + build_batch(specs, base_offset=6))
+    assert batch_producers(part, {1, 4, 8}) == {1: (7, 0, 11), 4: (7, 1, 1), 8: (-1, -1, -1)}
 
 
 def test_broker_settings_parse_as_key_value_pairs() -> None:

@@ -39,7 +39,7 @@ from strata.cli.chaos_nemesis import (
     Timing,
     plan_faults,
 )
-from strata.cli.chaos_segments import partition_dirs, read_replica
+from strata.cli.chaos_segments import batch_producers, partition_dirs, read_replica
 from strata.cli.chaos_workload import (
     DeliveryLog,
     GroupConsumer,
@@ -85,6 +85,8 @@ class CampaignReport:
     failed_deliveries: dict[str, int] = field(default_factory=dict)
     group_reopens: int = 0
     seconds: float = 0.0
+    # "partition:offset" of each duplicated copy -> [producer id, epoch, sequence]
+    duplicate_writers: dict[str, list[int]] = field(default_factory=dict)
 
     def faults_by_kind(self) -> dict[str, int]:
         return dict(Counter(str(f.kind) for f in self.faults))
@@ -124,6 +126,7 @@ class CampaignReport:
                 "lost": [vars_of(d) for d in r.lost[:EVIDENCE_CAP]],
                 "duplicated": [[v.decode(errors="replace"), places]
                                for v, places in r.duplicated[:EVIDENCE_CAP]],
+                "duplicate_writers": self.duplicate_writers,
                 "wrong_offset": [[vars_of(d), places]
                                  for d, places in r.wrong_offset[:EVIDENCE_CAP]],
                 "reordered": [[p, o, v.decode(errors="replace"), b.decode(errors="replace")]
@@ -133,6 +136,22 @@ class CampaignReport:
                 "group_misses": [vars_of(d) for d in r.group_misses[:EVIDENCE_CAP]],
             },
         }
+
+
+def duplicate_writers(result: CheckResult, cluster: ChaosCluster) -> dict[str, list[int]]:
+    """Who wrote each duplicated copy, from the first replica holding it (evidence only)."""
+    wanted: dict[int, set[int]] = {}
+    for _, places in result.duplicated[:EVIDENCE_CAP]:
+        for partition, offset in places:
+            wanted.setdefault(partition, set()).add(offset)
+    found: dict[str, list[int]] = {}
+    for broker in cluster.brokers.values():
+        dirs = partition_dirs(Path(broker.config["log.dirs"]), TOPIC)
+        for partition, offsets in wanted.items():
+            if partition in dirs:
+                for offset, writer in batch_producers(dirs[partition], offsets).items():
+                    found.setdefault(f"{partition}:{offset}", list(writer))
+    return found
 
 
 def vars_of(delivery: Any) -> dict[str, Any]:
@@ -240,13 +259,15 @@ def run_campaign(config: CampaignConfig, store_url: str | None = None,
         fatal = [e for w in producers for e in w.observed.fatal]
         result = check(deliveries, read, fatal, replicas, high_watermarks,
                        set(consumer.consumed))
+        writers = duplicate_writers(result, cluster)
         failed: Counter[str] = Counter()
         for worker in producers:
             failed.update(worker.observed.failed)
         report = CampaignReport(config, records, result, aborted=aborted,
                                 read_complete=complete, failed_deliveries=dict(failed),
                                 group_reopens=consumer.reopens,
-                                seconds=time.monotonic() - started)
+                                seconds=time.monotonic() - started,
+                                duplicate_writers=writers)
         (workdir / "report.json").write_text(json.dumps(report.to_json(), indent=1))
         return report
     finally:

@@ -164,3 +164,21 @@ def read_replica(partition_dir: Path, below: int) -> dict[int, bytes | None]:
             except StorageError:
                 return out
     return out
+
+
+def batch_producers(partition_dir: Path, offsets: set[int]) -> dict[int, tuple[int, int, int]]:
+    """offset -> (producer id, producer epoch, sequence) of the record at each of ``offsets``
+    in a replica's segments: who wrote a duplicated copy (a copy under another epoch of the
+    same producer is a client's renumbering, one under the same epoch and sequence a broker's
+    missed duplicate)."""
+    out: dict[int, tuple[int, int, int]] = {}
+    for segment in segment_files(partition_dir):
+        data = segment.read_bytes()
+        for batch in whole_batches(data):
+            header = rb.parse_header(data, batch.position)
+            for offset in offsets:
+                if batch.base_offset <= offset <= header.last_offset:
+                    sequence = (header.base_sequence + offset - batch.base_offset
+                                if header.base_sequence >= 0 else -1)
+                    out[offset] = (header.producer_id, header.producer_epoch, sequence)
+    return out

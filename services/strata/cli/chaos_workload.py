@@ -49,6 +49,9 @@ PRODUCER_CONFIG: Mapping[str, Any] = {
     "reconnect.backoff.max.ms": 1000,
     "topic.metadata.refresh.interval.ms": 2000,
     "metadata.max.age.ms": 6000,
+    # The idempotent producer's own account (PID/epoch changes, drains, sequence errors) in
+    # clients.log: what tells a client's cross-epoch duplicate from a broker's missed one.
+    "debug": "eos",
 }
 CONSUMER_CONFIG: Mapping[str, Any] = {
     "enable.auto.commit": False,
@@ -70,7 +73,7 @@ def client_logger(run_dir: Path) -> logging.Logger:
         handler = logging.FileHandler(run_dir / "clients.log")
         handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
         logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
+        logger.setLevel(logging.DEBUG)  # librdkafka's debug contexts come as level 7
         logger.propagate = False
     return logger
 
