@@ -1,0 +1,162 @@
+"""The consume-transform-produce application of the exactly-once fault test, run as a process.
+
+Owns one application instance: a confluent-kafka consumer of the input topic (group offsets,
+``read_committed``, no auto commit) and a transactional producer with a fixed
+``transactional.id``, so a restarted instance fences the zombie it replaces. Each loop polls up
+to ``--batch`` records and, in one transaction, produces one output record per input record
+(key = the input number, value ``out-<number>``) and sends the consumer's positions to the
+transaction with the group's metadata. Kafka's recommended error handling: a retriable error
+retries the call, an abortable one aborts and rewinds the consumer to the group's committed
+offsets, anything else (fatal, fenced) exits non-zero for the test to start a new instance.
+
+Invariants: ``init_transactions`` completes before the first committed offset is read (a
+transaction of the previous instance is then decided, KIP-98's fencing); the process exits 0
+only once the group's committed offsets equal the input's end offsets; it never runs longer
+than ``--timeout`` seconds (exit 2).
+
+    python transform_app.py BOOTSTRAP INPUT OUTPUT GROUP TRANSACTIONAL_ID END,END,...
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Final, TypeVar
+
+from confluent_kafka import (
+    OFFSET_INVALID,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+
+T = TypeVar("T")
+
+CALL_TIMEOUT_S: Final = 10.0
+EXIT_TIMEOUT: Final = 2
+EXIT_FATAL: Final = 3
+
+
+class Abort(Exception):
+    """The transaction must be aborted and the consumer rewound."""
+
+
+def log(message: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} transform-app: {message}", flush=True)
+
+
+def attempt(call: Callable[[], T], what: str, deadline: float) -> T:
+    """``call`` retried while its error is retriable; Abort when the transaction must abort;
+    a fatal error (fenced, unknown) propagates as KafkaException."""
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if error.retriable() and time.monotonic() < deadline:
+                log(f"{what}: retriable {error}")
+                continue
+            if error.txn_requires_abort():
+                raise Abort(f"{what}: {error}") from exc
+            raise
+
+
+def committed(consumer: Consumer, partitions: list[TopicPartition]) -> list[TopicPartition]:
+    """The group's committed offsets (0 where none yet), retrying while the broker cannot say."""
+    while True:
+        try:
+            found = consumer.committed(partitions, CALL_TIMEOUT_S)
+        except KafkaException as exc:
+            log(f"committed offsets: {exc.args[0]}")
+            continue
+        return [TopicPartition(p.topic, p.partition, 0 if p.offset == OFFSET_INVALID else p.offset)
+                for p in found]
+
+
+def run(args: argparse.Namespace) -> int:
+    deadline = time.monotonic() + args.timeout
+    ends = [int(e) for e in args.ends.split(",")]
+    partitions = [TopicPartition(args.input, p) for p in range(len(ends))]
+    producer = Producer({
+        "bootstrap.servers": args.bootstrap, "transactional.id": args.transactional_id,
+        "transaction.timeout.ms": 15_000, "linger.ms": 5, "log_level": 0})
+    attempt(lambda: producer.init_transactions(CALL_TIMEOUT_S), "init_transactions", deadline)
+    log(f"initialised {args.transactional_id}")
+    consumer = Consumer({
+        "bootstrap.servers": args.bootstrap, "group.id": args.group,
+        "isolation.level": "read_committed", "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", "log_level": 0})
+    try:
+        start = committed(consumer, partitions)
+        consumer.assign(start)
+        log(f"starting at {[p.offset for p in start]} of {ends}")
+        positions = {p.partition: p.offset for p in start}
+        paced = 0.0
+        while list(positions.values()) != ends:
+            if time.monotonic() > deadline:
+                log("timed out")
+                return EXIT_TIMEOUT
+            # The workload's pace: at most one transaction per --pace seconds.
+            time.sleep(max(0.0, paced - time.monotonic()))
+            paced = time.monotonic() + args.pace
+            messages = [m for m in consumer.consume(args.batch, 0.5) if m.error() is None]
+            if not messages:
+                continue
+            try:
+                attempt(producer.begin_transaction, "begin_transaction", deadline)
+                after = dict(positions)
+                for message in messages:
+                    number = int(message.value() or b"")
+                    attempt(partial(producer.produce, args.output, key=b"%d" % number,
+                                    value=b"out-%d" % number), "produce", deadline)
+                    after[message.partition() or 0] = (message.offset() or 0) + 1
+                    producer.poll(0)
+                offsets = [TopicPartition(args.input, p, o) for p, o in sorted(after.items())]
+
+                def send_offsets(o: list[TopicPartition] = offsets) -> None:
+                    producer.send_offsets_to_transaction(
+                        o, consumer.consumer_group_metadata(), CALL_TIMEOUT_S)
+
+                attempt(send_offsets, "send_offsets_to_transaction", deadline)
+                attempt(lambda: producer.commit_transaction(CALL_TIMEOUT_S),
+                        "commit_transaction", deadline)
+                positions = after
+            except Abort as exc:
+                log(f"aborting: {exc}")
+                attempt(lambda: producer.abort_transaction(CALL_TIMEOUT_S), "abort_transaction",
+                        deadline)
+                rewound = committed(consumer, partitions)
+                for rewind in rewound:
+                    consumer.seek(rewind)
+                positions = {p.partition: p.offset for p in rewound}
+        log("every input record committed")
+        return 0
+    except KafkaException as exc:
+        log(f"fatal: {exc.args[0]}")
+        return EXIT_FATAL
+    finally:
+        consumer.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("bootstrap")
+    parser.add_argument("input")
+    parser.add_argument("output")
+    parser.add_argument("group")
+    parser.add_argument("transactional_id")
+    parser.add_argument("ends", help="the input's end offsets, comma-separated")
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--pace", type=float, default=0.0,
+                        help="seconds a transaction takes at least")
+    parser.add_argument("--timeout", type=float, default=90.0)
+    return run(parser.parse_args())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
