@@ -7,7 +7,9 @@ to ``--batch`` records and, in one transaction, produces one output record per i
 (key = the input number, value ``out-<number>``) and sends the consumer's positions to the
 transaction with the group's metadata. Kafka's recommended error handling: a retriable error
 retries the call, an abortable one aborts and rewinds the consumer to the group's committed
-offsets, anything else (fatal, fenced) exits non-zero for the test to start a new instance.
+offsets, anything else (fatal, fenced) exits non-zero for the test to start a new instance. With
+``--budget FILE`` it begins no transaction once the input it committed reaches the number the
+file holds, so the test's faults land while there is work in flight.
 
 Invariants: ``init_transactions`` completes before the first committed offset is read (a
 transaction of the previous instance is then decided, KIP-98's fencing); the process exits 0
@@ -24,6 +26,7 @@ import sys
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Final, TypeVar
 
 from confluent_kafka import (
@@ -78,6 +81,14 @@ def committed(consumer: Consumer, partitions: list[TopicPartition]) -> list[Topi
                 for p in found]
 
 
+def budget(path: Path) -> int:
+    """How many input records the test lets the app commit for now (it replaces the file)."""
+    try:
+        return int(path.read_text(encoding="ascii"))
+    except (OSError, ValueError):
+        return 0
+
+
 def run(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.timeout
     ends = [int(e) for e in args.ends.split(",")]
@@ -96,14 +107,13 @@ def run(args: argparse.Namespace) -> int:
         consumer.assign(start)
         log(f"starting at {[p.offset for p in start]} of {ends}")
         positions = {p.partition: p.offset for p in start}
-        paced = 0.0
         while list(positions.values()) != ends:
             if time.monotonic() > deadline:
                 log("timed out")
                 return EXIT_TIMEOUT
-            # The workload's pace: at most one transaction per --pace seconds.
-            time.sleep(max(0.0, paced - time.monotonic()))
-            paced = time.monotonic() + args.pace
+            if args.budget is not None and sum(positions.values()) >= budget(args.budget):
+                time.sleep(0.05)  # the test holds the input back until its next fault
+                continue
             messages = [m for m in consumer.consume(args.batch, 0.5) if m.error() is None]
             if not messages:
                 continue
@@ -152,8 +162,8 @@ def main() -> int:
     parser.add_argument("transactional_id")
     parser.add_argument("ends", help="the input's end offsets, comma-separated")
     parser.add_argument("--batch", type=int, default=100)
-    parser.add_argument("--pace", type=float, default=0.0,
-                        help="seconds a transaction takes at least")
+    parser.add_argument("--budget", type=Path, default=None,
+                        help="a file holding how many input records may be committed for now")
     parser.add_argument("--timeout", type=float, default=90.0)
     return run(parser.parse_args())
 
