@@ -41,6 +41,7 @@ from confluent_kafka import (
 T = TypeVar("T")
 
 CALL_TIMEOUT_S: Final = 10.0
+RETRY_BACKOFF_S: Final = 0.1
 EXIT_TIMEOUT: Final = 2
 EXIT_FATAL: Final = 3
 
@@ -63,19 +64,25 @@ def attempt(call: Callable[[], T], what: str, deadline: float) -> T:
             error: KafkaError = exc.args[0]
             if error.retriable() and time.monotonic() < deadline:
                 log(f"{what}: retriable {error}")
+                time.sleep(RETRY_BACKOFF_S)
                 continue
             if error.txn_requires_abort():
                 raise Abort(f"{what}: {error}") from exc
             raise
 
 
-def committed(consumer: Consumer, partitions: list[TopicPartition]) -> list[TopicPartition]:
-    """The group's committed offsets (0 where none yet), retrying while the broker cannot say."""
+def committed(consumer: Consumer, partitions: list[TopicPartition], deadline: float
+              ) -> list[TopicPartition]:
+    """The group's committed offsets (0 where none yet), retrying while the broker cannot say
+    (TimeoutError past ``deadline``)."""
     while True:
         try:
             found = consumer.committed(partitions, CALL_TIMEOUT_S)
         except KafkaException as exc:
+            if time.monotonic() > deadline:
+                raise TimeoutError("committed offsets") from exc
             log(f"committed offsets: {exc.args[0]}")
+            time.sleep(RETRY_BACKOFF_S)
             continue
         return [TopicPartition(p.topic, p.partition, 0 if p.offset == OFFSET_INVALID else p.offset)
                 for p in found]
@@ -103,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         "isolation.level": "read_committed", "enable.auto.commit": False,
         "auto.offset.reset": "earliest", "log_level": 0})
     try:
-        start = committed(consumer, partitions)
+        start = committed(consumer, partitions, deadline)
         consumer.assign(start)
         log(f"starting at {[p.offset for p in start]} of {ends}")
         positions = {p.partition: p.offset for p in start}
@@ -121,10 +128,15 @@ def run(args: argparse.Namespace) -> int:
                 attempt(producer.begin_transaction, "begin_transaction", deadline)
                 after = dict(positions)
                 for message in messages:
+                    partition, offset = message.partition() or 0, message.offset() or 0
+                    if offset < after[partition]:
+                        # Fetched before a rewind: already in this transaction or committed.
+                        log(f"skipping {partition}@{offset} below position {after[partition]}")
+                        continue
                     number = int(message.value() or b"")
                     attempt(partial(producer.produce, args.output, key=b"%d" % number,
                                     value=b"out-%d" % number), "produce", deadline)
-                    after[message.partition() or 0] = (message.offset() or 0) + 1
+                    after[partition] = offset + 1
                     producer.poll(0)
                 offsets = [TopicPartition(args.input, p, o) for p, o in sorted(after.items())]
 
@@ -140,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
                 log(f"aborting: {exc}")
                 attempt(lambda: producer.abort_transaction(CALL_TIMEOUT_S), "abort_transaction",
                         deadline)
-                rewound = committed(consumer, partitions)
+                rewound = committed(consumer, partitions, deadline)
                 for rewind in rewound:
                     consumer.seek(rewind)
                 positions = {p.partition: p.offset for p in rewound}
@@ -149,6 +161,9 @@ def run(args: argparse.Namespace) -> int:
     except KafkaException as exc:
         log(f"fatal: {exc.args[0]}")
         return EXIT_FATAL
+    except TimeoutError as exc:
+        log(f"timed out: {exc}")
+        return EXIT_TIMEOUT
     finally:
         consumer.close()
 
