@@ -8,10 +8,12 @@ record per input record and sends its offsets to the transaction. While it runs 
 SIGKILLs, at progress points drawn from a seeded random (``STRATA_FUZZ_SEED`` overrides the
 seed, which is printed), the transaction coordinator of the app's ``transactional.id``, the
 leader of an output partition and the app itself, and restarts each — at least one fault of
-each kind. At the end a read_committed consumer sees every input number exactly once, the
-group's committed offsets are the input's end offsets, and a read_uncommitted reader sees at
-least as many records. A failure names the numbers lost or duplicated, with the offsets and
-producer epochs of the batches that hold them.
+each kind. The app commits no further than a budget the test raises right after each kill,
+so every fault lands while it runs, whatever the machine's speed. At the end a
+read_committed consumer sees every input number exactly once, the group's committed offsets
+are the input's end offsets, and a read_uncommitted reader sees at least as many records. A
+failure names the numbers lost or duplicated, with the offsets and producer epochs of the
+batches that hold them.
 """
 
 from __future__ import annotations
@@ -138,25 +140,61 @@ def write_input(cluster: ClusterProcesses) -> list[int]:
                          on_delivery=delivered)
         producer.poll(0)
     assert producer.flush(60) == 0 and not failed, failed[:3]
-    return [RECORDS // PARTITIONS + (1 if p < RECORDS % PARTITIONS else 0)
+    ends = [RECORDS // PARTITIONS + (1 if p < RECORDS % PARTITIONS else 0)
             for p in range(PARTITIONS)]
-
-
-def committed_offsets(cluster: ClusterProcesses, consumer: Consumer | None = None) -> list[int]:
-    """The group's committed input offsets (-1 where none, or when no broker answers); asked
-    through ``consumer`` if given (the progress checks' own), else a fresh one."""
-    own = consumer is None
-    if consumer is None:
-        consumer = group_reader(cluster)
+    reader = group_reader(cluster)
     try:
-        found = consumer.committed([TopicPartition(INPUT, p) for p in range(PARTITIONS)], 5)
-        return [max(p.offset, -1) for p in found]
+        marks = [reader.get_watermark_offsets(TopicPartition(INPUT, p), 10)[1]
+                 for p in range(PARTITIONS)]
+    finally:
+        reader.close()
+    assert marks == ends, f"input high watermarks {marks}, {ends} records written"
+    return ends
+
+
+def committed_offsets(cluster: ClusterProcesses) -> list[int]:
+    """The group's committed input offsets (-1 where none or when no broker answers), read by
+    a fresh consumer."""
+    consumer = group_reader(cluster)
+    try:
+        return [max(p.offset, -1) if p.error is None else -1 for p in
+                consumer.committed([TopicPartition(INPUT, p) for p in range(PARTITIONS)], 5)]
     except Exception:  # noqa: BLE001 - a broker just died: ask again
         return [-1] * PARTITIONS
     finally:
-        if own:
+        with contextlib.suppress(Exception):
+            consumer.close()
+
+
+class Progress:
+    """The group's committed input records, polled by one consumer (replaced when it fails);
+    ``last`` keeps the last offsets read, for the report of a stall."""
+
+    def __init__(self, cluster: ClusterProcesses) -> None:
+        self.cluster = cluster
+        self.consumer: Consumer | None = None
+        self.last = [-1] * PARTITIONS
+        self.failures = 0
+
+    def committed(self) -> int:
+        try:
+            if self.consumer is None:
+                self.consumer = group_reader(self.cluster)
+            found = self.consumer.committed(
+                [TopicPartition(INPUT, p) for p in range(PARTITIONS)], 5)
+            if any(p.error is not None for p in found):
+                raise RuntimeError(str([p.error for p in found]))
+            self.last = [max(p.offset, -1) for p in found]
+        except Exception:  # noqa: BLE001 - a broker just died: a new consumer asks again
+            self.failures += 1
+            self.close()
+        return sum(self.last)
+
+    def close(self) -> None:
+        if self.consumer is not None:
             with contextlib.suppress(Exception):
-                consumer.close()
+                self.consumer.close()
+        self.consumer = None
 
 
 def group_reader(cluster: ClusterProcesses) -> Consumer:
@@ -280,7 +318,7 @@ def test_consume_transform_produce_is_exactly_once_under_kill_9(
     print(f"fault plan (records between faults, slack, kind): {plan}")
 
     app = App(cluster, ends, tmp_path / "transform_app.log")
-    progress = group_reader(cluster)
+    progress = Progress(cluster)
     target = 0
     try:
         app.allow(plan[0][0] + plan[0][1])
@@ -289,9 +327,9 @@ def test_consume_transform_produce_is_exactly_once_under_kill_9(
             target += step
             cluster.wait_for(
                 lambda: not app.finished()
-                and sum(committed_offsets(cluster, progress)) >= target,  # noqa: B023 - now
+                and progress.committed() >= target,  # noqa: B023 - called now
                 f"{target} records committed before the {kind} fault", 60)
-            print(f"at {sum(committed_offsets(cluster, progress))}/{RECORDS} committed: {kind}")
+            print(f"at {progress.committed()}/{RECORDS} committed: {kind}")
             following = plan[i + 1] if i + 1 < len(plan) else None
             inject(cluster, app, kind, rng, partial(
                 app.allow, target + following[0] + following[1] if following else RECORDS))
@@ -299,6 +337,7 @@ def test_consume_transform_produce_is_exactly_once_under_kill_9(
     finally:
         app.stop()
         progress.close()
+        print(f"committed offsets last read {progress.last} ({progress.failures} failed reads)")
         print(f"app exits {app.exits}, {app.starts} starts\n{app.log_tail()}")
 
     committed = read_all(cluster.live_bootstrap(), OUTPUT, PARTITIONS, RECORDS)

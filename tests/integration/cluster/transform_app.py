@@ -102,13 +102,15 @@ def run(args: argparse.Namespace) -> int:
     partitions = [TopicPartition(args.input, p) for p in range(len(ends))]
     producer = Producer({
         "bootstrap.servers": args.bootstrap, "transactional.id": args.transactional_id,
-        "transaction.timeout.ms": 15_000, "linger.ms": 5, "log_level": 0})
+        "transaction.timeout.ms": 15_000, "linger.ms": 5, "log_level": 0,
+        "error_cb": lambda error: log(f"producer: {error}")})
     attempt(lambda: producer.init_transactions(CALL_TIMEOUT_S), "init_transactions", deadline)
     log(f"initialised {args.transactional_id}")
     consumer = Consumer({
         "bootstrap.servers": args.bootstrap, "group.id": args.group,
         "isolation.level": "read_committed", "enable.auto.commit": False,
-        "auto.offset.reset": "earliest", "log_level": 0})
+        "auto.offset.reset": "earliest", "log_level": 0,
+        "error_cb": lambda error: log(f"consumer: {error}")})
     try:
         start = committed(consumer, partitions, deadline)
         consumer.assign(start)
@@ -148,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
                 attempt(lambda: producer.commit_transaction(CALL_TIMEOUT_S),
                         "commit_transaction", deadline)
                 positions = after
+                log(f"committed {list(positions.values())}")
             except Abort as exc:
                 log(f"aborting: {exc}")
                 attempt(lambda: producer.abort_transaction(CALL_TIMEOUT_S), "abort_transaction",
