@@ -1,7 +1,8 @@
 """The consume-transform-produce application of the exactly-once fault test, run as a process.
 
-Owns one application instance: a confluent-kafka consumer of the input topic (group offsets,
-``read_committed``, no auto commit) and a transactional producer with a fixed
+Owns one application instance: a confluent-kafka consumer assigned every input partition
+(the group's committed offsets, ``read_committed``, no auto commit; one instance at a time, so
+no rebalance to wait for after a kill) and a transactional producer with a fixed
 ``transactional.id``, so a restarted instance fences the zombie it replaces. Each loop polls up
 to ``--batch`` records and, in one transaction, produces one output record per input record
 (key = the input number, value ``out-<number>``) and sends the consumer's positions to the
@@ -14,7 +15,8 @@ file holds, so the test's faults land while there is work in flight.
 Invariants: ``init_transactions`` completes before the first committed offset is read (a
 transaction of the previous instance is then decided, KIP-98's fencing); the process exits 0
 only once the group's committed offsets equal the input's end offsets; it never runs longer
-than ``--timeout`` seconds (exit 2).
+than ``--timeout`` seconds (exit 2), and no client call blocks it for more than ``HUNG_S``
+(exit 4: librdkafka#5456).
 
     python transform_app.py BOOTSTRAP INPUT OUTPUT GROUP TRANSACTIONAL_ID END,END,...
 """
@@ -22,9 +24,12 @@ than ``--timeout`` seconds (exit 2).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Final, TypeVar
@@ -44,6 +49,8 @@ CALL_TIMEOUT_S: Final = 10.0
 RETRY_BACKOFF_S: Final = 0.1
 EXIT_TIMEOUT: Final = 2
 EXIT_FATAL: Final = 3
+EXIT_HUNG: Final = 4
+HUNG_S: Final = 3 * CALL_TIMEOUT_S
 
 
 class Abort(Exception):
@@ -54,12 +61,33 @@ def log(message: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} transform-app: {message}", flush=True)
 
 
+@contextlib.contextmanager
+def watchdog(what: str) -> Iterator[None]:
+    """Exit (EXIT_HUNG) if the block outlives its call's timeout by far: librdkafka's
+    ``send_offsets_to_transaction`` can block past its timeout when the group coordinator
+    dies (confluentinc/librdkafka#5456, #5511); a hung process is then replaced, as a
+    supervisor would, and the test counts the replacement."""
+
+    def hung() -> None:
+        log(f"{what}: still blocked after {HUNG_S:.0f} s, exiting (librdkafka#5456)")
+        os._exit(EXIT_HUNG)
+
+    timer = threading.Timer(HUNG_S, hung)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
 def attempt(call: Callable[[], T], what: str, deadline: float) -> T:
     """``call`` retried while its error is retriable; Abort when the transaction must abort;
     a fatal error (fenced, unknown) propagates as KafkaException."""
     while True:
         try:
-            return call()
+            with watchdog(what):
+                return call()
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
             if error.retriable() and time.monotonic() < deadline:
