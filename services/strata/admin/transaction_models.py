@@ -49,3 +49,23 @@ class AbortedTransaction(BaseModel):
     producer_id: int
     producer_epoch: int
     coordinator_epoch: int
+
+
+class ActiveProducer(BaseModel):
+    """One active producer of a partition (DescribeProducers); -1 for "none" as Kafka says."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp_ms: int
+    coordinator_epoch: int
+    current_txn_start_offset: int = Field(
+        description="The first offset of its open transaction here, -1 outside one.")
+
+
+class HangingTransaction(BaseModel):
+    """A transaction open on a partition that its coordinator no longer tracks there."""
+
+    topic: str
+    partition: int
+    producer: ActiveProducer

@@ -1,5 +1,6 @@
 """The admin API's transaction routes against a real broker and confluent-kafka's
-transactional producer: an open transaction listed and filtered, described, aborted by its
+transactional producer: an open transaction listed and filtered, described, its partition's
+producers listed, not reported hanging (its coordinator tracks it), aborted by its
 start offset (the partition's last stable offset then reaches the high watermark), and the
 refusals as problem+json titled with Kafka's error name."""
 
@@ -66,6 +67,16 @@ def test_list_describe_and_abort(api: httpx.Client, admin_broker: BrokerProcess)
     assert body["partitions"] == [{"topic": topic, "partition": 0}]
     assert body["transaction_duration_ms"] >= 0
 
+    producers = api.get("/v1/transactions/producers", params={"topic": topic, "partition": 0})
+    assert producers.status_code == 200, producers.text
+    [active] = producers.json()
+    assert (active["producer_id"], active["current_txn_start_offset"]) == (
+        row["producer_id"], 0)
+    # Open, but its coordinator tracks it on this partition: not hanging (Kafka's rule).
+    hanging = api.get("/v1/transactions/hanging",
+                      params={"topic": topic, "max_transaction_timeout_ms": 0})
+    assert (hanging.status_code, hanging.json()) == (200, [])
+
     aborted = api.post("/v1/transactions/abort",
                        json={"topic": topic, "partition": 0, "start_offset": 0})
     assert aborted.status_code == 200, aborted.text
@@ -83,6 +94,16 @@ def test_list_describe_and_abort(api: httpx.Client, admin_broker: BrokerProcess)
 def test_refusals(api: httpx.Client) -> None:
     problem(api.get("/v1/transactions/no-such-id"), 404, "TRANSACTIONAL_ID_NOT_FOUND")
     problem(api.get("/v1/transactions", params={"state": "Sleeping"}), 400, "INVALID_REQUEST")
+    problem(api.get("/v1/transactions/hanging"), 400, "INVALID_REQUEST")
+    problem(api.get("/v1/transactions/hanging", params={"topic": "t", "broker_id": 1}), 400,
+            "INVALID_REQUEST")
+    problem(api.get("/v1/transactions/hanging", params={"partition": 0, "broker_id": 1}), 400,
+            "INVALID_REQUEST")
+    problem(api.get("/v1/transactions/producers", params={"topic": "no.such.topic",
+                                                          "partition": 0}),
+            404, "UNKNOWN_TOPIC_OR_PARTITION")
+    problem(api.get("/v1/transactions/producers", params={"topic": "t"}), 422,
+            "VALIDATION_ERROR")
     problem(api.post("/v1/transactions/abort",
                      json={"topic": "no.such.topic", "partition": 0, "start_offset": 0}),
             404, "UNKNOWN_TOPIC_OR_PARTITION")
