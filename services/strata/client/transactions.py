@@ -21,13 +21,15 @@ broker Kafka's admin client sends it to, and their answers as plain values:
 Where: the cluster's brokers and partition leaders come from a Metadata v12 request to the
 first bootstrap broker that answers (``bootstrap_request``); the others go over one
 ``BrokerClient`` per broker, closed when the call ends. Every request is bounded by
-``target.timeout_s``. Failures are ``KafkaClientError``: a broker's error code by Kafka's
-name with the broker's message and the subject; a broker that cannot be reached is the
-unreachable ``_TRANSPORT`` error.
+``target.timeout_s`` (ListTransactions answered COORDINATOR_LOAD_IN_PROGRESS is asked again
+within it, as Kafka's admin client retries it). Failures are ``KafkaClientError``: a
+broker's error code by Kafka's name with the broker's message and the subject; a broker that
+cannot be reached is the unreachable ``_TRANSPORT`` error.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import time
 import uuid
@@ -45,6 +47,8 @@ from strata.protocol.error_codes import kafka_error_name
 from strata.protocol.errors import MessageBuildError
 
 Target = QuotaTarget
+_COORDINATOR_LOAD_IN_PROGRESS: Final = 14
+_LOAD_RETRY_S: Final = 0.1
 """Where and how to ask: the bootstrap list, the login, the bound, the client id."""
 
 TRANSACTION_KEY_TYPE: Final = 1  # FindCoordinator's key type of a transactional id
@@ -238,9 +242,15 @@ async def _list(session: _Session, nodes: Sequence[int], states: list[str],
                 producer_ids: list[int], duration_ms: int) -> list[TransactionListing]:
     listed: list[TransactionListing] = []
     for node in nodes:
-        response = await session.send(node, ApiKey.LIST_TRANSACTIONS, 1, {
-            "state_filters": states, "producer_id_filters": producer_ids,
-            "duration_filter": duration_ms})
+        deadline = time.monotonic() + session.target.timeout_s
+        while True:  # a coordinator still loading is asked again, as Kafka's admin client does
+            response = await session.send(node, ApiKey.LIST_TRANSACTIONS, 1, {
+                "state_filters": states, "producer_id_filters": producer_ids,
+                "duration_filter": duration_ms})
+            if (int(response.error_code) != _COORDINATOR_LOAD_IN_PROGRESS
+                    or time.monotonic() > deadline):
+                break
+            await asyncio.sleep(_LOAD_RETRY_S)
         if int(response.error_code):
             raise _refused(int(response.error_code), None, f"broker {node}",
                            "ListTransactions")

@@ -12,6 +12,7 @@ import json
 import os
 import statistics
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +166,34 @@ def test_the_group_lag_equals_the_cli_and_a_reset_moves_the_offsets(
     assert int(ops.inner_text("#total-lag")) == sum(p["lag"] for p in after["partitions"])
 
 
+def test_an_open_transaction_is_listed_and_described_until_it_commits(
+        console_stack: ConsoleStack, ops: Page, shots: Path) -> None:
+    console_stack.create_topic("payments", 1, 3)
+    producer = Producer({"bootstrap.servers": console_stack.bootstrap,
+                         "transactional.id": "console-tx", "transaction.timeout.ms": 120_000})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce("payments", b"pending", partition=0)
+    assert producer.flush(30) == 0
+    visit(ops, f"{console_stack.url}/console/transactions?state=Ongoing", shots, "transactions")
+    row = ops.locator("#transactions tbody tr", has_text="console-tx")
+    assert row.count() == 1, ops.inner_text("main")
+    assert row.locator(".state").inner_text() == "Ongoing"
+    row.locator("a").click()
+    assert ops.inner_text("#transactional-id") == "console-tx"
+    assert ops.inner_text("#txn-state") == "Ongoing"
+    assert ops.locator("#txn-partitions tbody tr").all_inner_texts() == ["payments\t0"]
+    producer.commit_transaction(30)
+    deadline = time.monotonic() + 10  # the markers and CompleteCommit follow the EndTxn answer
+    while True:
+        ops.reload()
+        if ops.inner_text("#txn-state") == "CompleteCommit" or time.monotonic() > deadline:
+            break
+    assert ops.inner_text("#txn-state") == "CompleteCommit"
+    assert ops.locator("#txn-partitions tbody tr").all_inner_texts() == [
+        "no partitions in a transaction now"]
+
+
 def test_every_page_with_1000_partitions_reports_its_first_paint(
         console_stack: ConsoleStack, orders: str, ops: Page) -> None:
     admin = console_stack.cluster.admin()
@@ -177,7 +206,7 @@ def test_every_page_with_1000_partitions_reports_its_first_paint(
     pages = [f"{base}/", f"{base}/topics", f"{base}/topics/wide",
              f"{base}/topics/wide?page=10", f"{base}/topics/wide/records?partition=999",
              f"{base}/topics/{orders}/records", f"{base}/topics/{orders}/records?seek=end",
-             f"{base}/groups", f"{base}/groups/{GROUP}"]
+             f"{base}/groups", f"{base}/groups/{GROUP}", f"{base}/transactions"]
     # The first visit after the topic's creation includes the admin service's clients
     # learning 1,000 new leaders; it is printed, the budget applies to the median of the
     # next five (this machine's cores are shared with other test runs).

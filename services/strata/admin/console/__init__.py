@@ -24,7 +24,7 @@ from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
-from strata.admin.console import groups, login, overview, records, topics
+from strata.admin.console import groups, login, overview, records, topics, transactions
 from strata.admin.console.record_reader import RecordReader
 from strata.admin.console.session import SessionStore
 from strata.admin.console.web import PACKAGE_DIR, PREFIX
@@ -34,7 +34,7 @@ def install(app: FastAPI, sessions: SessionStore | None = None) -> None:
     """Serve the console under ``/console`` of ``app``."""
     app.state.console_sessions = sessions if sessions is not None else SessionStore()
     app.state.console_reader = RecordReader(app.state.gateway)
-    for module in (login, overview, topics, records, groups):
+    for module in (login, overview, topics, records, groups, transactions):
         app.include_router(module.router)
     app.mount(f"{PREFIX}/static", StaticFiles(directory=PACKAGE_DIR / "static"),
               name="console-static")
