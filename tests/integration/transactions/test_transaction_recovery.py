@@ -8,14 +8,13 @@ lived through the broker's restart, commits it.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from strata.protocol import ApiKey, ErrorCode
@@ -23,6 +22,7 @@ from strata.protocol import ApiKey, ErrorCode
 from ..broker_process import BrokerProcess
 from ..clients.wire import KafkaWire
 from .test_transaction_coordinator import OVERRIDES
+from .test_transactions_v2 import read_committed
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -74,23 +74,8 @@ def offsets(bootstrap: str, topic: str) -> dict[str, list[int]]:
     return answer
 
 
-def read_committed(bootstrap: str, topic: str, want: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rc-{uuid.uuid4().hex}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False,
-                         "fetch.wait.max.ms": 100})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    got: list[bytes] = []
-    deadline = time.monotonic() + STEP_S
-    try:
-        while len(got) < want and time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                got.append(message.value())
-        extra = consumer.poll(0.5)
-        assert extra is None or extra.error() is not None, "more than was committed"
-    finally:
-        consumer.close()
-    return sorted(got)
+def read_committed_sorted(bootstrap: str, topic: str, want: int) -> list[bytes]:
+    return sorted(read_committed(bootstrap, topic, PARTITIONS, want))
 
 
 def damage(data_dir: Path, topic: str) -> list[str]:
@@ -130,7 +115,7 @@ def test_read_committed_answers_survive_a_crash_with_torn_segments(
     assert opened.flush(STEP_S) == 0  # written, not committed
     before = offsets(broker.bootstrap, topic)
     assert before["lso"] != before["hw"]  # the open transaction holds the LSO
-    assert read_committed(broker.bootstrap, topic, len(committed)) == sorted(committed)
+    assert read_committed_sorted(broker.bootstrap, topic, len(committed)) == sorted(committed)
 
     broker.kill()
     damaged = damage(broker.data_dir, topic)
@@ -139,10 +124,10 @@ def test_read_committed_answers_survive_a_crash_with_torn_segments(
     broker.start()
 
     assert offsets(broker.bootstrap, topic) == before
-    assert read_committed(broker.bootstrap, topic, len(committed)) == sorted(committed)
+    assert read_committed_sorted(broker.bootstrap, topic, len(committed)) == sorted(committed)
     # The producer of the open transaction outlived the crash: its commit lands now.
     opened.commit_transaction(STEP_S)
     after = sorted(committed + [f"o{i}".encode() for i in range(6)])
-    assert read_committed(broker.bootstrap, topic, len(after)) == after
+    assert read_committed_sorted(broker.bootstrap, topic, len(after)) == after
     final = offsets(broker.bootstrap, topic)
     assert final["lso"] == final["hw"]
