@@ -123,19 +123,36 @@ def error_codes(response: Any) -> list[int]:
     return found
 
 
+# Per response class, its fields' names (None: not a dataclass): a Metadata response for
+# thousands of partitions is walked entity by entity, and ``dataclasses.fields`` is slow.
+_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    try:
+        return _FIELD_NAMES[cls]
+    except KeyError:
+        names = (tuple(f.name for f in dataclasses.fields(cls))
+                 if dataclasses.is_dataclass(cls) else None)
+        _FIELD_NAMES[cls] = names
+        return names
+
+
 def _collect(entity: Any, found: list[int]) -> None:
-    if not dataclasses.is_dataclass(entity):
+    names = _field_names(type(entity))
+    if names is None:
         code = getattr(entity, "error_code", 0)
         if isinstance(code, int) and code:
             found.append(int(code))
         return
-    for field in dataclasses.fields(entity):
-        value = getattr(entity, field.name)
-        if field.name == "error_code":
+    for name in names:
+        value = getattr(entity, name)
+        if name == "error_code":
             if value:
                 found.append(int(value))
-        elif isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
-            for item in value:
-                _collect(item, found)
-        elif dataclasses.is_dataclass(value):
+        elif isinstance(value, tuple):
+            if value and _field_names(type(value[0])) is not None:
+                for item in value:
+                    _collect(item, found)
+        elif _field_names(type(value)) is not None:
             _collect(value, found)

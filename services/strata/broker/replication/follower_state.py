@@ -24,7 +24,7 @@ before they had a chance to fetch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Final
 
 UNKNOWN_OFFSET: Final = -1
@@ -53,9 +53,9 @@ class FollowerState:
             caught_up = max(caught_up, now_ms)
         elif fetch_offset >= self.last_fetch_leader_log_end_offset >= 0:
             caught_up = max(caught_up, self.last_fetch_ms)
-        return replace(self, log_end_offset=fetch_offset, last_caught_up_ms=caught_up,
-                       last_fetch_ms=now_ms,
-                       last_fetch_leader_log_end_offset=leader_log_end_offset)
+        # The constructor, not ``dataclasses.replace``: this runs per partition per fetch.
+        return FollowerState(self.replica_id, fetch_offset, caught_up, now_ms,
+                             leader_log_end_offset)
 
     def is_caught_up(self, leader_log_end_offset: int, now_ms: int, max_lag_ms: int) -> bool:
         """In sync: at the leader's end now, or caught up within the last ``max_lag_ms``."""

@@ -39,6 +39,7 @@ from strata.broker.metrics.log_metrics import LogMetrics
 from strata.broker.metrics.replication_metrics import ReplicationMetrics
 from strata.broker.replication.delayed_operation import DelayedFetch, Purgatory
 from strata.broker.replication.partition import (
+    NO_LEADER_EPOCH,
     NONE,
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     UNKNOWN_SERVER_ERROR,
@@ -322,11 +323,15 @@ class ReplicaManager:
                                     fetch_offset: int) -> None:
         """A follower fetched ``partition`` from ``fetch_offset``: record it, propose it for
         the ISR if it just caught up, and move the HW if it can."""
+        before = partition.followers.get(replica_id)
         proposed = partition.update_follower_fetch_state(replica_id, fetch_offset,
                                                          self.clock.milliseconds())
         if proposed is not None:
             self._propose_isr(partition, proposed)
-        if partition.maybe_increment_high_watermark():
+        # The HW is min(LEO) over the maximal ISR, recomputed whenever the leader's LEO or the
+        # ISR changes; a fetch from where the follower already was changes none of its inputs.
+        if (before is None or before.log_end_offset != fetch_offset) and (
+                partition.maybe_increment_high_watermark()):
             self._high_watermark_moved((partition.topic, partition.partition))
 
     def apply_isr_change(self, partition: Partition, isr: frozenset[int],
@@ -381,6 +386,8 @@ class ReplicaManager:
             return results
 
         def try_complete() -> list[FetchPartitionResult] | None:
+            if not self._fetch_has_news(fetch_infos, isolation):
+                return None
             again, size, error = self._read_from_local_logs(fetch_infos, max_bytes, isolation,
                                                             replica_id)
             return again if size >= min_bytes or error else None
@@ -391,6 +398,33 @@ class ReplicaManager:
         keys = [tp for tp, _ in fetch_infos]
         delayed = DelayedFetch(keys, max_wait_ms, try_complete, on_expiration)
         return await delayed.run(self.fetch_purgatory)
+
+    def _fetch_has_news(self, fetch_infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]],
+                        isolation: FetchIsolation) -> bool:
+        """Whether a waiting fetch might answer now (Kafka's ``DelayedFetch.tryComplete`` checks
+        offsets before reading): a partition gone, moved, offline or fenced (the read then says
+        which error), or one whose fetchable end (the LEO for a follower, else the HW, or the
+        LSO under read_committed) is anywhere but the fetch offset. False spares re-reading
+        every partition on each wake-up: a follower's waiting fetch is woken by every HW move
+        the other followers' fetches cause, with nothing new for it."""
+        get = self._partitions.get
+        for tp, info in fetch_infos:
+            partition = get(tp)
+            if partition is None or not partition.is_leader or partition.log.offline:
+                return True
+            epoch = info.current_leader_epoch
+            if epoch != NO_LEADER_EPOCH and epoch != partition.leader_epoch:
+                return True
+            log = partition.log
+            if isolation is FetchIsolation.LOG_END:
+                end = log.log_end_offset
+            elif isolation is FetchIsolation.HIGH_WATERMARK:
+                end = log.high_watermark
+            else:
+                end = log.last_stable_offset()
+            if end != info.fetch_offset:
+                return True
+        return False
 
     def _read_from_local_logs(
         self,
