@@ -30,8 +30,9 @@ Grammar (Kafka's FetchRequest.json / FetchResponse.json, version 11; big-endian)
                 preferred_read_replica:INT32
                 records:NULLABLE_BYTES(INT32, -1 null)
 
-The follower's choices in the request: read_uncommitted, no fetch session (id 0, epoch -1),
-log_start_offset -1, nothing forgotten, no rack. ``decode_fetch_response`` returns named tuples
+The follower's choices in the request: read_uncommitted, log_start_offset -1, no rack; a fetch
+session (KIP-227) when the caller passes one (``FetchSessionHandler``), else none (id 0, epoch
+-1) and nothing forgotten. ``decode_fetch_response`` returns named tuples
 with kio's field names (error codes as ``ErrorCode``; ``records`` None when null) and raises
 ``InvalidResponse`` for anything it cannot read exactly: a length past the end, a negative
 length or count, bytes after the body, an error code Kafka does not define.
@@ -58,6 +59,7 @@ _COUNT = struct.Struct(">i")
 _LENGTH = struct.Struct(">h")
 _REQUEST_PARTITION = struct.Struct(">iiqqi")
 _NO_FORGOTTEN_TOPICS_NO_RACK = b"\x00\x00\x00\x00\x00\x00"  # [] then ""
+_NO_RACK = b"\x00\x00"  # ""
 _RESPONSE_HEAD = struct.Struct(">ihi")
 _RESPONSE_PARTITION = struct.Struct(">ihqqqi")  # ... log_start_offset, aborted count
 _ABORTED_TRANSACTION = struct.Struct(">qq")
@@ -75,20 +77,36 @@ class FetchPosition(NamedTuple):
 
 
 def encode_fetch_request(replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-                         positions: Iterable[FetchPosition]) -> bytes:
+                         positions: Iterable[FetchPosition], *, session_id: int = 0,
+                         session_epoch: int = -1,
+                         forgotten: Iterable[tuple[str, int]] = ()) -> bytes:
     """The body of a FetchRequest v11 for ``positions`` (grouped by topic in first-seen
-    order, as the generic builder does)."""
+    order, as the generic builder does); sessionless unless ``session_id`` /
+    ``session_epoch`` say otherwise (KIP-227), with ``forgotten`` partitions leaving the
+    session."""
     by_topic: dict[str, list[FetchPosition]] = {}
     for position in positions:
         by_topic.setdefault(position.topic, []).append(position)
-    parts = [_REQUEST_HEAD.pack(replica_id, max_wait_ms, min_bytes, max_bytes, 0, 0, -1),
+    parts = [_REQUEST_HEAD.pack(replica_id, max_wait_ms, min_bytes, max_bytes, 0, session_id,
+                                session_epoch),
              _COUNT.pack(len(by_topic))]
     for topic, entries in by_topic.items():
         name = topic.encode()
         parts += (_LENGTH.pack(len(name)), name, _COUNT.pack(len(entries)))
         parts += (_REQUEST_PARTITION.pack(p.partition, p.current_leader_epoch, p.fetch_offset,
                                           -1, p.partition_max_bytes) for p in entries)
-    parts.append(_NO_FORGOTTEN_TOPICS_NO_RACK)
+    forgotten_by_topic: dict[str, list[int]] = {}
+    for topic, index in forgotten:
+        forgotten_by_topic.setdefault(topic, []).append(index)
+    if not forgotten_by_topic:
+        parts.append(_NO_FORGOTTEN_TOPICS_NO_RACK)
+        return b"".join(parts)
+    parts.append(_COUNT.pack(len(forgotten_by_topic)))
+    for topic, indexes in forgotten_by_topic.items():
+        name = topic.encode()
+        parts += (_LENGTH.pack(len(name)), name, _COUNT.pack(len(indexes)))
+        parts += (_COUNT.pack(index) for index in indexes)
+    parts.append(_NO_RACK)
     return b"".join(parts)
 
 
@@ -118,6 +136,7 @@ class FetchableTopicResponse(NamedTuple):
 class FetchResponse(NamedTuple):
     error_code: ErrorCode
     responses: tuple[FetchableTopicResponse, ...]
+    session_id: int = 0
 
 
 def read_fetch_response(buffer: BytesLike, offset: int) -> FetchResponse | None:
@@ -140,7 +159,7 @@ def decode_fetch_response(buffer: BytesLike, offset: int = 0) -> FetchResponse:
     pos = offset
     try:
         _need(pos, _RESPONSE_HEAD.size, end)
-        _, error_code, _ = _RESPONSE_HEAD.unpack_from(view, pos)
+        _, error_code, session_id = _RESPONSE_HEAD.unpack_from(view, pos)
         pos += _RESPONSE_HEAD.size
         topic_count, pos = _count(view, pos, end)
         topics = []
@@ -184,7 +203,7 @@ def decode_fetch_response(buffer: BytesLike, offset: int = 0) -> FetchResponse:
             topics.append(FetchableTopicResponse(name, tuple(partitions)))
         if pos != end:
             raise _Malformed(f"{end - pos} bytes after the body")
-        return FetchResponse(ErrorCode(error_code), tuple(topics))
+        return FetchResponse(ErrorCode(error_code), tuple(topics), session_id)
     except _Malformed as exc:
         raise InvalidResponse(f"FetchResponse v{FETCH_VERSION} at byte {pos}: {exc}") from None
     except UnicodeDecodeError:

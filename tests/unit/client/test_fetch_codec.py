@@ -53,6 +53,29 @@ def test_request_bytes_are_kios(positions: list[FetchPosition]) -> None:
     assert encode_fetch_request(2, 500, 1, 10 << 20, positions) == kio
 
 
+def test_session_request_bytes_are_kios() -> None:
+    """An incremental fetch (KIP-227): the session's id and epoch, the partitions that moved,
+    and the ones it forgets, grouped by topic."""
+    positions = [FetchPosition("t", 0, 3, 1234, 1 << 20)]
+    kio = encode_body(build_request(ApiKey.FETCH, 11, {
+        "replica_id": 2, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 10 << 20,
+        "isolation_level": 0, "session_id": 77, "session_epoch": 5,
+        "topics": [{"topic": "t", "partitions": [{
+            "partition": 0, "current_leader_epoch": 3, "fetch_offset": 1234,
+            "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+        "forgotten_topics_data": [{"topic": "t", "partitions": [4, 1]},
+                                  {"topic": "ü", "partitions": [0]}],
+        "rack_id": ""}))
+    assert encode_fetch_request(2, 500, 1, 10 << 20, positions, session_id=77, session_epoch=5,
+                                forgotten=[("t", 4), ("ü", 0), ("t", 1)]) == kio
+
+
+def test_response_session_id_is_read() -> None:
+    body = encode_body(build_response(ApiKey.FETCH, 11, {
+        "throttle_time_ms": 0, "error_code": 0, "session_id": 123456, "responses": []}))
+    assert decode_fetch_response(body).session_id == 123456
+
+
 def response_body(partitions: list[dict[str, Any]], error_code: int = 0) -> bytes:
     return encode_body(build_response(ApiKey.FETCH, 11, {
         "throttle_time_ms": 0, "error_code": error_code, "session_id": 0,

@@ -302,9 +302,31 @@ class ClusterImage:
         return [(i, self.partitions[(topic, i)]) for i in range(self.partition_count(topic))]
 
 
-def build_image(entries: Mapping[str, tuple[bytes, int]], revision: int) -> ClusterImage:
+DecodeMemo = dict[str, tuple[bytes, int, Any]]
+"""Key -> (value, version, decoded) of the last build: ``build_image`` decodes again only the
+entries whose value object or version changed (a watch replaces the value of a key it saw)."""
+
+
+def build_image(entries: Mapping[str, tuple[bytes, int]], revision: int,
+                previous: ClusterImage | None = None,
+                memo: DecodeMemo | None = None) -> ClusterImage:
     """The image of the store's ``entries`` (key -> (value, version)); entries this Strata
-    cannot read are skipped, never fatal to the broker (they are logged by the cache)."""
+    cannot read are skipped, never fatal to the broker (they are logged by the cache).
+
+    With ``memo`` (the caller's, updated to ``entries``), unchanged entries are not decoded
+    again; with ``previous``, each of its mappings that came out equal is reused as is, so
+    a listener can tell "unchanged" by identity (an ISR change among 10,000 partitions leaves
+    the topics and configs objects alone)."""
+    fresh: DecodeMemo = {}
+
+    def decoded(key: str, value: bytes, version: int, decode: Callable[..., Any],
+                *args: Any) -> Any:
+        hit = memo.get(key) if memo is not None else None
+        fresh_hit = hit is not None and hit[0] is value and hit[1] == version
+        result = hit[2] if hit is not None and fresh_hit else decode(*args)
+        fresh[key] = (value, version, result)
+        return result
+
     brokers: dict[int, BrokerRegistration] = {}
     topics: dict[str, TopicRegistration] = {}
     topic_versions: dict[str, int] = {}
@@ -319,8 +341,13 @@ def build_image(entries: Mapping[str, tuple[bytes, int]], revision: int) -> Clus
     quota_docs: list[object] = []
     for key, (value, version) in entries.items():
         try:
-            if key.startswith(BROKERS):
-                broker = BrokerRegistration.decode(value, version)
+            if key.startswith(PARTITIONS):
+                topic, _, index = key[len(PARTITIONS):].rpartition("/")
+                tp = (topic, int(index))
+                partitions[tp] = decoded(key, value, version, PartitionRegistration.decode, value)
+                versions[tp] = version
+            elif key.startswith(BROKERS):
+                broker = decoded(key, value, version, BrokerRegistration.decode, value, version)
                 brokers[broker.node_id] = broker
             elif key == CONTROLLER:
                 controller = ControllerRegistration.decode(value)
@@ -328,34 +355,51 @@ def build_image(entries: Mapping[str, tuple[bytes, int]], revision: int) -> Clus
                 controller_epoch, controller_epoch_version = decode_epoch(value), version
             elif key.startswith(TOPICS):
                 name = key[len(TOPICS):]
-                topics[name] = TopicRegistration.decode(name, value)
+                topics[name] = decoded(key, value, version, TopicRegistration.decode, name, value)
                 topic_versions[name] = version
-            elif key.startswith(PARTITIONS):
-                topic, _, index = key[len(PARTITIONS):].rpartition("/")
-                tp = (topic, int(index))
-                partitions[tp] = PartitionRegistration.decode(value)
-                versions[tp] = version
             elif key.startswith(SHUTTING_DOWN):
                 shutting_down.add(int(key[len(SHUTTING_DOWN):]))
             elif key.startswith(BROKER_CONFIGS):
-                configs[key[len(BROKER_CONFIGS):]] = MappingProxyType(decode_configs(value))
+                configs[key[len(BROKER_CONFIGS):]] = decoded(key, value, version,
+                                                             _decode_broker_configs, value)
             elif key.startswith(ACLS_PREFIX):
-                acls.add(decode_binding(json.loads(value)))
+                acls.add(decoded(key, value, version, _decode_acl, value))
             elif key.startswith(CLIENT_QUOTAS_PREFIX):
-                quota_docs.append(json.loads(value))
+                quota_docs.append(decoded(key, value, version, json.loads, value))
         except (ImageFormatError, ValueError, KeyError, TypeError):
             # A value this Strata cannot read (malformed, wrongly typed, or from a newer
             # Strata) is left out of the image, never fatal to the broker reading it.
             continue
+    if memo is not None:
+        memo.clear()
+        memo.update(fresh)
     # Partitions of a topic that is gone (a deletion in progress) are not part of the image.
     partitions = {tp: p for tp, p in partitions.items()
                   if tp[0] in topics and p.topic_id == topics[tp[0]].topic_id}
-    return ClusterImage(revision, MappingProxyType(brokers), controller, controller_epoch,
-                        controller_epoch_version, MappingProxyType(topics),
-                        MappingProxyType(partitions),
-                        MappingProxyType({tp: versions[tp] for tp in partitions}),
-                        MappingProxyType(topic_versions), MappingProxyType(configs),
-                        frozenset(shutting_down), frozenset(acls), decode_all(quota_docs))
+    kept_versions = {tp: versions[tp] for tp in partitions}
+    was = previous if previous is not None else ClusterImage()
+    frozen_acls = frozenset(acls)
+    return ClusterImage(
+        revision, _same(was.brokers, brokers), controller, controller_epoch,
+        controller_epoch_version, _same(was.topics, topics), _same(was.partitions, partitions),
+        _same(was.partition_versions, kept_versions), _same(was.topic_versions, topic_versions),
+        _same(was.broker_configs, configs), frozenset(shutting_down),
+        was.acls if was.acls == frozen_acls else frozen_acls, decode_all(quota_docs))
+
+
+def _decode_broker_configs(raw: bytes) -> Mapping[str, str]:
+    return MappingProxyType(decode_configs(raw))
+
+
+def _decode_acl(raw: bytes) -> AclBinding:
+    return decode_binding(json.loads(raw))
+
+
+def _same(previous: Mapping[Any, Any], current: dict[Any, Any]) -> Mapping[Any, Any]:
+    """``previous`` itself when it holds what ``current`` holds, else ``current`` frozen."""
+    if isinstance(previous, MappingProxyType) and previous == current:
+        return previous
+    return MappingProxyType(current)
 
 
 def _dump(doc: dict[str, Any]) -> bytes:

@@ -22,7 +22,7 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Final, cast
 
-from strata.broker.cluster.image import ROOT, ClusterImage, build_image
+from strata.broker.cluster.image import ROOT, ClusterImage, DecodeMemo, build_image
 from strata.metadata.errors import CompactedError, StoreClosedError, StoreUnavailableError
 from strata.metadata.store import EventKind, MetadataStore, WatchEvent
 
@@ -38,6 +38,7 @@ class MetadataCache:
         self.store = store
         self.image = ClusterImage()
         self._entries: dict[str, tuple[bytes, int]] = {}
+        self._decoded: DecodeMemo = {}  # what ``build_image`` decoded last time
         self._listeners: list[Listener] = []
         self._published = asyncio.Condition()
         self._published_revision = 0
@@ -49,7 +50,7 @@ class MetadataCache:
         """List the whole cluster state (no listeners called: the caller publishes it)."""
         entries, revision = await self.store.list(ROOT)
         self._entries = {e.key: (e.value, e.version) for e in entries}
-        self.image = build_image(self._entries, revision)
+        self.image = build_image(self._entries, revision, self.image, self._decoded)
         self._published_revision = revision
         return self.image
 
@@ -116,7 +117,9 @@ class MetadataCache:
                 await pumper
 
     def _rebuild(self, revision: int) -> None:
-        self.image = build_image(self._entries, revision)
+        # Incremental in cost: only changed entries are decoded, and mappings that did not
+        # change keep their identity (listeners skip work on that).
+        self.image = build_image(self._entries, revision, self.image, self._decoded)
 
     async def _publish(self) -> None:
         image = self.image

@@ -93,6 +93,10 @@ class MetadataPublisher:
                                                  bool]] = {}
         self._configs_revision: object = None
         self._topics: dict[str, int] = {}
+        self._seen_partitions: object = None  # the last image's mappings (identity only)
+        self._seen_brokers: object = None
+        self._seen_epoch = -1
+        self._marked: dict[str, uuid.UUID] = {}  # log dir -> topic id its file is known to say
 
     def remove_stray_logs(self, image: ClusterImage) -> None:
         """Before hosting anything: delete logs of partitions this broker does not replicate,
@@ -123,13 +127,25 @@ class MetadataPublisher:
             self.group_coordinator.on_partitions_deleted(
                 [(name, i) for name, count in gone for i in range(count)])
         epoch = self._broker_epoch()
-        wanted = {tp: p for tp, p in image.partitions.items() if self.node_id in p.replicas}
-        for tp in [tp for tp in self._hosted() if tp not in wanted]:
-            self._stop_hosting(tp)
-            # The files go in a thread: a large log's rmtree must not stall the loop.
-            await asyncio.to_thread(self.log_manager.delete_log, *tp)
+        node_id = self.node_id
+        wanted = {tp: p for tp, p in image.partitions.items() if node_id in p.replicas}
+        if image.partitions is not self._seen_partitions:
+            for tp in [tp for tp in self._hosted() if tp not in wanted]:
+                self._stop_hosting(tp)
+                # The files go in a thread: a large log's rmtree must not stall the loop.
+                await asyncio.to_thread(self.log_manager.delete_log, *tp)
+        # The image reuses unchanged registrations and mappings (``build_image``): with the same
+        # brokers and broker epoch, a partition whose registration object was applied is done.
+        same_brokers = image.brokers is self._seen_brokers and epoch == self._seen_epoch
+        self._seen_partitions, self._seen_brokers, self._seen_epoch = (
+            image.partitions, image.brokers, epoch)
+        applied_before = self._applied
         for tp, registration in wanted.items():
-            leads = registration.leader == self.node_id and \
+            if same_brokers and tp not in self._failed:
+                done = applied_before.get(tp)
+                if done is not None and done[0] is registration:
+                    continue
+            leads = registration.leader == node_id and \
                 registration.leader_broker_epoch == epoch
             leader = None
             if not leads and registration.has_leader and registration.leader != self.node_id:
@@ -198,14 +214,20 @@ class MetadataPublisher:
         else:
             self.fetchers.remove_partitions([tp])
 
-    @staticmethod
-    def _mark(log_dir: Path | str, reg: PartitionRegistration) -> None:
+    def _mark(self, log_dir: Path | str, reg: PartitionRegistration) -> None:
+        """``partition.metadata`` names the topic id (read once per log dir, not per ISR
+        change)."""
+        key = str(log_dir)
+        if self._marked.get(key) == reg.topic_id:
+            return
         path = Path(log_dir)
         if read_partition_topic_id(path) != reg.topic_id:
             try:
                 write_partition_topic_id(path, reg.topic_id)
             except OSError as exc:
                 logger.warning("cannot write %s in %s: %s", PARTITION_METADATA_FILE, path, exc)
+                return
+        self._marked[key] = reg.topic_id
 
     def _stop_hosting(self, tp: TopicPartition) -> None:
         topic, index = tp
@@ -213,6 +235,8 @@ class MetadataPublisher:
         hosted = self.replica_manager.get_partition(topic, index)
         if hosted is not None and hosted.is_leader and topic == OFFSETS_TOPIC:
             self.group_coordinator.on_resignation(index)
+        if hosted is not None:
+            self._marked.pop(str(hosted.log.dir), None)
         self.replica_manager.remove_partition(topic, index)
         self._applied.pop(tp, None)
         logger.info("stopped hosting %s-%d (its log is deleted)", topic, index)

@@ -13,7 +13,10 @@ Each partition goes through two phases with its leader:
    done. An empty log skips this.
 2. fetching: Fetch v11 with ``replica_id`` = this broker, from the log end offset, at the
    partition's leader epoch (``current_leader_epoch``: a stale leader or follower is fenced),
-   written and read by hand (``strata.client.fetch_codec``: the records stay in the response frame).
+   written and read by hand (``strata.client.fetch_codec``: the records stay in the response frame),
+   in an incremental fetch session (KIP-227, ``FetchSessionHandler``): each request names only the
+   partitions whose position moved (and forgets those no longer fetched), each answer carries only
+   the partitions with news, so idle partitions cost neither side an encode, a decode or a call.
    Whole batches are appended as the leader wrote them (``Log.append_as_follower``: offsets and
    epochs kept, CRC checked); the high watermark becomes min(leader's HW, our log end offset).
 
@@ -45,6 +48,7 @@ from strata.client.fetch_codec import (
     encode_fetch_request,
     read_fetch_response,
 )
+from strata.client.fetch_session_handler import FetchSessionHandler
 from strata.client.security import ClientSecurity
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
@@ -60,6 +64,12 @@ OFFSET_FOR_LEADER_EPOCH_VERSION: Final = 3
 LIST_OFFSETS_VERSION: Final = 5
 EARLIEST_TIMESTAMP: Final = -2
 LATEST_TIMESTAMP: Final = -1
+
+# Top-level Fetch errors that only say the session is gone or out of step (KIP-227).
+_SESSION_ERRORS: Final = frozenset({
+    ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch,
+    ErrorCode.fetch_session_topic_id_error,
+})
 
 _RETRIABLE_LEADERSHIP: Final = frozenset({
     ErrorCode.fenced_leader_epoch, ErrorCode.not_leader_or_follower,
@@ -107,6 +117,7 @@ class ReplicaFetcher:
                                    request_timeout_s=config.socket_timeout_ms / 1000,
                                    security=security)
         self.partitions: dict[TopicPartition, _FetchState] = {}
+        self.session = FetchSessionHandler()
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -162,6 +173,7 @@ class ReplicaFetcher:
                 logger.exception("replica fetcher of broker %d (leader %d) failed; retrying in "
                                  "%d ms", self.node_id, self.leader.node_id,
                                  self.config.backoff_ms)
+                self.session.handle_error()
                 await self.client.close()
                 await asyncio.sleep(self.config.backoff_ms / 1000)
 
@@ -235,15 +247,29 @@ class ReplicaFetcher:
         if not offsets:
             return
         config = self.config
+        session = self.session
+        request = session.build({
+            (t, p): FetchPosition(t, p, states[(t, p)].leader_epoch, offset,
+                                  config.partition_max_bytes)
+            for (t, p), offset in offsets.items()})
         body = encode_fetch_request(
             self.node_id, config.wait_max_ms, config.min_bytes, config.max_bytes,
-            [FetchPosition(t, p, states[(t, p)].leader_epoch, offset, config.partition_max_bytes)
-             for (t, p), offset in offsets.items()])
-        frame, start = await self.client.request_encoded(ApiKey.FETCH, FETCH_VERSION, body)
+            request.to_send, session_id=request.session_id, session_epoch=request.epoch,
+            forgotten=request.forgotten)
+        try:
+            frame, start = await self.client.request_encoded(ApiKey.FETCH, FETCH_VERSION, body)
+        except BaseException:
+            session.handle_error()
+            raise
         response: Any = read_fetch_response(frame, start)
         if response is None:  # not what the hand reader expects: the codec says what is wrong
             response = decode_response_body(ApiKey.FETCH, FETCH_VERSION, frame, start)
-        if response.error_code != ErrorCode.none:
+        if not session.handle_response(response.error_code, response.session_id):
+            if response.error_code in _SESSION_ERRORS:  # the next fetch is a full one
+                logger.info("replica fetcher of broker %d: leader %d answered %s; opening a "
+                            "new fetch session", self.node_id, self.leader.node_id,
+                            response.error_code.name)
+                return
             for tp in offsets:
                 self._pause(tp, f"Fetch answered {response.error_code.name}")
             return
