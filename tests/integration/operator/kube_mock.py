@@ -43,6 +43,8 @@ RESOURCES: dict[str, dict[str, Any]] = {
                                     "shortnames": {"sb"}},
     "strata.dev/v1alpha1/topics": {"kind": "Topic", "subresources": {"status"},
                                    "shortnames": {"st"}},
+    "strata.dev/v1alpha1/users": {"kind": "User", "subresources": {"status"},
+                                  "shortnames": {"su"}},
     "v1/pods": {"kind": "Pod"}, "v1/configmaps": {"kind": "ConfigMap"},
     "v1/secrets": {"kind": "Secret"},
     "v1/persistentvolumeclaims": {"kind": "PersistentVolumeClaim", "subresources": {"status"}},
