@@ -251,6 +251,20 @@ BROKER_STATUS: Final[Schema] = obj("Observed state, written by the operator.", {
     "selector": string("Label selector of the broker pods (for the scale subresource)."),
     "bootstrapServers": string("Kafka bootstrap address for clients in the cluster."),
     "adminUrl": string("URL of the REST admin service."),
+    "rebalance": obj("The last self-balancing run (after a scale-up or a scale-down, or "
+                     "asked by the annotation strata.dev/rebalance: \"true\").", {
+        "state": string("Pending, Moving or Done.", enum=["Pending", "Moving", "Done"]),
+        "reason": string("What started it: ScaleUp, ScaleDown or Requested."),
+        "batchesDone": integer("Reassignment batches sent."),
+        "batchesTotal": integer("Batches sent plus those the current plan still needs."),
+        "message": string("Progress, or the final spread of replicas and leaders."),
+        "inFlight": {"type": "array", "description": "The batch being moved.",
+                     "items": obj("A partition's target replicas.", {
+                         "topic": string("Topic."), "partition": integer("Partition."),
+                         "replicas": {"type": "array", "items": {"type": "integer"},
+                                      "description": "Target replicas, preferred first."},
+                     })},
+    }),
     "users": {
         "type": "array",
         "description": "The SCRAM users of spec.users, and removed ones whose deletion is "

@@ -27,6 +27,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from confluent_kafka import ElectionType, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -51,6 +53,7 @@ from strata.operator.reassign import (
     ReassignmentNotServed,
     ReassignmentUnavailable,
     alter_partition_reassignments,
+    ongoing_reassignments,
     security_of,
 )
 from strata.operator.rolling import ClusterHealth, TopicPartition, under_replicated
@@ -130,6 +133,14 @@ class Cluster(Protocol):
 
     def delete_scram_credential(self, user: str, mechanism: str) -> None: ...
 
+    def racks(self) -> dict[int, str | None]: ...
+
+    def leaders(self) -> dict[TopicPartition, int]: ...
+
+    def ongoing_reassignments(self) -> set[TopicPartition]: ...
+
+    def elect_preferred_leaders(self, partitions: Sequence[TopicPartition]) -> None: ...
+
 
 @contextmanager
 def _asking(what: str) -> Iterator[None]:
@@ -193,6 +204,53 @@ class KafkaCluster:
             shown = ", ".join(f"{t}-{p}: {e}" for (t, p), e in sorted(refused.items())[:5])
             raise KafkaOperationError(f"AlterPartitionReassignments refused {shown}")
         return True
+
+    # ------------------------------------------------------------------ balancing
+    def racks(self) -> dict[int, str | None]:
+        """DescribeCluster: every registered broker and its ``broker.rack`` (None: none)."""
+        with _asking(f"DescribeCluster from {self.bootstrap}"):
+            described = self._admin.describe_cluster()
+        return {int(node.id): (str(node.rack) if node.rack else None)
+                for node in described.nodes}
+
+    def leaders(self) -> dict[TopicPartition, int]:
+        metadata = self._metadata()
+        return {(str(t.topic), int(p.id)): int(p.leader)
+                for t in metadata.topics.values() for p in t.partitions.values()}
+
+    def ongoing_reassignments(self) -> set[TopicPartition]:
+        """ListPartitionReassignments to the controller (``reassign.py``: our codec)."""
+        metadata = self._metadata()
+        controller = metadata.brokers.get(metadata.controller_id)
+        if controller is None:
+            raise KafkaOperationError("ListPartitionReassignments: no controller")
+        try:
+            return set(ongoing_reassignments(str(controller.host), int(controller.port),
+                                             self.timeout, self.client_config))
+        except ReassignmentUnavailable as exc:
+            raise KafkaOperationError(f"ListPartitionReassignments: {exc}") from None
+
+    def elect_preferred_leaders(self, partitions: Sequence[TopicPartition]) -> None:
+        """ElectLeaders (PREFERRED): each partition's first replica leads again, where it is
+        in sync; ELECTION_NOT_NEEDED (it leads already) is no error. A partition whose
+        preferred leader is not in sync is left for the next pass (logged by the caller)."""
+        if not partitions:
+            return
+        # No timeout keywords: confluent-kafka 2.16.1's elect_leaders fails on any (see
+        # strata.cli.cluster); the client's socket.timeout.ms bounds it.
+        with _asking("ElectLeaders"):
+            result = self._admin.result(self._admin.client.elect_leaders(
+                ElectionType.PREFERRED, [KafkaTopicPartition(t, p) for t, p in partitions]),
+                "preferred leaders", "ElectLeaders")
+        failed = {}
+        for tp, outcome in (result or {}).items():
+            error = (outcome.args[0] if isinstance(outcome, KafkaException) and outcome.args
+                     else outcome)
+            if isinstance(error, KafkaError) and error.code() != KafkaError.ELECTION_NOT_NEEDED:
+                failed[(str(tp.topic), int(tp.partition))] = error.name()
+        if failed:
+            shown = ", ".join(f"{t}-{p}: {name}" for (t, p), name in sorted(failed.items())[:5])
+            raise KafkaOperationError(f"ElectLeaders refused {shown}")
 
     # ------------------------------------------------------------------ topics
     def describe_topic(self, topic: str) -> ObservedTopic | None:
