@@ -1,14 +1,16 @@
 """Building blocks of the CRDs' OpenAPI v3 schemas (structural: every node typed), printer
 columns and the CRD object itself: pure functions returning dicts, shared by ``crds.py``
-(Broker, Topic) and ``user_crd.py`` (User). The served and stored version is
-``model.VERSION``; every CRD has the status subresource and, if asked, the scale one.
+(Broker, Topic) and ``user_crd.py`` (User). ``model.VERSION`` is served and stored; the
+``model.OLDER_VERSIONS`` are still served, deprecated, with the same schema (so conversion is
+Kubernetes' ``None`` strategy: only ``apiVersion`` changes, no webhook); every CRD has the
+status subresource and, if asked, the scale one.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from strata.operator.model import GROUP, VERSION
+from strata.operator.model import GROUP, OLDER_VERSIONS, VERSION
 
 Schema = dict[str, Any]
 
@@ -92,19 +94,34 @@ def crd(kind: str, plural: str, short: str, spec: Schema, status: Schema,
             "scope": "Namespaced",
             "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural,
                       "singular": kind.lower(), "shortNames": [short], "categories": ["strata"]},
-            "versions": [{
-                "name": VERSION,
-                "served": True,
-                "storage": True,
-                "schema": {"openAPIV3Schema": obj(
-                    f"A Strata {kind}.",
-                    {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
-                     "metadata": {"type": "object"}, "spec": spec, "status": status},
-                    required=("spec",),
-                    **({"x-kubernetes-validations": list(root_rules)} if root_rules else {}),
-                )},
-                "subresources": subresources,
-                "additionalPrinterColumns": columns,
-            }],
+            # The schemas of every served version are identical, so the API server converts
+            # by rewriting apiVersion alone (strategy None: no webhook).
+            "conversion": {"strategy": "None"},
+            "versions": [version(name, kind, spec, status, subresources, columns, root_rules)
+                         for name in (VERSION, *OLDER_VERSIONS)],
         },
     }
+
+
+def version(name: str, kind: str, spec: Schema, status: Schema, subresources: dict[str, Any],
+            columns: list[dict[str, Any]], root_rules: tuple[dict[str, str], ...]
+            ) -> dict[str, Any]:
+    """One entry of ``spec.versions``: ``VERSION`` is stored, an older one only served (and
+    marked deprecated, with the version to move to)."""
+    entry: dict[str, Any] = {"name": name, "served": True, "storage": name == VERSION}
+    if name != VERSION:
+        entry["deprecated"] = True
+        entry["deprecationWarning"] = (f"{GROUP}/{name} {kind} is deprecated; use "
+                                       f"{GROUP}/{VERSION}")
+    entry.update({
+        "schema": {"openAPIV3Schema": obj(
+            f"A Strata {kind}.",
+            {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+             "metadata": {"type": "object"}, "spec": spec, "status": status},
+            required=("spec",),
+            **({"x-kubernetes-validations": list(root_rules)} if root_rules else {}),
+        )},
+        "subresources": subresources,
+        "additionalPrinterColumns": columns,
+    })
+    return entry

@@ -99,7 +99,7 @@ def test_user_lifecycle_with_acls_enforced_by_the_broker(
         kube: Kube, cluster: KafkaCluster, operator: OperatorProcess,
         scram_broker: tuple[BrokerProcess, int]) -> None:
     _, port = scram_broker
-    kube.create({"apiVersion": "strata.dev/v1alpha1", "kind": "User",
+    kube.create({"apiVersion": "strata.dev/v1beta1", "kind": "User",
                  "metadata": {"name": "alice", "namespace": NS},
                  "spec": {"broker": "events", "authentication": {"type": "scram-sha-512"},
                           "authorization": {"acls": [acl("orders", "Write", "Describe"),
@@ -144,7 +144,7 @@ def test_a_user_with_its_own_password_secret_and_a_missing_one(
         kube: Kube, cluster: KafkaCluster, operator: OperatorProcess,
         scram_broker: tuple[BrokerProcess, int]) -> None:
     _, port = scram_broker
-    kube.create({"apiVersion": "strata.dev/v1alpha1", "kind": "User",
+    kube.create({"apiVersion": "strata.dev/v1beta1", "kind": "User",
                  "metadata": {"name": "bob", "namespace": NS},
                  "spec": {"broker": "events", "authentication": {
                      "passwordSecret": {"name": "bob-pw"}}}})

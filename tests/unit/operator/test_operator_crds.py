@@ -94,12 +94,12 @@ def admitted(crd: dict[str, Any], new: dict[str, Any], old: dict[str, Any] | Non
 
 
 def topic(**spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "strata.dev/v1alpha1", "kind": "Topic", "metadata": {"name": "t"},
+    return {"apiVersion": "strata.dev/v1beta1", "kind": "Topic", "metadata": {"name": "t"},
             "spec": {"broker": "events", "partitions": 3, **spec}}
 
 
 def broker(**spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "strata.dev/v1alpha1", "kind": "Broker", "metadata": {"name": "b"},
+    return {"apiVersion": "strata.dev/v1beta1", "kind": "Broker", "metadata": {"name": "b"},
             "spec": {"metadata": {"managed": True}, **spec}}
 
 
@@ -173,3 +173,21 @@ def test_schema_defaults_agree_with_the_models() -> None:
     assert spec["storage"]["properties"]["size"]["default"] == defaults.storage.size
     assert spec["admin"]["properties"]["replicas"]["default"] == defaults.admin_replicas
     assert crds.TOPIC_SPEC["properties"]["partitions"]["default"] == TopicSpec("b", "t").partitions
+
+
+@pytest.mark.parametrize("plural", sorted(crds.ALL_CRDS))
+def test_v1beta1_is_stored_and_v1alpha1_still_served_with_the_same_schema(plural: str) -> None:
+    spec = crds.ALL_CRDS[plural]["spec"]
+    versions = {v["name"]: v for v in spec["versions"]}
+    assert list(versions) == ["v1beta1", "v1alpha1"]
+    assert [v["name"] for v in spec["versions"] if v["storage"]] == ["v1beta1"]
+    assert all(v["served"] for v in spec["versions"])
+    assert versions["v1alpha1"]["deprecated"] is True
+    assert "use strata.dev/v1beta1" in versions["v1alpha1"]["deprecationWarning"]
+    # Identical schemas, columns and subresources: conversion rewrites apiVersion alone.
+    for key in ("schema", "subresources", "additionalPrinterColumns"):
+        assert versions["v1alpha1"][key] == versions["v1beta1"][key]
+    assert spec["conversion"] == {"strategy": "None"}
+    # A v1alpha1 object validates as it did.
+    old = {**broker(), "apiVersion": "strata.dev/v1alpha1"}
+    validate(old)

@@ -25,7 +25,7 @@ WRITE_ORDERS = AclRule("TOPIC", "orders", "LITERAL", "WRITE")
 
 
 def user_cr(name: str = "alice", **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "strata.dev/v1alpha1", "kind": "User",
+    return {"apiVersion": "strata.dev/v1beta1", "kind": "User",
             "metadata": {"name": name, "namespace": "apps", "uid": uuid.uuid4().hex,
                          "generation": 1},
             "spec": {"broker": "events", **spec}}
