@@ -1,14 +1,18 @@
 """The ``User`` reconcile and deletion: the I/O shell around ``user_sync``.
 
 Reconcile (on create/update/resume and on a timer, which repairs changes made directly in
-Kafka): find the Broker (missing: ``BrokerNotFound``), find the password — the Secret key of
+Kafka): find the Broker (missing: ``BrokerNotFound``), check ownership
+(``user_sync.conflict``: an older User or the Broker's inline ``users`` naming the same Kafka
+user make this one ``ResourceConflict``; it never touches Kafka, not even on deletion), find
+the password — the Secret key of
 ``authentication.passwordSecret``, else the Secret the operator generates and owns (named
 after the User, keys ``password`` and ``sasl.jaas.config``; a Secret of that name the User
 does not own is ``SecretConflict``, never overwritten) — ask Kafka what the user has, apply
 ``user_sync.decide``'s changes (AlterUserScramCredentials, CreateAcls/DeleteAcls,
 AlterClientQuotas) over the Broker's inter-broker listener as the Broker's other reconciles
 do (``broker.connect``), and patch status explicitly: ``Ready`` (``UserReady``,
-``SecretNotFound``, ``SecretConflict``, ``BrokerNotFound``, ``InvalidSpec``, ``KafkaError``),
+``SecretNotFound``, ``SecretConflict``, ``BrokerNotFound``, ``ResourceConflict``,
+``InvalidSpec``, ``KafkaError``),
 ``observedGeneration``, ``username``, ``secret``, and the applied ``mechanism`` and
 ``secretVersion`` (no password nor digest of one in status). Each change of the Ready reason
 and each change applied is posted as an Event.
@@ -101,6 +105,13 @@ def _connect(kube: Kube, namespace: str, broker: Obj, factory: UserClusterFactor
     return factory(bootstrap_for(names, broker_spec), client_config(kube, names, broker_spec))
 
 
+def _conflict(kube: Kube, body: Mapping[str, Any], spec: UserSpec, broker: Obj) -> str | None:
+    inline = [str(u.get("name")) for u in (broker.get("spec") or {}).get("users") or ()
+              if isinstance(u, Mapping)]
+    return user_sync.conflict(body, spec, kube.list("User", body["metadata"]["namespace"]),
+                              inline)
+
+
 def _password(kube: Kube, body: Mapping[str, Any], spec: UserSpec,
               generate: Callable[[], str]) -> tuple[str | None, str, str, str]:
     """(password or None, Secret resourceVersion, Secret name, problem reason + message)."""
@@ -162,6 +173,9 @@ def reconcile(body: Mapping[str, Any], kube: Kube,
     if broker is None:
         return write(False, conditions.BROKER_NOT_FOUND,
                      f"Broker {namespace}/{spec.broker} does not exist", username=spec.user_name)
+    problem = _conflict(kube, body, spec, broker)
+    if problem is not None:
+        return write(False, conditions.RESOURCE_CONFLICT, problem, username=spec.user_name)
     password: str | None = None
     version: str | None = None
     shown: Obj = {"username": spec.user_name}
@@ -222,6 +236,9 @@ def delete(body: Mapping[str, Any], kube: Kube, runtime_seconds: float,
     broker = _broker(kube, namespace, spec.broker)
     if broker is None:
         return f"released: Broker {spec.broker} is gone"
+    problem = _conflict(kube, body, spec, broker)
+    if problem is not None:
+        return f"released: {problem}"
     cluster = _connect(kube, namespace, broker, cluster_factory)
     try:
         mechanisms = cluster.scram_mechanisms([spec.user_name]).get(spec.user_name,

@@ -14,6 +14,11 @@ Strimzi's KafkaUser does):
 * quotas: every key of the spec whose value differs is set; every other key the user has is
   removed.
 
+Ownership (``conflict``): one Kafka user has one owner. Two Users of one Broker naming the
+same user: the older (``creationTimestamp``, then name) owns it, the newer is
+``ResourceConflict`` and never touches Kafka, not even on deletion; a user the Broker lists
+inline (``spec.users``) belongs to the Broker.
+
 ``generated_secret`` builds the Secret holding a generated password (Strimzi's layout:
 ``password`` and ``sasl.jaas.config``), the password given by the caller (randomness is
 injected, so this stays pure).
@@ -22,7 +27,7 @@ injected, so this stays pure).
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -96,6 +101,29 @@ def decide(spec: UserSpec, observed: Observed, secret_version: str | None,
                     if observed.quotas.get(k) != v},
         remove_quotas=tuple(sorted(k for k in observed.quotas if k not in wanted_quotas)),
     )
+
+
+def conflict(me: Mapping[str, Any], spec: UserSpec, others: Sequence[Mapping[str, Any]],
+             broker_users: Sequence[str]) -> str | None:
+    """Why ``me`` may not manage ``spec.user_name`` (None: it owns it). ``others``: the other
+    User objects of the namespace; ``broker_users``: the Broker's inline user names."""
+    if spec.user_name in broker_users:
+        return (f"user {spec.user_name!r} is listed in Broker {spec.broker}'s users, which "
+                "manage it")
+
+    def key(body: Mapping[str, Any]) -> tuple[str, str]:
+        metadata = body.get("metadata") or {}
+        return str(metadata.get("creationTimestamp") or "9999"), str(metadata.get("name", ""))
+
+    for other in sorted(others, key=key):
+        metadata, raw = other.get("metadata") or {}, other.get("spec") or {}
+        if metadata.get("name") == me["metadata"]["name"] or metadata.get("deletionTimestamp"):
+            continue
+        name = str(raw.get("userName") or metadata.get("name", ""))
+        if raw.get("broker") == spec.broker and name == spec.user_name and key(other) < key(me):
+            return (f"user {spec.user_name!r} is managed by User {metadata.get('namespace')}/"
+                    f"{metadata.get('name')} (the older one)")
+    return None
 
 
 def jaas_config(mechanism: str, user: str, password: str) -> str:

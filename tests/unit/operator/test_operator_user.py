@@ -164,6 +164,11 @@ class Api:
                 "spec": {"metadata": {"managed": True}}}
         self.events: list[dict[str, Any]] = []
         self.versions = iter(range(100, 1000))
+        self.other_users: list[dict[str, Any]] = []
+
+    def list(self, kind: str, namespace: str | None) -> list[dict[str, Any]]:
+        assert kind == "User"
+        return [self.body, *self.other_users]
 
     def read(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         return self.objects.get((kind, name))
@@ -293,6 +298,29 @@ def test_no_broker_and_kafka_errors() -> None:
     with pytest.raises(Exception, match="unreachable"):
         run(api, Cluster(fail="unreachable"))
     assert ready(api.body["status"]) == ("False", "KafkaError")
+
+
+def test_a_kafka_user_has_one_owner() -> None:
+    older = user_cr("alice-old")
+    older["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    older["spec"]["userName"] = "alice"
+    body = user_cr(authorization=ACLS)
+    body["metadata"]["creationTimestamp"] = "2026-02-01T00:00:00Z"
+    api, cluster = Api(body), Cluster()
+    api.other_users.append(older)
+    status = run(api, cluster)
+    assert ready(status) == ("False", "ResourceConflict")
+    assert "User apps/alice-old (the older one)" in status["conditions"][0]["message"]
+    assert cluster.acl_store == {} and cluster.calls == []
+    cluster.acl_store["User:alice"] = {READ_ORDERS}  # the owner's
+    released = user.delete(api.body, api, 0.0,  # type: ignore[arg-type]
+                           cluster_factory=lambda b, c: cluster)
+    assert released.startswith("released") and cluster.acl_store["User:alice"]
+    # A user the Broker lists inline belongs to the Broker.
+    inline = Api(user_cr())
+    inline.objects[("Broker", "events")]["spec"]["users"] = [
+        {"name": "alice", "passwordSecret": {"name": "x"}}]
+    assert ready(run(inline, Cluster())) == ("False", "ResourceConflict")
 
 
 def test_deleting_the_user_removes_credentials_acls_quotas_and_the_secret() -> None:
