@@ -286,6 +286,8 @@ BROKER_CRD: Final = crd(
      ready_column(),
      {"name": "Bootstrap", "type": "string", "jsonPath": ".status.bootstrapServers",
       "priority": 1},
+     {"name": "Rebalance", "type": "string", "jsonPath": ".status.rebalance.state",
+      "priority": 1},
      age_column()],
     scale=True,
 )

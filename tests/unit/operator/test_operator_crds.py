@@ -115,7 +115,7 @@ def test_crds_declare_status_scale_printer_columns_and_short_names() -> None:
     assert broker_version["subresources"]["scale"]["specReplicasPath"] == ".spec.replicas"
     assert "status" in broker_version["subresources"]
     assert [c["name"] for c in broker_version["additionalPrinterColumns"]] == [
-        "Replicas", "Ready", "Status", "Bootstrap", "Age"]
+        "Replicas", "Ready", "Status", "Bootstrap", "Rebalance", "Age"]
     assert crds.BROKER_CRD["spec"]["names"]["shortNames"] == ["sb"]
     assert crds.TOPIC_CRD["spec"]["names"]["shortNames"] == ["st"]
 
