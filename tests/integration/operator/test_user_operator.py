@@ -112,8 +112,11 @@ def test_user_lifecycle_with_acls_enforced_by_the_broker(
     password = base64.b64decode(generated["data"]["password"]).decode()
     assert len(password) >= 24
     assert "ScramLoginModule" in base64.b64decode(generated["data"]["sasl.jaas.config"]).decode()
-    assert can_log_in(port, "alice", password)
-    assert produce(port, "alice", password, "orders") is None
+    # Brokers apply credentials and ACLs as their metadata catches up: polled, not assumed.
+    wait_until(lambda: can_log_in(port, "alice", password), 30, "alice logs in",
+               operator.log_tail)
+    wait_until(lambda: produce(port, "alice", password, "orders") is None, 30,
+               "orders allowed", operator.log_tail)
     assert refused(produce(port, "alice", password, "payments"))
     assert cluster.user_quotas("alice") == {"producer_byte_rate": 1048576.0,
                                             "request_percentage": 50.0}
@@ -124,7 +127,8 @@ def test_user_lifecycle_with_acls_enforced_by_the_broker(
         "quotas": {"producerByteRate": None, "consumerByteRate": 2048}}})
     wait_until(lambda: produce(port, "alice", password, "payments") is None, 60,
                "payments allowed", operator.log_tail)
-    assert refused(produce(port, "alice", password, "orders"))
+    wait_until(lambda: refused(produce(port, "alice", password, "orders")), 30,
+               "orders refused", operator.log_tail)
     assert len(cluster.acls("User:alice")) == 2
     wait_until(lambda: cluster.user_quotas("alice") == {"consumer_byte_rate": 2048.0,
                                                         "request_percentage": 50.0},
@@ -134,7 +138,8 @@ def test_user_lifecycle_with_acls_enforced_by_the_broker(
     kube.delete("User", NS, "alice")
     wait_until(lambda: kube.read("User", NS, "alice") is None, 60, "the finalizer released",
                operator.log_tail)
-    assert not can_log_in(port, "alice", password)
+    wait_until(lambda: not can_log_in(port, "alice", password), 30, "alice's login refused",
+               operator.log_tail)
     assert cluster.acls("User:alice") == frozenset()
     assert cluster.user_quotas("alice") == {}
     assert kube.read("Secret", NS, "alice") is None
@@ -153,9 +158,10 @@ def test_a_user_with_its_own_password_secret_and_a_missing_one(
     kube.create(secret("bob-pw", password="bob-1"))
     wait_until(lambda: user_ready(kube, "bob") == ("True", "UserReady"), 60, "bob Ready",
                operator.log_tail)
-    assert can_log_in(port, "bob", "bob-1")
+    wait_until(lambda: can_log_in(port, "bob", "bob-1"), 30, "bob logs in", operator.log_tail)
     kube.delete("User", NS, "bob")
     wait_until(lambda: kube.read("User", NS, "bob") is None, 60, "bob deleted",
                operator.log_tail)
-    assert not can_log_in(port, "bob", "bob-1")
+    wait_until(lambda: not can_log_in(port, "bob", "bob-1"), 30, "bob's login refused",
+               operator.log_tail)
     assert kube.read("Secret", NS, "bob-pw") is not None  # not the operator's to delete
