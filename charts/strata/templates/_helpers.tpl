@@ -89,10 +89,10 @@ else in a Role per watched namespace (operator/DESIGN.md, RBAC). */}}
 {{- define "strata.namespacedRules" -}}
   # Our resources: watched, patched (kopf's finalizer and annotations), status written.
   - apiGroups: ["strata.dev"]
-    resources: ["brokers", "topics"]
+    resources: ["brokers", "topics", "users"]
     verbs: ["get", "list", "watch", "patch"]
   - apiGroups: ["strata.dev"]
-    resources: ["brokers/status", "topics/status"]
+    resources: ["brokers/status", "topics/status", "users/status"]
     verbs: ["get", "patch"]
   # Events about Brokers and Topics (rolls, scaling, resizes, refusals), and kopf's own.
   - apiGroups: ["", "events.k8s.io"]
@@ -118,10 +118,11 @@ else in a Role per watched namespace (operator/DESIGN.md, RBAC). */}}
     resources: ["persistentvolumeclaims"]
     verbs: ["get", "list", "patch"]
   # A secured Broker: the operator logs in to its cluster with the inter-broker password and
-  # the TLS Secret's CA (read only, by name; never listed or written).
+  # the TLS Secret's CA, and reads Users' password Secrets (by name; never listed). A User
+  # without passwordSecret gets a generated one: created, and deleted with the User.
   - apiGroups: [""]
     resources: ["secrets"]
-    verbs: ["get"]
+    verbs: ["get", "create", "delete"]
   # kopf peering between operator replicas (one works, the others stand by).
   - apiGroups: ["kopf.dev"]
     resources: ["kopfpeerings"]

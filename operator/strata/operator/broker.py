@@ -18,7 +18,10 @@ progress without any event; handlers run more than once, so every step is idempo
    for a Broker that has no users and never had any.
 6. Storage: each broker claim whose request is below ``storage.size`` is patched up
    (``volumes.plan_resize``); one asking for more is left alone and reported (a decrease).
-7. Status is patched explicitly (``status`` subresource), only when it changed: Ready and one
+7. Self-balancing (``rebalance.py``): after a scale-up, on the annotation
+   ``strata.dev/rebalance: "true"`` and after a scale-down, one batch of reassignments per
+   pass, then a preferred-leader election; progress in ``status.rebalance``.
+8. Status is patched explicitly (``status`` subresource), only when it changed: Ready and one
    condition per concern (Reconciling, ScaleDownBlocked, StorageResizing, Rebalancing), each
    with observedGeneration. Rolls, scaling, resizes and reassignments are posted as Events, and
    a Warning when Ready turns False for a reason other than a normal roll or start, or a
@@ -45,7 +48,15 @@ from typing import Any, Final
 
 from kubernetes.client.exceptions import ApiException
 
-from strata.operator import builders, conditions, events, rolling, scram_users, volumes
+from strata.operator import (
+    builders,
+    conditions,
+    events,
+    rebalance,
+    rolling,
+    scram_users,
+    volumes,
+)
 from strata.operator.client_security import TLS_KEYS, client_properties
 from strata.operator.kafka import Cluster, KafkaCluster, KafkaOperationError
 from strata.operator.kube import Kube, Obj
@@ -249,6 +260,15 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
                        generation)
     if users is not None:
         status["users"] = users
+    shrunk = bool(live_sts) and replicas < current
+    balancing = rebalance.run_pass(kube, body, spec, get_cluster, old_status.get("rebalance"),
+                                   current if live_sts else 0, replicas, shrunk)
+    if balancing is not None:  # the condition of a scale-down's moves stays when True
+        status["rebalance"] = balancing
+        status["conditions"] = [
+            rebalance.condition(balancing, generation, previous)
+            if c["type"] == conditions.REBALANCING and c["status"] != "True" else c
+            for c in status["conditions"]]
     _write_status(kube, names, old_status, status, body)
     return status
 

@@ -36,6 +36,9 @@ STORAGE_DECREASE: Final = "StorageDecreaseNotPossible"
 EXPANSION_REFUSED: Final = "VolumeExpansionRefused"
 REASSIGNING: Final = "ReassigningPartitions"
 BALANCED: Final = "NoReassignment"
+REBALANCE_STARTED: Final = "RebalanceStarted"
+REBALANCING_REASON: Final = "Rebalancing"
+REBALANCE_COMPLETE: Final = "RebalanceComplete"
 
 # Topic reasons.
 TOPIC_READY: Final = "TopicReady"

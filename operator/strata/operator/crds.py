@@ -31,6 +31,18 @@ from typing import Any, Final
 
 import yaml
 
+from strata.operator.crd_schema import (
+    Schema,
+    age_column,
+    boolean,
+    conditions,
+    crd,
+    integer,
+    kafka_config,
+    obj,
+    ready_column,
+    string,
+)
 from strata.operator.model import (
     AUTHENTICATION_TYPES,
     AUTHORIZATION_TYPES,
@@ -44,110 +56,9 @@ from strata.operator.model import (
     SCRAM_MECHANISMS,
     TOPIC_NAME_MAX_LENGTH,
     TOPIC_NAME_PATTERN,
-    VERSION,
 )
+from strata.operator.user_crd import USER_CRD
 from strata.operator.volumes import QUANTITY_PATTERN
-
-Schema = dict[str, Any]
-
-
-# ------------------------------------------------------------------------------ schema helpers
-def string(description: str, **extra: Any) -> Schema:
-    return {"type": "string", "description": description, **extra}
-
-
-def integer(description: str, minimum: int | None = None, **extra: Any) -> Schema:
-    schema: Schema = {"type": "integer", "description": description, **extra}
-    if minimum is not None:
-        schema["minimum"] = minimum
-    return schema
-
-
-def boolean(description: str, default: bool) -> Schema:
-    return {"type": "boolean", "description": description, "default": default}
-
-
-def obj(description: str, properties: dict[str, Schema], required: tuple[str, ...] = (),
-        **extra: Any) -> Schema:  # extra: schema keys such as x-kubernetes-validations
-    schema: Schema = {"type": "object", "description": description, "properties": properties}
-    if required:
-        schema["required"] = list(required)
-    schema.update(extra)
-    return schema
-
-
-def kafka_config(description: str) -> Schema:
-    """A map of Kafka config names to values; numbers may be written unquoted."""
-    return {
-        "type": "object",
-        "description": description,
-        "additionalProperties": {"x-kubernetes-int-or-string": True},
-    }
-
-
-def conditions() -> Schema:
-    condition = obj(
-        "A condition (Kubernetes convention): type Ready, a CamelCase reason, a message.",
-        {
-            "type": string("The condition type (Ready)."),
-            "status": string("True, False or Unknown.", enum=["True", "False", "Unknown"]),
-            "reason": string("CamelCase reason of the last transition."),
-            "message": string("Human-readable detail."),
-            "lastTransitionTime": string("When status last changed.", format="date-time"),
-            "observedGeneration": integer("The generation this condition was computed for."),
-        },
-        required=("type", "status"),
-    )
-    return {"type": "array", "description": "Current conditions.", "items": condition,
-            "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
-
-
-def ready_column() -> dict[str, Any]:
-    return {"name": "Status", "type": "string",
-            "jsonPath": '.status.conditions[?(@.type=="Ready")].status'}
-
-
-def age_column() -> dict[str, Any]:
-    return {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
-
-
-def crd(kind: str, plural: str, short: str, spec: Schema, status: Schema,
-        columns: list[dict[str, Any]], scale: bool,
-        root_rules: tuple[dict[str, str], ...] = ()) -> dict[str, Any]:
-    """The CRD; ``root_rules``: CEL rules on the whole object (they may read metadata.name)."""
-    subresources: dict[str, Any] = {"status": {}}
-    if scale:
-        subresources["scale"] = {
-            "specReplicasPath": ".spec.replicas",
-            "statusReplicasPath": ".status.replicas",
-            "labelSelectorPath": ".status.selector",
-        }
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{GROUP}", "labels": {"app.kubernetes.io/name": "strata"}},
-        "spec": {
-            "group": GROUP,
-            "scope": "Namespaced",
-            "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural,
-                      "singular": kind.lower(), "shortNames": [short], "categories": ["strata"]},
-            "versions": [{
-                "name": VERSION,
-                "served": True,
-                "storage": True,
-                "schema": {"openAPIV3Schema": obj(
-                    f"A Strata {kind}.",
-                    {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
-                     "metadata": {"type": "object"}, "spec": spec, "status": status},
-                    required=("spec",),
-                    **({"x-kubernetes-validations": list(root_rules)} if root_rules else {}),
-                )},
-                "subresources": subresources,
-                "additionalPrinterColumns": columns,
-            }],
-        },
-    }
-
 
 # ------------------------------------------------------------------------------ Broker
 _OWNED_KEYS_CEL = "[" + ", ".join(f"'{k}'" for k in OPERATOR_OWNED_CONFIG) + "]"
@@ -340,6 +251,20 @@ BROKER_STATUS: Final[Schema] = obj("Observed state, written by the operator.", {
     "selector": string("Label selector of the broker pods (for the scale subresource)."),
     "bootstrapServers": string("Kafka bootstrap address for clients in the cluster."),
     "adminUrl": string("URL of the REST admin service."),
+    "rebalance": obj("The last self-balancing run (after a scale-up or a scale-down, or "
+                     "asked by the annotation strata.dev/rebalance: \"true\").", {
+        "state": string("Pending, Moving or Done.", enum=["Pending", "Moving", "Done"]),
+        "reason": string("What started it: ScaleUp, ScaleDown or Requested."),
+        "batchesDone": integer("Reassignment batches sent."),
+        "batchesTotal": integer("Batches sent plus those the current plan still needs."),
+        "message": string("Progress, or the final spread of replicas and leaders."),
+        "inFlight": {"type": "array", "description": "The batch being moved.",
+                     "items": obj("A partition's target replicas.", {
+                         "topic": string("Topic."), "partition": integer("Partition."),
+                         "replicas": {"type": "array", "items": {"type": "integer"},
+                                      "description": "Target replicas, preferred first."},
+                     })},
+    }),
     "users": {
         "type": "array",
         "description": "The SCRAM users of spec.users, and removed ones whose deletion is "
@@ -360,6 +285,8 @@ BROKER_CRD: Final = crd(
      {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"},
      ready_column(),
      {"name": "Bootstrap", "type": "string", "jsonPath": ".status.bootstrapServers",
+      "priority": 1},
+     {"name": "Rebalance", "type": "string", "jsonPath": ".status.rebalance.state",
       "priority": 1},
      age_column()],
     scale=True,
@@ -423,7 +350,7 @@ TOPIC_CRD: Final = crd(
     },),
 )
 
-ALL_CRDS: Final = {"brokers": BROKER_CRD, "topics": TOPIC_CRD}
+ALL_CRDS: Final = {"brokers": BROKER_CRD, "topics": TOPIC_CRD, "users": USER_CRD}
 
 
 # ------------------------------------------------------------------------------ kopf peering

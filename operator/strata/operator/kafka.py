@@ -13,33 +13,88 @@ reconcile logic pass their own. AlterPartitionReassignments is not in confluent-
 AdminClient: ``reassign`` sends it with our own codec (``reassign.py``), logged in with the same
 client settings (TLS, SASL); when the controller does not serve it or cannot be asked, the
 scale-down waits, with the reason in the Broker's Ready condition.
+
+A ``User``'s side (``user.py``): the ACLs of one principal (DescribeAcls, CreateAcls,
+DeleteAcls through confluent-kafka; librdkafka names Kafka's CLUSTER resource type BROKER) and
+the client quotas of one ``user`` entity (Describe/AlterClientQuotas through
+``strata.client.client_quotas``, which librdkafka has no call for, logged in the same way).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Protocol
+from typing import Any, Protocol
 
+from confluent_kafka import ElectionType, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
     ClusterMetadata,
     ConfigSource,
     NewTopic,
+    ResourcePatternType,
+    ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
 
+from strata.client.client_quotas import QuotaTarget, alter_client_quotas, describe_client_quotas
 from strata.client.kafka_admin import KafkaAdmin, config_source_name
 from strata.client.kafka_errors import KafkaClientError
 from strata.operator.reassign import (
+    CLIENT_ID,
     ReassignmentNotServed,
     ReassignmentUnavailable,
     alter_partition_reassignments,
+    ongoing_reassignments,
+    security_of,
 )
 from strata.operator.rolling import ClusterHealth, TopicPartition, under_replicated
 from strata.operator.topic_sync import ObservedTopic
+from strata.operator.user_spec import AclRule
+
+# librdkafka calls Kafka's CLUSTER resource type BROKER (the same code, 4).
+_RESOURCE_TYPE: dict[str, ResourceType] = {
+    "TOPIC": ResourceType.TOPIC, "GROUP": ResourceType.GROUP, "CLUSTER": ResourceType.BROKER,
+    "TRANSACTIONAL_ID": ResourceType.TRANSACTIONAL_ID}
+_RESOURCE_NAME = {int(v.value): k for k, v in _RESOURCE_TYPE.items()}
+
+
+def _code(field: Any) -> int:
+    return int(field.value if hasattr(field, "value") else field)
+
+
+def acl_binding(principal: str, rule: AclRule) -> AclBinding:
+    return AclBinding(*_acl_fields(principal, rule))
+
+
+def acl_filter(principal: str, rule: AclRule) -> AclBindingFilter:
+    """A filter matching exactly ``rule`` of ``principal`` (DeleteAcls)."""
+    return AclBindingFilter(*_acl_fields(principal, rule))
+
+
+def _acl_fields(principal: str, rule: AclRule) -> tuple[Any, ...]:
+    return (_RESOURCE_TYPE[rule.resource_type], rule.resource_name,
+            ResourcePatternType[rule.pattern_type], principal, rule.host,
+            AclOperation[rule.operation], AclPermissionType[rule.permission])
+
+
+def acl_rule(binding: AclBinding) -> AclRule | None:
+    """confluent-kafka's binding as our rule (None: a resource type the User cannot name)."""
+    kind = _RESOURCE_NAME.get(_code(binding.restype))
+    if kind is None:
+        return None
+    return AclRule(kind, str(binding.name),
+                   ResourcePatternType(_code(binding.resource_pattern_type)).name,
+                   AclOperation(_code(binding.operation)).name, str(binding.host),
+                   AclPermissionType(_code(binding.permission_type)).name)
 
 
 class KafkaOperationError(RuntimeError):
@@ -77,6 +132,14 @@ class Cluster(Protocol):
                                 iterations: int) -> None: ...
 
     def delete_scram_credential(self, user: str, mechanism: str) -> None: ...
+
+    def racks(self) -> dict[int, str | None]: ...
+
+    def leaders(self) -> dict[TopicPartition, int]: ...
+
+    def ongoing_reassignments(self) -> set[TopicPartition]: ...
+
+    def elect_preferred_leaders(self, partitions: Sequence[TopicPartition]) -> None: ...
 
 
 @contextmanager
@@ -141,6 +204,53 @@ class KafkaCluster:
             shown = ", ".join(f"{t}-{p}: {e}" for (t, p), e in sorted(refused.items())[:5])
             raise KafkaOperationError(f"AlterPartitionReassignments refused {shown}")
         return True
+
+    # ------------------------------------------------------------------ balancing
+    def racks(self) -> dict[int, str | None]:
+        """DescribeCluster: every registered broker and its ``broker.rack`` (None: none)."""
+        with _asking(f"DescribeCluster from {self.bootstrap}"):
+            described = self._admin.describe_cluster()
+        return {int(node.id): (str(node.rack) if node.rack else None)
+                for node in described.nodes}
+
+    def leaders(self) -> dict[TopicPartition, int]:
+        metadata = self._metadata()
+        return {(str(t.topic), int(p.id)): int(p.leader)
+                for t in metadata.topics.values() for p in t.partitions.values()}
+
+    def ongoing_reassignments(self) -> set[TopicPartition]:
+        """ListPartitionReassignments to the controller (``reassign.py``: our codec)."""
+        metadata = self._metadata()
+        controller = metadata.brokers.get(metadata.controller_id)
+        if controller is None:
+            raise KafkaOperationError("ListPartitionReassignments: no controller")
+        try:
+            return set(ongoing_reassignments(str(controller.host), int(controller.port),
+                                             self.timeout, self.client_config))
+        except ReassignmentUnavailable as exc:
+            raise KafkaOperationError(f"ListPartitionReassignments: {exc}") from None
+
+    def elect_preferred_leaders(self, partitions: Sequence[TopicPartition]) -> None:
+        """ElectLeaders (PREFERRED): each partition's first replica leads again, where it is
+        in sync; ELECTION_NOT_NEEDED (it leads already) is no error. A partition whose
+        preferred leader is not in sync is left for the next pass (logged by the caller)."""
+        if not partitions:
+            return
+        # No timeout keywords: confluent-kafka 2.16.1's elect_leaders fails on any (see
+        # strata.cli.cluster); the client's socket.timeout.ms bounds it.
+        with _asking("ElectLeaders"):
+            result = self._admin.result(self._admin.client.elect_leaders(
+                ElectionType.PREFERRED, [KafkaTopicPartition(t, p) for t, p in partitions]),
+                "preferred leaders", "ElectLeaders")
+        failed = {}
+        for tp, outcome in (result or {}).items():
+            error = (outcome.args[0] if isinstance(outcome, KafkaException) and outcome.args
+                     else outcome)
+            if isinstance(error, KafkaError) and error.code() != KafkaError.ELECTION_NOT_NEEDED:
+                failed[(str(tp.topic), int(tp.partition))] = error.name()
+        if failed:
+            shown = ", ".join(f"{t}-{p}: {name}" for (t, p), name in sorted(failed.items())[:5])
+            raise KafkaOperationError(f"ElectLeaders refused {shown}")
 
     # ------------------------------------------------------------------ topics
     def describe_topic(self, topic: str) -> ObservedTopic | None:
@@ -235,3 +345,61 @@ class KafkaCluster:
                 except KafkaClientError as exc:
                     if not (missing_ok and exc.name == "RESOURCE_NOT_FOUND"):
                         raise
+
+    # ------------------------------------------------------------------ ACLs (a User's)
+    def acls(self, principal: str) -> frozenset[AclRule]:
+        """DescribeAcls: every ACL of ``principal``."""
+        match = AclBindingFilter(  # None: any name and host (the stubs say str)
+            ResourceType.ANY, None, ResourcePatternType.ANY,  # type: ignore[arg-type]
+            principal, None, AclOperation.ANY, AclPermissionType.ANY)  # type: ignore[arg-type]
+        with _asking(f"DescribeAcls {principal!r}"):
+            found = self._admin.result(
+                self._admin.client.describe_acls(match, request_timeout=self.timeout),
+                f"the ACLs of {principal}", "DescribeAcls")
+        return frozenset(rule for b in found or () if (rule := acl_rule(b)) is not None)
+
+    def create_acls(self, principal: str, rules: Sequence[AclRule]) -> None:
+        if not rules:
+            return
+        with _asking(f"CreateAcls {principal!r}"):
+            for future in self._admin.client.create_acls(
+                    [acl_binding(principal, r) for r in rules],
+                    request_timeout=self.timeout).values():
+                self._admin.result(future, f"an ACL of {principal}", "CreateAcls")
+
+    def delete_acls(self, principal: str, rules: Sequence[AclRule] | None) -> None:
+        """DeleteAcls of exactly ``rules`` (None: every ACL of ``principal``)."""
+        if rules is not None and not rules:
+            return
+        filters = ([acl_filter(principal, r) for r in rules] if rules is not None else [
+            AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY,  # type: ignore[arg-type]
+                             principal, None, AclOperation.ANY,  # type: ignore[arg-type]
+                             AclPermissionType.ANY)])
+        with _asking(f"DeleteAcls {principal!r}"):
+            for future in self._admin.client.delete_acls(
+                    filters, request_timeout=self.timeout).values():
+                self._admin.result(future, f"the ACLs of {principal}", "DeleteAcls")
+
+    # ------------------------------------------------------------------ quotas (a User's)
+    def _quota_target(self) -> QuotaTarget:
+        try:
+            security = security_of(self.client_config)
+        except ReassignmentUnavailable as exc:
+            raise KafkaOperationError(str(exc)) from None
+        return QuotaTarget(self.bootstrap, security, self.timeout, CLIENT_ID)
+
+    def user_quotas(self, user: str) -> dict[str, float]:
+        """DescribeClientQuotas of the entity ``user=<user>`` exactly."""
+        with _asking(f"DescribeClientQuotas user {user!r}"):
+            entries = asyncio.run(describe_client_quotas(self._quota_target(),
+                                                         [("user", user)], strict=True))
+        return {k: float(v) for entity, values in entries if entity == [("user", user)]
+                for k, v in values.items()}
+
+    def alter_user_quotas(self, user: str, set_quotas: Mapping[str, float],
+                          remove: Sequence[str]) -> None:
+        if not set_quotas and not remove:
+            return
+        with _asking(f"AlterClientQuotas user {user!r}"):
+            asyncio.run(alter_client_quotas(self._quota_target(), [("user", user)],
+                                            set_quotas, remove, validate_only=False))

@@ -43,6 +43,7 @@ KINDS: Final[dict[str, tuple[str, str, bool]]] = {
     "KopfPeering": ("kopf.dev/v1", "kopfpeerings", True),
     "Broker": (API_VERSION, "brokers", True),
     "Topic": (API_VERSION, "topics", True),
+    "User": (API_VERSION, "users", True),
 }
 
 # Fields the API server refuses to change on a live object: never part of a patch.

@@ -3,9 +3,9 @@ handlers; each delegates to the module named after the resource it reconciles.
 
 Brokers carry no finalizer (deleting one never waits for the operator); their periodic pass
 is our own loop (``resync_brokers``), which stands by, like kopf's handlers, while a peer of
-higher priority is alive (``leadership.py``; kopf peering, several replicas). Topics carry
-kopf's finalizer: their deletion handler deletes the Kafka topic, and their timer reverts
-changes made in the cluster.
+higher priority is alive (``leadership.py``; kopf peering, several replicas). Topics and Users carry
+kopf's finalizer: their deletion handlers delete the Kafka topic (the user's credentials, ACLs
+and quotas), and their timers revert changes made in the cluster.
 
 Settings (``settings.py``) are read at import; the startup handler logs in with the official
 ``kubernetes`` client (in-cluster service account, else KUBECONFIG), starts the metrics
@@ -30,7 +30,7 @@ import kopf
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import start_http_server
 
-from strata.operator import broker, leadership, metrics, topic
+from strata.operator import broker, leadership, metrics, topic, user
 from strata.operator.kube import Kube, load_config
 from strata.operator.model import GROUP, VERSION
 from strata.operator.settings import SETTINGS
@@ -172,3 +172,25 @@ def topic_timer(body: kopf.Body, **_: Any) -> None:
 def topic_deleted(body: kopf.Body, runtime: datetime.timedelta, **_: Any) -> None:
     with metrics.measured("Topic"):
         logger.info("%s", topic.delete(body, kube(), runtime.total_seconds()))
+
+
+# ------------------------------------------------------------------------------ User
+@kopf.on.resume(GROUP, VERSION, "users")
+@kopf.on.create(GROUP, VERSION, "users")
+@kopf.on.update(GROUP, VERSION, "users", field="spec")
+def user_changed(body: kopf.Body, **_: Any) -> None:
+    with metrics.measured("User"):
+        user.reconcile(body, kube())
+
+
+@kopf.timer(GROUP, VERSION, "users", interval=SETTINGS.reconcile_interval,
+            initial_delay=SETTINGS.reconcile_interval)
+def user_timer(body: kopf.Body, **_: Any) -> None:
+    with metrics.measured("User"):
+        user.reconcile(body, kube())
+
+
+@kopf.on.delete(GROUP, VERSION, "users")
+def user_deleted(body: kopf.Body, runtime: datetime.timedelta, **_: Any) -> None:
+    with metrics.measured("User"):
+        logger.info("%s", user.delete(body, kube(), runtime.total_seconds()))

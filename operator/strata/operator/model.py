@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 GROUP: Final = "strata.dev"
-VERSION: Final = "v1alpha1"
+VERSION: Final = "v1beta1"  # served and stored
+OLDER_VERSIONS: Final = ("v1alpha1",)  # still served (same schema), deprecated
 API_VERSION: Final = f"{GROUP}/{VERSION}"
 
 DEFAULT_IMAGE: Final = "strata:0.1.0"

@@ -18,6 +18,10 @@ One connection per call: ApiVersions (v0) first, then the request; each step bou
   unreachable, TLS refused, login refused, unusable client properties — with the reason.
 
 Per-partition errors come back by name (Kafka's error names).
+
+ListPartitionReassignments (api key 46, v0) goes the same way: ``ongoing_reassignments``
+returns the partitions the controller is still moving (their adding and removing replicas);
+the rebalance waits for it to be empty before the next batch.
 """
 
 from __future__ import annotations
@@ -82,6 +86,22 @@ def alter_partition_reassignments(host: str, port: int,
             for t in body.responses for p in t.partitions if int(p.error_code) != 0}
 
 
+def ongoing_reassignments(host: str, port: int, timeout: float,
+                          client_config: Mapping[str, str] | None = None,
+                          ) -> dict[TopicPartition, tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Every partition with a reassignment in progress: (adding, removing) replicas."""
+    security = security_of(client_config or {})
+    body = asyncio.run(_send(host, port, {"timeout_ms": int(timeout * 1000), "topics": None},
+                             timeout, security, ApiKey.LIST_PARTITION_REASSIGNMENTS))
+    if int(body.error_code) != 0:
+        raise ReassignmentUnavailable(
+            f"ListPartitionReassignments: {body.error_code.name.upper()} "
+            f"{body.error_message or ''}".strip())
+    return {(str(t.name), int(p.partition_index)): (tuple(int(r) for r in p.adding_replicas),
+                                                    tuple(int(r) for r in p.removing_replicas))
+            for t in body.topics for p in t.partitions}
+
+
 def _closed_by_peer(exc: BaseException | None) -> bool:
     while exc is not None:
         if isinstance(exc, asyncio.IncompleteReadError):
@@ -91,7 +111,8 @@ def _closed_by_peer(exc: BaseException | None) -> bool:
 
 
 async def _send(host: str, port: int, fields: Mapping[str, Any], timeout_s: float,
-                security: ClientSecurity | None) -> Any:
+                security: ClientSecurity | None,
+                api: ApiKey = ApiKey.ALTER_PARTITION_REASSIGNMENTS) -> Any:
     """ApiVersions first (connects and logs in; is the API advertised?), then the request."""
     client = BrokerClient(host, port, client_id=CLIENT_ID, request_timeout_s=timeout_s,
                           connect_timeout_s=timeout_s, security=security)
@@ -100,18 +121,16 @@ async def _send(host: str, port: int, fields: Mapping[str, Any], timeout_s: floa
             versions = await client.request(ApiKey.API_VERSIONS, 0, {})
         except BrokerUnavailableError as exc:
             raise ReassignmentUnavailable(f"controller {host}:{port}: {exc}") from None
-        if not any(int(k.api_key) == ApiKey.ALTER_PARTITION_REASSIGNMENTS
-                   for k in versions.api_keys):
-            raise ReassignmentNotServed(f"controller {host}:{port} does not advertise "
-                                        "AlterPartitionReassignments")
+        name = "".join(part.title() for part in api.name.split("_"))
+        if not any(int(k.api_key) == api for k in versions.api_keys):
+            raise ReassignmentNotServed(f"controller {host}:{port} does not advertise {name}")
         try:
-            return await client.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, API_VERSION,
-                                        fields)
+            return await client.request(api, API_VERSION, fields)
         except BrokerUnavailableError as exc:
             if _closed_by_peer(exc):
                 raise ReassignmentNotServed(
                     f"controller {host}:{port} closed the connection without an answer "
-                    "(AlterPartitionReassignments not served?)") from None
+                    f"({name} not served?)") from None
             raise ReassignmentUnavailable(f"controller {host}:{port}: {exc}") from None
     finally:
         await client.close()

@@ -10,6 +10,8 @@
   keeps retrying an unreachable cluster before the finalizer is released anyway.
 - ``STRATA_OPERATOR_PEERING_PRIORITY`` (default 0: drawn at random at start): this replica's
   kopf peering priority; with ``--peering`` only the highest-priority replica works.
+- ``STRATA_OPERATOR_REBALANCE_BATCH_SIZE`` (default 10): partitions per
+  AlterPartitionReassignments batch of a rebalance (``rebalance.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class Settings:
     bootstrap_override: str = ""
     topic_delete_timeout: float = 300.0
     peering_priority: int = 0
+    rebalance_batch_size: int = 10
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -39,6 +42,7 @@ class Settings:
             bootstrap_override=env.get(prefix + "BOOTSTRAP_SERVERS", ""),
             topic_delete_timeout=float(env.get(prefix + "TOPIC_DELETE_TIMEOUT", "300")),
             peering_priority=int(env.get(prefix + "PEERING_PRIORITY", "0")),
+            rebalance_batch_size=int(env.get(prefix + "REBALANCE_BATCH_SIZE", "10")),
         )
 
 

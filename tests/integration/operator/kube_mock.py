@@ -5,7 +5,7 @@ cluster would add that kmock does not: what the operator under test needs, nothi
 on writes: ``resourceVersion`` (kopf's finalizer patches need it), and on create ``uid``,
 ``creationTimestamp`` and ``generation`` (ownerReferences and observedGeneration need them);
 ``generation`` also moves when a write changes ``spec``. Resources are declared for discovery
-(kopf looks up ``strata.dev/v1alpha1``). kmock runs no controllers and ignores label selectors
+(kopf looks up ``strata.dev/v1beta1``). kmock runs no controllers and ignores label selectors
 (the operator filters labels itself); ``StatefulSetController.sync`` plays the StatefulSet
 controller: it creates the missing pods of every StatefulSet from its template and marks them
 Ready, one call at a time, driven by the test's polling loop; it also creates each pod's
@@ -39,10 +39,12 @@ from strata.operator.kube import Kube
 _counter = itertools.count(1)
 
 RESOURCES: dict[str, dict[str, Any]] = {
-    "strata.dev/v1alpha1/brokers": {"kind": "Broker", "subresources": {"status", "scale"},
+    "strata.dev/v1beta1/brokers": {"kind": "Broker", "subresources": {"status", "scale"},
                                     "shortnames": {"sb"}},
-    "strata.dev/v1alpha1/topics": {"kind": "Topic", "subresources": {"status"},
+    "strata.dev/v1beta1/topics": {"kind": "Topic", "subresources": {"status"},
                                    "shortnames": {"st"}},
+    "strata.dev/v1beta1/users": {"kind": "User", "subresources": {"status"},
+                                  "shortnames": {"su"}},
     "v1/pods": {"kind": "Pod"}, "v1/configmaps": {"kind": "ConfigMap"},
     "v1/secrets": {"kind": "Secret"},
     "v1/persistentvolumeclaims": {"kind": "PersistentVolumeClaim", "subresources": {"status"}},

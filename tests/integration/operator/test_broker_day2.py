@@ -24,7 +24,7 @@ NS = "day2"
 
 
 def broker_cr(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "strata.dev/v1alpha1", "kind": "Broker",
+    return {"apiVersion": "strata.dev/v1beta1", "kind": "Broker",
             "metadata": {"name": name, "namespace": NS},
             "spec": {"replicas": 2, "metadata": {"etcd": {"endpoints": ["etcd:2379"]}},
                      "admin": {"enabled": False}, **spec}}
@@ -117,7 +117,7 @@ def test_placement_and_rack_defaults_reach_the_pod_template(
 
 
 def topic_cr(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "strata.dev/v1alpha1", "kind": "Topic",
+    return {"apiVersion": "strata.dev/v1beta1", "kind": "Topic",
             "metadata": {"name": name, "namespace": NS},
             "spec": {"broker": "vol", "partitions": 1, **spec}}
 

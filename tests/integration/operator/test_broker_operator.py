@@ -28,7 +28,7 @@ OWNED = [("ConfigMap", "events-config"), ("Service", "events-brokers"),
 
 
 def broker_cr(replicas: int = 3, config: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"apiVersion": "strata.dev/v1alpha1", "kind": "Broker",
+    return {"apiVersion": "strata.dev/v1beta1", "kind": "Broker",
             "metadata": {"name": "events", "namespace": NS},
             "spec": {"replicas": replicas, "metadata": {"etcd": {"endpoints": ["etcd:2379"]}},
                      "config": config or {"num.partitions": 3}}}
@@ -76,7 +76,7 @@ def test_broker_creates_owned_objects_and_status(
         obj = kube.read(kind, NS, name)
         assert obj is not None, (kind, name)
         references = obj["metadata"]["ownerReferences"]
-        assert references == [{"apiVersion": "strata.dev/v1alpha1", "kind": "Broker",
+        assert references == [{"apiVersion": "strata.dev/v1beta1", "kind": "Broker",
                                "name": "events", "uid": owner["metadata"]["uid"],
                                "controller": True, "blockOwnerDeletion": True}]
     sts = kube.read("StatefulSet", NS, "events")

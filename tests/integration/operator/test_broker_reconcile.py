@@ -66,7 +66,7 @@ def kube(tmp_path: Path) -> Iterator[Kube]:
 
 def test_roll_waits_for_in_sync_replicas_then_goes_one_pod_at_a_time(kube: Kube) -> None:
     cluster = FakeCluster()
-    kube.create({"apiVersion": "strata.dev/v1alpha1", "kind": "Broker",
+    kube.create({"apiVersion": "strata.dev/v1beta1", "kind": "Broker",
                  "metadata": {"name": "b", "namespace": NS},
                  "spec": {"replicas": 3, "metadata": {"managed": True},
                           "admin": {"enabled": False}}})

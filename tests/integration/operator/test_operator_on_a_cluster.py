@@ -98,7 +98,7 @@ def topic_state(kube: Kube, name: str) -> tuple[str | None, int | None]:
 def test_topic_replication_factor_changes_by_reassignment(
         kube: Kube, pods: StatefulSetController, operator: OperatorProcess,
         cluster: ClusterProcesses) -> None:
-    kube.create({"apiVersion": "strata.dev/v1alpha1", "kind": "Topic",
+    kube.create({"apiVersion": "strata.dev/v1beta1", "kind": "Topic",
                  "metadata": {"name": "rf", "namespace": NS},
                  "spec": {"broker": "events", "partitions": 2, "replicas": 2}})
     wait_until(lambda: topic_state(kube, "rf") == ("TopicReady", 2), 60, "the topic",

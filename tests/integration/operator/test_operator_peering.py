@@ -54,7 +54,7 @@ def test_a_higher_priority_replica_takes_over_and_hands_back(
         kube_mock: KubeMock, kube: Kube, operator: None, broker: BrokerProcess,
         tmp_path_factory: pytest.TempPathFactory) -> None:
     with replica(tmp_path_factory.mktemp("low"), kube_mock, broker, 100) as low:
-        kube.create({"apiVersion": "strata.dev/v1alpha1", "kind": "Broker",
+        kube.create({"apiVersion": "strata.dev/v1beta1", "kind": "Broker",
                      "metadata": {"name": "led", "namespace": NS},
                      "spec": {"replicas": 1, "admin": {"enabled": False},
                               "metadata": {"etcd": {"endpoints": ["etcd:2379"]}}}})

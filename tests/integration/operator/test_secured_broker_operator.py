@@ -94,7 +94,7 @@ DAVE = {"name": "dave", "mechanism": "SCRAM-SHA-256",
 
 
 def broker_cr(users: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"apiVersion": "strata.dev/v1alpha1", "kind": "Broker",
+    return {"apiVersion": "strata.dev/v1beta1", "kind": "Broker",
             "metadata": {"name": "events", "namespace": NS},
             "spec": {"replicas": 1, "metadata": {"etcd": {"endpoints": ["etcd:2379"]}},
                      "admin": {"enabled": False},

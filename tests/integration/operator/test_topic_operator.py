@@ -30,7 +30,7 @@ NS = "apps"
 
 
 def topic_cr(name: str, broker: str = "events", **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "strata.dev/v1alpha1", "kind": "Topic",
+    return {"apiVersion": "strata.dev/v1beta1", "kind": "Topic",
             "metadata": {"name": name, "namespace": NS},
             "spec": {"broker": broker, "partitions": 1, **spec}}
 
@@ -62,7 +62,7 @@ def dynamic_config(admin: AdminClient, topic: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def with_broker_cr(kube: Kube, operator: OperatorProcess) -> Iterator[None]:
-    kube.create({"apiVersion": "strata.dev/v1alpha1", "kind": "Broker",
+    kube.create({"apiVersion": "strata.dev/v1beta1", "kind": "Broker",
                  "metadata": {"name": "events", "namespace": NS},
                  "spec": {"replicas": 1, "metadata": {"managed": True}}})
     yield

@@ -56,7 +56,7 @@ def openapi_to_json_schema(node: Any) -> Any:
 
 
 def validate(obj: dict[str, Any]) -> None:
-    if obj["apiVersion"] == "strata.dev/v1alpha1":
+    if obj["apiVersion"] == "strata.dev/v1beta1":
         crd = crds.BROKER_CRD if obj["kind"] == "Broker" else crds.TOPIC_CRD
         schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
         jsonschema.validate(obj, openapi_to_json_schema(schema))

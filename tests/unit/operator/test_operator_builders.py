@@ -23,7 +23,7 @@ FULL = BrokerSpec.parse({
     "metadata": {"managed": True, "managedReplicas": 3},
     "admin": {"enabled": True, "replicas": 2},
 })
-OWNER = {"apiVersion": "strata.dev/v1alpha1", "kind": "Broker",
+OWNER = {"apiVersion": "strata.dev/v1beta1", "kind": "Broker",
          "metadata": {"name": "events", "uid": "1234"}}
 
 
@@ -44,7 +44,7 @@ def test_every_built_object_is_valid_kubernetes(spec: BrokerSpec) -> None:
 def test_owned_objects_carry_the_owner_reference_and_standard_labels() -> None:
     for obj in all_objects(FULL):
         assert obj["metadata"]["ownerReferences"] == [{
-            "apiVersion": "strata.dev/v1alpha1", "kind": "Broker", "name": "events",
+            "apiVersion": "strata.dev/v1beta1", "kind": "Broker", "name": "events",
             "uid": "1234", "controller": True, "blockOwnerDeletion": True}]
         assert obj["metadata"]["namespace"] == "kafka"
         assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "strata-operator"

@@ -16,6 +16,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from strata.operator import crds
 from strata.operator.model import BrokerNames, BrokerSpec
@@ -173,3 +174,27 @@ def test_status_bootstrap_names_an_authenticating_listener(listeners: dict[str, 
     spec = BrokerSpec.parse({"metadata": {"managed": True}, "tls": {"secretName": "t"},
                              **({"listeners": listeners} if listeners else {})})
     assert spec.bootstrap_listener.name == chosen
+
+
+def test_users_have_rbac_everywhere_the_operator_watches() -> None:
+    def grants(rules: list[dict[str, Any]]) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for rule in rules:
+            for resource in rule["resources"]:
+                out.setdefault(resource, set()).update(rule["verbs"])
+        return out
+
+    for objects, kind in ((render(), "ClusterRole"),
+                          (render("--set", "operator.watchNamespaces={kafka}"), "Role")):
+        rules = grants(one(objects, kind)["rules"])
+        assert {"get", "list", "watch", "patch"} <= rules["users"]
+        assert "patch" in rules["users/status"]
+        # A generated password: the Secret is created, and deleted with the User.
+        assert rules["secrets"] == {"get", "create", "delete"}
+
+
+@pytest.mark.parametrize("version", NEWEST)
+def test_the_crds_are_valid_at_the_newest_kubernetes(version: str) -> None:
+    for path in sorted((CHART / "crds").glob("*.yaml")):
+        kubernetes_validate.validate(yaml.safe_load(path.read_text(encoding="utf-8")), version,
+                                     strict=True)

@@ -39,9 +39,12 @@ def json_schema(node: Any) -> Any:
     return node
 
 
+def crd_of(cr: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in crds.ALL_CRDS.values() if c["spec"]["names"]["kind"] == cr["kind"])
+
+
 def validate(cr: dict[str, Any]) -> None:
-    crd = crds.BROKER_CRD if cr["kind"] == "Broker" else crds.TOPIC_CRD
-    jsonschema.validate(cr, json_schema(schema_of(crd)))
+    jsonschema.validate(cr, json_schema(schema_of(crd_of(cr))))
 
 
 def cel_rules(schema: dict[str, Any], path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...],
@@ -91,12 +94,12 @@ def admitted(crd: dict[str, Any], new: dict[str, Any], old: dict[str, Any] | Non
 
 
 def topic(**spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "strata.dev/v1alpha1", "kind": "Topic", "metadata": {"name": "t"},
+    return {"apiVersion": "strata.dev/v1beta1", "kind": "Topic", "metadata": {"name": "t"},
             "spec": {"broker": "events", "partitions": 3, **spec}}
 
 
 def broker(**spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "strata.dev/v1alpha1", "kind": "Broker", "metadata": {"name": "b"},
+    return {"apiVersion": "strata.dev/v1beta1", "kind": "Broker", "metadata": {"name": "b"},
             "spec": {"metadata": {"managed": True}, **spec}}
 
 
@@ -112,7 +115,7 @@ def test_crds_declare_status_scale_printer_columns_and_short_names() -> None:
     assert broker_version["subresources"]["scale"]["specReplicasPath"] == ".spec.replicas"
     assert "status" in broker_version["subresources"]
     assert [c["name"] for c in broker_version["additionalPrinterColumns"]] == [
-        "Replicas", "Ready", "Status", "Bootstrap", "Age"]
+        "Replicas", "Ready", "Status", "Bootstrap", "Rebalance", "Age"]
     assert crds.BROKER_CRD["spec"]["names"]["shortNames"] == ["sb"]
     assert crds.TOPIC_CRD["spec"]["names"]["shortNames"] == ["st"]
 
@@ -121,8 +124,7 @@ def test_crds_declare_status_scale_printer_columns_and_short_names() -> None:
 def test_chart_examples_are_valid_and_admitted(path: Path) -> None:
     cr = yaml.safe_load(path.read_text(encoding="utf-8"))
     validate(cr)
-    crd = crds.BROKER_CRD if cr["kind"] == "Broker" else crds.TOPIC_CRD
-    assert admitted(crd, cr, None) == []
+    assert admitted(crd_of(cr), cr, None) == []
 
 
 def test_invalid_crs_fail_the_schema() -> None:
@@ -171,3 +173,21 @@ def test_schema_defaults_agree_with_the_models() -> None:
     assert spec["storage"]["properties"]["size"]["default"] == defaults.storage.size
     assert spec["admin"]["properties"]["replicas"]["default"] == defaults.admin_replicas
     assert crds.TOPIC_SPEC["properties"]["partitions"]["default"] == TopicSpec("b", "t").partitions
+
+
+@pytest.mark.parametrize("plural", sorted(crds.ALL_CRDS))
+def test_v1beta1_is_stored_and_v1alpha1_still_served_with_the_same_schema(plural: str) -> None:
+    spec = crds.ALL_CRDS[plural]["spec"]
+    versions = {v["name"]: v for v in spec["versions"]}
+    assert list(versions) == ["v1beta1", "v1alpha1"]
+    assert [v["name"] for v in spec["versions"] if v["storage"]] == ["v1beta1"]
+    assert all(v["served"] for v in spec["versions"])
+    assert versions["v1alpha1"]["deprecated"] is True
+    assert "use strata.dev/v1beta1" in versions["v1alpha1"]["deprecationWarning"]
+    # Identical schemas, columns and subresources: conversion rewrites apiVersion alone.
+    for key in ("schema", "subresources", "additionalPrinterColumns"):
+        assert versions["v1alpha1"][key] == versions["v1beta1"][key]
+    assert spec["conversion"] == {"strategy": "None"}
+    # A v1alpha1 object validates as it did.
+    old = {**broker(), "apiVersion": "strata.dev/v1alpha1"}
+    validate(old)

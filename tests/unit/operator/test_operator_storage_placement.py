@@ -181,13 +181,13 @@ def test_a_transition_time_moves_only_with_the_status() -> None:
 
 
 def test_an_event_names_its_object() -> None:
-    involved = {"apiVersion": "strata.dev/v1alpha1", "kind": "Broker",
+    involved = {"apiVersion": "strata.dev/v1beta1", "kind": "Broker",
                 "metadata": {"name": "events", "namespace": "kafka", "uid": "u"}}
     event = events.build_event(involved, events.WARNING, "StorageDecreaseNotPossible",
                                "x" * 2000, "2026-01-01T00:00:00Z", "abc")
     kubernetes_validate.validate(event, K8S_VERSION, strict=True)
     assert event["metadata"] == {"name": "events.abc", "namespace": "kafka"}
-    assert event["involvedObject"] == {"apiVersion": "strata.dev/v1alpha1", "kind": "Broker",
+    assert event["involvedObject"] == {"apiVersion": "strata.dev/v1beta1", "kind": "Broker",
                                        "namespace": "kafka", "name": "events", "uid": "u"}
     assert len(event["message"]) == 1024 and event["type"] == "Warning"
     with pytest.raises(ValueError, match="Normal or Warning"):

@@ -21,7 +21,7 @@ from .test_operator_crds import admitted, validate
 
 
 def topic_cr(name: str = "t", **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "strata.dev/v1alpha1", "kind": "Topic",
+    return {"apiVersion": "strata.dev/v1beta1", "kind": "Topic",
             "metadata": {"name": name, "namespace": "apps", "uid": uuid.uuid4().hex,
                          "generation": 2},
             "spec": {"broker": "events", "partitions": 3, **spec}}
