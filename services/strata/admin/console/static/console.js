@@ -23,3 +23,107 @@ document.addEventListener("DOMContentLoaded", () => {
     });
   });
 });
+
+// Charts: each <figure class="chart" data-series='["key", ...]'> is drawn as an inline SVG
+// line chart from GET {prefix}/series, polled every sampling interval while the page is shown
+// (stopped when the page is hidden or left). No library, no CDN.
+(() => {
+  const SVG = "http://www.w3.org/2000/svg";
+  const COLORS = ["#2456c7", "#c05621", "#2f855a", "#6b46c1", "#b83280", "#2c7a7b"];
+  const W = 560, H = 150, PAD_L = 62, PAD_B = 22, PAD_T = 8, PAD_R = 8;
+
+  function el(name, attrs, text) {
+    const node = document.createElementNS(SVG, name);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function human(value, unit) {
+    const bytes = unit.startsWith("B");
+    const base = bytes ? 1024 : 1000;
+    const names = bytes ? ["", "Ki", "Mi", "Gi", "Ti"] : ["", "k", "M", "G", "T"];
+    let v = value, i = 0;
+    while (Math.abs(v) >= base && i < names.length - 1) { v /= base; i += 1; }
+    const digits = v >= 100 || Number.isInteger(v) ? 0 : 1;
+    return `${v.toFixed(digits)} ${names[i]}${unit}`.trim();
+  }
+
+  function draw(figure, series) {
+    const keys = JSON.parse(figure.dataset.series);
+    const unit = figure.dataset.unit || "";
+    const labels = figure.dataset.labels ? JSON.parse(figure.dataset.labels) : keys;
+    const lines = keys.map((k) => series[k] || []);
+    const all = lines.flat();
+    figure.replaceChildren();
+    const caption = document.createElement("figcaption");
+    caption.textContent = figure.dataset.title || keys.join(", ");
+    figure.append(caption);
+    const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", class: "chart-svg" });
+    figure.append(svg);
+    if (all.length === 0) {
+      svg.append(el("text", { x: W / 2, y: H / 2, "text-anchor": "middle", class: "muted" },
+        "collecting samples…"));
+      figure.dataset.points = "0";
+      return;
+    }
+    const t0 = Math.min(...all.map((p) => p[0])), t1 = Math.max(...all.map((p) => p[0]));
+    const top = Math.max(...all.map((p) => p[1]), 1e-9) * 1.1;
+    const x = (t) => PAD_L + (t1 > t0 ? (t - t0) / (t1 - t0) : 1) * (W - PAD_L - PAD_R);
+    const y = (v) => H - PAD_B - (v / top) * (H - PAD_B - PAD_T);
+    svg.append(el("line", { x1: PAD_L, y1: H - PAD_B, x2: W - PAD_R, y2: H - PAD_B, class: "axis" }));
+    svg.append(el("line", { x1: PAD_L, y1: PAD_T, x2: PAD_L, y2: H - PAD_B, class: "axis" }));
+    svg.append(el("text", { x: PAD_L - 4, y: PAD_T + 10, "text-anchor": "end", class: "tick" }, human(top, unit)));
+    svg.append(el("text", { x: PAD_L - 4, y: H - PAD_B, "text-anchor": "end", class: "tick" }, human(0, unit)));
+    const clock = (t) => new Date(t * 1000).toLocaleTimeString();
+    svg.append(el("text", { x: PAD_L, y: H - 6, class: "tick" }, clock(t0)));
+    svg.append(el("text", { x: W - PAD_R, y: H - 6, "text-anchor": "end", class: "tick" }, clock(t1)));
+    const legend = document.createElement("div");
+    legend.className = "legend";
+    lines.forEach((points, i) => {
+      const color = COLORS[i % COLORS.length];
+      if (points.length > 0) {
+        const path = points.map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(" ");
+        svg.append(el("polyline", { points: path, fill: "none", stroke: color, "stroke-width": 1.6 }));
+      }
+      const last = points.length ? human(points[points.length - 1][1], unit) : "–";
+      const item = document.createElement("span");
+      item.style.color = color;
+      item.dataset.key = keys[i];
+      item.dataset.last = points.length ? String(points[points.length - 1][1]) : "";
+      item.textContent = `${labels[i]}: ${last}`;
+      legend.append(item);
+    });
+    figure.append(legend);
+    figure.dataset.points = String(all.length);
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    const figures = [...document.querySelectorAll("figure.chart[data-series]")];
+    if (figures.length === 0) return;
+    const prefix = document.body.dataset.prefix || "/console";
+    const keys = [...new Set(figures.flatMap((f) => JSON.parse(f.dataset.series)))];
+    const query = keys.map((k) => `key=${encodeURIComponent(k)}`).join("&");
+    let timer = null, stopped = false;
+    async function poll() {
+      timer = null;
+      let delay = 5000;
+      try {
+        const answer = await fetch(`${prefix}/series?${query}`, { credentials: "same-origin",
+                                                                  cache: "no-store" });
+        if (answer.ok) {
+          const body = await answer.json();
+          figures.forEach((f) => draw(f, body.series));
+          delay = Math.max(500, body.interval_s * 1000);
+        }
+      } catch (err) { /* the next poll tries again */ }
+      if (!stopped && !document.hidden) timer = setTimeout(poll, delay);
+    }
+    document.addEventListener("visibilitychange", () => {
+      if (document.hidden && timer) { clearTimeout(timer); timer = null; }
+      else if (!document.hidden && !timer && !stopped) poll();
+    });
+    window.addEventListener("pagehide", () => { stopped = true; if (timer) clearTimeout(timer); });
+    poll();
+  });
+})();
