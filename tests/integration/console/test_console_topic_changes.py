@@ -120,7 +120,7 @@ def test_sizes_and_sampled_rates_match_what_was_produced(
     poll(ops, lambda: ops.get_attribute("#topic-size", "data-bytes") not in ("", "0")
          and int(ops.get_attribute("#topic-size", "data-bytes") or 0) >= 3 * RECORDS * 100,
          "metered's three replicas hold the values")
-    ops.wait_for_selector("#topic-chart polyline")
+    ops.wait_for_selector("#topic-chart polyline", state="attached")
     ops.screenshot(path=str(shots / "topic-charts.png"), full_page=True)
 
     ops.goto(f"{base}/topics?q=metered")
@@ -128,8 +128,8 @@ def test_sizes_and_sampled_rates_match_what_was_produced(
     assert int(row.locator(".size").get_attribute("data-bytes") or 0) >= 3 * RECORDS * 100
 
     visit(ops, f"{base}/", shots, "overview-charts")
-    ops.wait_for_selector("#bytes-chart polyline")
-    ops.wait_for_selector("#disk-chart polyline")
+    ops.wait_for_selector("#bytes-chart polyline", state="attached")
+    ops.wait_for_selector("#disk-chart polyline", state="attached")
     assert ops.locator("#log-dirs tbody tr").count() == 3
     assert sorted(ops.locator("#log-dirs tbody tr").evaluate_all(
         "rows => rows.map(r => r.dataset.broker)")) == ["0", "1", "2"]
