@@ -12,7 +12,8 @@ module renders the REST route of the same action and checks the same rights:
 * ``records``: the record browser (seek, filter, text/JSON/hex) and the produce form;
 * ``groups``: consumer groups, lag and its chart, reset offsets with a dry-run preview, delete;
 * ``transactions``: transactions, one id's state, aborting a hanging one;
-* ``security``: ACLs, SCRAM users and client quotas (list, create, delete);
+* ``acls``, ``users``, ``quotas``: the security pages — ACLs, SCRAM users and client quotas
+  (list, create, delete);
 * ``charts``: the sampled series as JSON for the pages' charts (``sampler`` samples the
   brokers' own ``/metrics`` and log dirs into the pure ``series`` rings).
 
@@ -32,14 +33,16 @@ from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from strata.admin.console import (
+    acls,
     charts,
     groups,
     login,
     overview,
+    quotas,
     records,
-    security,
     topics,
     transactions,
+    users,
 )
 from strata.admin.console.record_reader import RecordReader
 from strata.admin.console.sampler import MetricsSampler
@@ -57,7 +60,8 @@ def install(app: FastAPI, sessions: SessionStore | None = None,
     app.state.console_reader = RecordReader(app.state.gateway)
     app.state.console_sampler = MetricsSampler(app.state.gateway,
                                                interval_s=settings.sample_interval_s)
-    for module in (login, overview, topics, records, groups, transactions, security, charts):
+    for module in (login, overview, topics, records, groups, transactions, acls, users,
+                   quotas, charts):
         app.include_router(module.router)
     app.mount(f"{PREFIX}/static", StaticFiles(directory=PACKAGE_DIR / "static"),
               name="console-static")
