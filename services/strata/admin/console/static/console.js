@@ -127,3 +127,100 @@ document.addEventListener("DOMContentLoaded", () => {
     poll();
   });
 })();
+
+// Live tail of the record browser: while on, GET the table's data-tail-url from data-next
+// every second and append the records (as text nodes: a record is never markup), keeping the
+// last MAX_ROWS; stopped by the button, or when the page is hidden or left.
+(() => {
+  const MAX_ROWS = 500, PERIOD_MS = 1000;
+  function cell(text, className) {
+    const td = document.createElement("td");
+    if (className) td.className = className;
+    if (text === null) {
+      const i = document.createElement("i");
+      i.textContent = "null";
+      td.append(i);
+    } else {
+      const pre = document.createElement("pre");
+      pre.textContent = text;
+      td.append(pre);
+    }
+    return td;
+  }
+  function row(record) {
+    const tr = document.createElement("tr");
+    tr.dataset.offset = String(record.offset);
+    tr.className = "tailed";
+    const offset = document.createElement("td");
+    offset.className = "num";
+    offset.textContent = String(record.offset);
+    const time = document.createElement("td");
+    time.textContent = record.timestamp;
+    time.title = record.timestamp_type;
+    const headers = document.createElement("td");
+    headers.className = "data";
+    for (const [name, value] of record.headers) {
+      const div = document.createElement("div");
+      const b = document.createElement("b");
+      b.textContent = name;
+      div.append(b, document.createTextNode("="));
+      if (value === null) {
+        const i = document.createElement("i");
+        i.textContent = "null";
+        div.append(i);
+      } else {
+        div.append(document.createTextNode(value));
+      }
+      headers.append(div);
+    }
+    tr.append(offset, time, cell(record.key, "data"), cell(record.value, "data"), headers);
+    return tr;
+  }
+  document.addEventListener("DOMContentLoaded", () => {
+    const table = document.getElementById("records");
+    const button = document.getElementById("tail-button");
+    const status = document.getElementById("tail-status");
+    if (!table || !button || !table.dataset.tailUrl) return;
+    const body = table.tBodies[0];
+    let on = false, timer = null, next = Number(table.dataset.next);
+    function stop(text) {
+      on = false;
+      if (timer) clearTimeout(timer);
+      timer = null;
+      button.textContent = "Live tail";
+      status.textContent = text || "off";
+    }
+    async function poll() {
+      timer = null;
+      try {
+        const answer = await fetch(`${table.dataset.tailUrl}&offset=${next}`,
+                                   { credentials: "same-origin", cache: "no-store" });
+        if (!answer.ok) { stop(`stopped: HTTP ${answer.status}`); return; }
+        const data = await answer.json();
+        if (!on) return;
+        if (data.records.length) body.querySelectorAll("tr.empty").forEach((r) => r.remove());
+        data.records.forEach((r) => body.append(row(r)));
+        while (body.rows.length > MAX_ROWS) body.rows[0].remove();
+        next = data.next;
+        table.dataset.next = String(next);
+        status.textContent = `tailing: next offset ${next}, high watermark ${data.high_watermark}`;
+      } catch (err) {
+        status.textContent = "tailing (retrying)";
+      }
+      if (on && !document.hidden) timer = setTimeout(poll, PERIOD_MS);
+    }
+    function start() {
+      on = true;
+      button.textContent = "Stop tail";
+      status.textContent = "tailing";
+      poll();
+    }
+    button.addEventListener("click", () => (on ? stop() : start()));
+    document.addEventListener("visibilitychange", () => {
+      if (document.hidden && timer) { clearTimeout(timer); timer = null; }
+      else if (!document.hidden && on && !timer) poll();
+    });
+    window.addEventListener("pagehide", () => stop());
+    if (button.dataset.auto === "1") start();
+  });
+})();
