@@ -21,6 +21,10 @@ series the console draws in a ``SeriesStore`` (``strata.admin.console.series``):
   total drop, which would read as a counter reset); the latest ``LogDirs`` and topic sizes
   are kept for the pages (``latest_log_dirs``, ``topic_sizes``).
 
+A tick that takes long (a loaded cluster: each broker renders its whole page) stretches the
+interval: the sampler then waits ``BUSY_FACTOR`` times as long as the tick took, so it never
+keeps the brokers busy more than a third of the time.
+
 Lifecycle: ``ensure_started`` (the first console request) starts one task on the event loop;
 ``stop`` (the admin service's shutdown) ends it. A failing tick is logged and the next one
 tried; nothing here ever fails a page. The clock is injected (``wall``: the points' time,
@@ -49,6 +53,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S: Final = 5.0
 DISCOVERY_S: Final = 60.0
+BUSY_FACTOR: Final = 2.0  # idle at least twice as long as a tick took (a loaded cluster)
 HTTP_PORT_KEY: Final = "http.port"
 TRAFFIC: Final = ("bytes_in", "records_in", "bytes_out")
 
@@ -127,7 +132,8 @@ class MetricsSampler:
                 self._discovered_at = None
             finally:
                 self._first.set()
-            await asyncio.sleep(max(0.0, self.interval_s - (self._clock() - started)))
+            took = self._clock() - started
+            await asyncio.sleep(max(self.interval_s - took, BUSY_FACTOR * took))
 
     # -------------------------------------------------------------------------- one tick
     async def _discover(self) -> list[BrokerEndpoint]:
