@@ -1,11 +1,13 @@
 """Consumer groups in the console, in a real Chromium against a real 3-broker cluster: a
 group's type, group protocol and assignor as DescribeGroups reports them; its lag over time
-(sampled from the coordinator's metrics) ending at the lag the page shows; deleting it refused
+(sampled from the coordinator's metrics) ending at the lag the page shows; the cluster's
+sampled "messages out" counting the records a commit moved past; deleting it refused
 with NON_EMPTY_GROUP while a consumer is in it, allowed once it left (gone for Kafka's admin
 client), and not offered to a user without Delete."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +25,22 @@ RECORDS = 30
 COMMITTED = 10
 
 
-def _lag_points(page: Page, stack: ConsoleStack) -> list[list[float]]:
-    key = f"group:{GROUP}:lag"
+def _points(page: Page, stack: ConsoleStack, key: str) -> list[list[float]]:
     answer = page.request.get(f"{stack.url}/console/series", params={"key": key})
     assert answer.ok, answer.text()
     body: dict[str, Any] = answer.json()
     points: list[list[float]] = body["series"][key]
     return points
+
+
+def _lag_points(page: Page, stack: ConsoleStack) -> list[list[float]]:
+    return _points(page, stack, f"group:{GROUP}:lag")
+
+
+def _consumed(page: Page, stack: ConsoleStack) -> float:
+    """The records the sampled "messages out" rate says the groups committed past."""
+    points = _points(page, stack, "cluster:records_out")
+    return sum(rate * (t - before) for (before, _), (t, rate) in itertools.pairwise(points))
 
 
 def _groups(stack: ConsoleStack) -> set[str]:
@@ -72,6 +83,10 @@ def test_a_group_shows_its_kind_and_lag_chart_and_is_deleted_only_when_empty(
         legend = ops.locator(f"#lag-chart .legend span[data-key='group:{GROUP}:lag']")
         assert float(legend.get_attribute("data-last") or "nan") == RECORDS - COMMITTED
         ops.screenshot(path=str(shots / "group-lag.png"), full_page=True)
+        consumed = _consumed(ops, console_stack)
+        consumer.commit(offsets=[TopicPartition(TOPIC, 0, RECORDS)], asynchronous=False)
+        poll(ops, lambda: round(_consumed(ops, console_stack) - consumed) == RECORDS - COMMITTED,
+             "the sampled messages out count the records committed past")
 
         ops.once("dialog", lambda dialog: dialog.accept())
         with ops.expect_response(f"{url}/delete") as answer:

@@ -8,7 +8,12 @@ import itertools
 
 import pytest
 
-from strata.admin.console.broker_scrape import group_lags, parse
+from strata.admin.console.broker_scrape import (
+    committed_increase,
+    committed_offsets,
+    group_lags,
+    parse,
+)
 from strata.admin.console.charts import resource_of
 from strata.admin.console.log_dirs import LogDir, topic_sizes
 from strata.admin.console.record_view import human_bytes, per_second
@@ -86,6 +91,21 @@ def test_a_metrics_page_gives_traffic_totals_and_lags() -> None:
                   'strata_group_lag_records{group="billing",partition="2",topic="orders"} 1\n')
     assert group_lags([scrape, other]) == {"billing": 10.0}
     assert parse("") == parse("not a metric line\n{{{\n")
+
+
+def test_committed_offsets_moving_forward_are_the_records_consumed() -> None:
+    before = committed_offsets([parse(
+        'strata_group_committed_offset{group="a",partition="0",topic="t"} 10\n'
+        'strata_group_committed_offset{group="b",partition="0",topic="t"} 50\n'
+        'strata_group_committed_offset{group="c",partition="0",topic="t"} 7\n')])
+    now = committed_offsets([
+        parse('strata_group_committed_offset{group="a",partition="0",topic="t"} 14\n'
+              'strata_group_committed_offset{group="b",partition="0",topic="t"} 20\n'
+              'strata_group_committed_offset{group="d",partition="0",topic="t"} 99\n'),
+        parse('strata_group_committed_offset{group="a",partition="0",topic="t"} 15\n')])
+    assert now[("a", "t", 0)] == 15.0
+    # a: +5; b reset back: 0; c deleted and d new: not counted
+    assert committed_increase(before, now) == 5.0
 
 
 def test_topic_sizes_sum_every_replica() -> None:

@@ -9,8 +9,12 @@ charts are read (every other line is skipped by its name before anything is pars
   ``MessagesInPerSec``), summed per topic and per broker;
 * ``strata_log_read_bytes_total`` (bytes fetches read: consumers' and followers', Kafka's
   ``BytesOutPerSec``), summed per broker;
-* ``strata_group_lag_records{group, topic, partition}``: reported by a group's coordinator for
-  the partitions it holds a replica of.
+* ``strata_group_lag_records{group, topic, partition}`` and
+  ``strata_group_committed_offset{...}``: reported by a group's coordinator for the
+  partitions it holds a replica of. How far the committed offsets moved between two scrapes
+  (``committed_increase``: per partition, forward moves only, so a reset back or a deleted
+  group is not a negative rate) is the records the groups consumed: the console's
+  "messages out" (Kafka exports no such rate; fetches are counted in bytes).
 
 Counters are totals; ``strata.admin.console.series`` turns them into rates. A malformed line
 is skipped (a scrape never fails the console).
@@ -27,7 +31,8 @@ APPENDED_BYTES: Final = "strata_log_appended_bytes_total"
 APPENDED_RECORDS: Final = "strata_log_appended_records_total"
 READ_BYTES: Final = "strata_log_read_bytes_total"
 GROUP_LAG: Final = "strata_group_lag_records"
-_WANTED: Final = (APPENDED_BYTES, APPENDED_RECORDS, READ_BYTES, GROUP_LAG)
+GROUP_COMMITTED: Final = "strata_group_committed_offset"
+_WANTED: Final = (APPENDED_BYTES, APPENDED_RECORDS, READ_BYTES, GROUP_LAG, GROUP_COMMITTED)
 _LABEL: Final = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 _UNESCAPE: Final = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 
@@ -44,6 +49,7 @@ class Scrape:
     topic_bytes_in: dict[str, float] = field(default_factory=dict)
     topic_records_in: dict[str, float] = field(default_factory=dict)
     group_lag: dict[GroupPartition, float] = field(default_factory=dict)
+    group_committed: dict[GroupPartition, float] = field(default_factory=dict)
 
 
 def _unescape(value: str) -> str:
@@ -93,13 +99,29 @@ def parse(text: str) -> Scrape:
             out.topic_records_in[topic] = out.topic_records_in.get(topic, 0.0) + value
         elif name == READ_BYTES:
             out.bytes_out += value
-        elif name == GROUP_LAG:
+        else:
             try:
                 key = (labels["group"], topic, int(labels.get("partition", "")))
             except (KeyError, ValueError):
                 continue
-            out.group_lag[key] = value
+            (out.group_lag if name == GROUP_LAG else out.group_committed)[key] = value
     return out
+
+
+def committed_offsets(scrapes: list[Scrape]) -> dict[GroupPartition, float]:
+    """Every group's committed offsets over the brokers' scrapes (the largest reported)."""
+    out: dict[GroupPartition, float] = {}
+    for scrape in scrapes:
+        for key, offset in scrape.group_committed.items():
+            out[key] = max(offset, out.get(key, offset))
+    return out
+
+
+def committed_increase(before: dict[GroupPartition, float],
+                       now: dict[GroupPartition, float]) -> float:
+    """Records the groups committed past between two samples: per partition known in both,
+    how far its committed offset moved forward."""
+    return sum(max(0.0, offset - before[key]) for key, offset in now.items() if key in before)
 
 
 def group_lags(scrapes: list[Scrape]) -> dict[str, float]:

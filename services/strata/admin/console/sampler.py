@@ -11,6 +11,8 @@ series the console draws in a ``SeriesStore`` (``strata.admin.console.series``):
 
   - ``broker:<id>:bytes_in|records_in|bytes_out``: counters (rates);
   - ``cluster:bytes_in|records_in|bytes_out``: the sum of the brokers' rates at this tick;
+  - ``cluster:records_out``: records the consumer groups committed past per second (their
+    committed offsets' forward moves, ``broker_scrape.committed_increase``);
   - ``topic:<name>:bytes_in|records_in``: counters over the brokers' sums (a topic's series
     appear with its first append, so a topic absent at the previous tick starts from 0 there:
     its first records count too);
@@ -99,6 +101,7 @@ class MetricsSampler:
         self.topic_sizes: dict[str, int] = {}
         self.ticks = 0
         self._last_complete: float | None = None  # the time of the last tick all answered
+        self._committed: tuple[float, dict[broker_scrape.GroupPartition, float]] | None = None
         self._first = asyncio.Event()
 
     # ------------------------------------------------------------------------- lifecycle
@@ -217,3 +220,8 @@ class MetricsSampler:
         self._last_complete = t
         for group, lag in broker_scrape.group_lags(list(scrapes.values())).items():
             store.gauge(f"group:{group}:lag", t, lag)
+        committed = broker_scrape.committed_offsets(list(scrapes.values()))
+        if self._committed is not None and t > self._committed[0]:
+            moved = broker_scrape.committed_increase(self._committed[1], committed)
+            store.gauge("cluster:records_out", t, moved / (t - self._committed[0]))
+        self._committed = (t, committed)

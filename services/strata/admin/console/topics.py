@@ -1,16 +1,26 @@
-"""``/console/topics``: the topics list (search, create) and a topic's detail page (delete).
+"""``/console/topics``: the topics list (search, create) and a topic's page (configs, partitions,
+delete).
 
 Each page is the REST route of the same action, rendered (``strata.admin.routers.topics``):
 
 * ``GET /console/topics?q=``: Metadata — name, partitions, replication factor; ``q`` keeps the
-  names containing it; only topics the caller may Describe are listed;
+  names containing it; only topics the caller may Describe are listed; each topic's size
+  (bytes on disk over its replicas) and messages in per second from the console's
+  ``MetricsSampler`` (its latest DescribeLogDirs and the brokers' metrics; the first page
+  waits up to ``FIRST_SAMPLE_WAIT_S`` for a first sample);
 * ``POST /console/topics``: CreateTopics (Cluster or Topic Create), then the new topic's page
   (which shows the partitions as their leaders are elected);
 * ``GET /console/topics/{name}?page=``: partitions with leader, replicas, ISR, log start offset
   and high watermark, ``PAGE_SIZE`` partitions a page (ListOffsets only for those, in parallel
   with DescribeConfigs, so a 1,000-partition topic still paints in time), and the configs that
-  differ from the defaults (Topic Describe and DescribeConfigs). The delete form is
-  rendered only if the caller may Delete the topic;
+  differ from the defaults (Topic Describe and DescribeConfigs), the topic's and each shown
+  partition's size, its rates and their charts. The forms are rendered only if the caller
+  may do what they do (Delete, AlterConfigs, Alter);
+* ``POST /console/topics/{name}/configs``: IncrementalAlterConfigs — ``set_name`` =
+  ``set_value``, or ``delete`` one override — with the REST route's ``_alter_configs`` and
+  right (Topic AlterConfigs); ``POST /console/topics/{name}/partitions``: CreatePartitions to
+  the total ``count`` (``_add_partitions``, Topic Alter). A refusal (INVALID_CONFIG,
+  INVALID_PARTITIONS, a bad form: 422) is shown on the topic page with its status;
 * ``POST /console/topics/{name}/delete``: DeleteTopics. Topic Delete is checked first (403
   TOPIC_AUTHORIZATION_FAILED whatever the form says), then the confirmation: the form's
   ``confirm`` field must repeat the topic's name (400 otherwise).
