@@ -1,6 +1,7 @@
 """The console's pure metrics parts: series rings and counter rates (resets, priming), what it
 reads from a broker's ``/metrics`` page, group lags over brokers, topic sizes over log dirs,
-the series keys' rights, and its settings (the Grafana links)."""
+the series keys' rights, its settings (the Grafana links), and how the sampler feeds the store
+(sums over brokers only when every broker answered)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import itertools
 import pytest
 
 from strata.admin.console.broker_scrape import (
+    Scrape,
     committed_increase,
     committed_offsets,
     group_lags,
@@ -17,8 +19,10 @@ from strata.admin.console.broker_scrape import (
 from strata.admin.console.charts import resource_of
 from strata.admin.console.log_dirs import LogDir, topic_sizes
 from strata.admin.console.record_view import human_bytes, per_second
+from strata.admin.console.sampler import MetricsSampler
 from strata.admin.console.series import Ring, SeriesStore
 from strata.admin.console.settings import ConsoleSettings
+from strata.admin.kafka_gateway import AdminSettings, KafkaGateway
 from strata.admin.problems import ProblemError
 from strata.security.acl import ResourceType
 
@@ -147,3 +151,29 @@ def test_sizes_and_rates_are_shown_short() -> None:
     assert per_second(None) == "\u2013" and per_second(0) == "0/s"
     assert per_second(12.54) == "12.5/s" and per_second(1234.4) == "1234/s"
     assert per_second(0.25) == "0.25/s"
+
+
+def test_the_sampler_sums_brokers_and_skips_incomplete_ticks() -> None:
+    sampler = MetricsSampler(KafkaGateway(AdminSettings("127.0.0.1:1", 1.0)))
+    store = sampler.store
+
+    def scrape(records: float, topic_records: float | None, committed: float) -> Scrape:
+        topic = {} if topic_records is None else {"t": topic_records}
+        return Scrape(bytes_in=records * 10, records_in=records, bytes_out=0.0,
+                      topic_bytes_in={k: v * 10 for k, v in topic.items()},
+                      topic_records_in=topic, group_committed={("g", "t", 0): committed})
+
+    sampler._feed(100.0, {0: scrape(10, None, 0), 1: scrape(20, None, 0)}, complete=True)
+    assert store.points("cluster:records_in") == []  # counters primed only
+    sampler._feed(102.0, {0: scrape(14, None, 0), 1: scrape(26, None, 0)}, complete=True)
+    assert store.points("cluster:records_in") == [(102.0, 5.0)]  # (4 + 6) / 2 s
+    # a topic appearing between two ticks counts from zero at the last complete one
+    sampler._feed(104.0, {0: scrape(14, 8, 6), 1: scrape(26, None, 6)}, complete=True)
+    assert store.points("topic:t:records_in") == [(102.0, 0.0), (104.0, 4.0)]
+    # committed 0 -> 6 in 2 s
+    assert store.points("cluster:records_out") == [(102.0, 0.0), (104.0, 3.0)]
+    # a broker missing: its own counters go on, no sums, no topic or group points
+    sampler._feed(106.0, {0: scrape(20, 10, 8)}, complete=False)
+    assert store.points("broker:0:records_in")[-1] == (106.0, 3.0)
+    assert store.latest("cluster:records_in") == 0.0  # the 104 s point (nothing produced)
+    assert store.points("topic:t:records_in")[-1] == (104.0, 4.0)

@@ -130,6 +130,9 @@ class MetricsSampler:
                 await self.sample()
             except asyncio.CancelledError:
                 raise
+            except ProblemError as exc:  # the cluster cannot be reached: said once a tick
+                logger.info("console metrics sample failed: %s %s", exc.title, exc.detail)
+                self._discovered_at = None
             except Exception:
                 logger.warning("console metrics sample failed", exc_info=True)
                 self._discovered_at = None
