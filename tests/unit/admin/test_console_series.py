@@ -17,13 +17,13 @@ from strata.admin.console.broker_scrape import (
     parse,
 )
 from strata.admin.console.charts import resource_of
-from strata.admin.console.log_dirs import LogDir, topic_sizes
 from strata.admin.console.record_view import human_bytes, per_second
 from strata.admin.console.sampler import MetricsSampler
 from strata.admin.console.series import Ring, SeriesStore
 from strata.admin.console.settings import ConsoleSettings
 from strata.admin.kafka_gateway import AdminSettings, KafkaGateway
 from strata.admin.problems import ProblemError
+from strata.client.log_dirs import LogDir, topic_sizes
 from strata.security.acl import ResourceType
 
 

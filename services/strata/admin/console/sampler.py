@@ -45,11 +45,12 @@ from typing import Final
 
 import httpx
 
-from strata.admin.console import broker_scrape, log_dirs
+from strata.admin.console import broker_scrape
 from strata.admin.console.series import SeriesStore
 from strata.admin.kafka_gateway import KafkaGateway
 from strata.admin.problems import ProblemError
 from strata.admin.routers.cluster import describe_cluster
+from strata.client import log_dirs
 
 logger = logging.getLogger(__name__)
 

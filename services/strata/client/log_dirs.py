@@ -1,12 +1,13 @@
-"""DescribeLogDirs for the console: each broker's log dirs, their disk use and replica sizes.
+"""DescribeLogDirs: each broker's log dirs, their disk use and its replicas' sizes.
 
-librdkafka has no call for DescribeLogDirs, so it goes over the Kafka protocol: v4 (the first
-with the file system's ``total_bytes`` and ``usable_bytes``) to every broker at once, one
-``BrokerClient`` each (logged in as the admin service's other Kafka calls are, the
-``QuotaTarget`` of ``KafkaGateway.call``), closed when the call ends, each bounded by
-``target.timeout_s``. A broker that does not answer is reported in ``LogDirs.unreachable``
-rather than failing the page; a refusal (CLUSTER_AUTHORIZATION_FAILED: the service's
-principal lacks Cluster Describe) is likewise kept per broker.
+Owns the request Strata's tools (the admin service's web console) send for log dirs, which
+librdkafka has no call for: v4 (the first with the file system's ``total_bytes`` and
+``usable_bytes``) to every broker at once, one ``BrokerClient`` each (logged in with the
+``QuotaTarget``'s security, as the other protocol-level calls of ``strata.client``), closed
+when the call ends, each bounded by ``target.timeout_s``. A broker that does not answer is
+reported in ``LogDirs.unreachable`` rather than failing the caller; a refusal
+(CLUSTER_AUTHORIZATION_FAILED: the principal lacks Cluster Describe) is likewise kept per
+broker.
 
 The pure ``topic_sizes`` sums the replicas' sizes per topic (current logs only: a replica
 being moved to another dir, ``is_future_key``, is counted once), as ``kafka-log-dirs.sh``
