@@ -7,7 +7,7 @@ series the console draws in a ``SeriesStore`` (``strata.admin.console.series``):
   the broker: the port of its ``/metrics``), at ``http://<advertised host>:<http.port>/metrics``;
   looked up again every ``DISCOVERY_S`` and whenever a scrape fails;
 * every ``interval_s``: each broker's page (``broker_scrape.parse``) and DescribeLogDirs
-  (``log_dirs``), then
+  (``strata.client.log_dirs``), then
 
   - ``broker:<id>:bytes_in|records_in|bytes_out``: counters (rates);
   - ``cluster:bytes_in|records_in|bytes_out``: the sum of the brokers' rates at this tick;
