@@ -6,7 +6,8 @@ in parallel, one Metadata request (every topic's partitions), summarized by the 
 partitions that are under-replicated (ISR smaller than the replica set, Kafka's
 ``UnderReplicatedPartitions``) and offline (no leader, Kafka's ``OfflinePartitionsCount``).
 
-Below them, the charts of the cluster's traffic (bytes in and out, messages in per second) and
+Each broker's bytes in and out and messages in per second (the last sample); below them, the
+charts of the cluster's traffic (bytes in and out, messages in per second) and
 each log dir's disk use, sampled from the brokers' own metrics and DescribeLogDirs by the
 console's ``MetricsSampler`` (drawn by ``static/console.js``), a table of the log dirs (used,
 total, the replicas' bytes; an offline dir with its error), and links to the Grafana dashboards
@@ -97,6 +98,8 @@ async def overview(console: ConsoleDep) -> Response:
     settings: ConsoleSettings = console.request.app.state.console_settings
     return console.render(
         "overview.html", cluster=cluster, summary=summary, section="overview", log_dirs=dirs,
+        rates={(b.id, name): sampler.store.latest(f"broker:{b.id}:{name}")
+               for b in cluster.brokers for name in ("bytes_in", "bytes_out", "records_in")},
         disk_keys=[f"logdir:{d.broker}:{d.path}:used" for d in dirs],
         disk_labels=[f"broker {d.broker} {d.path}" for d in dirs],
         unreachable=latest.unreachable if latest else {},
