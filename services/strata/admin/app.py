@@ -43,7 +43,7 @@ def create_app(settings: AdminSettings) -> FastAPI:
         try:
             yield
         finally:
-            await gateway.run(console.close, app)
+            await console.shutdown(app)
             await gateway.run(gateway.close)
 
     app = FastAPI(

@@ -6,7 +6,9 @@
   service — is a super user), and the real ``strata admin`` in front of it with a credentials
   file: ``ops`` (a super user of the admin service) and ``viewer``, whose ACLs allow Describe,
   DescribeConfigs and Read on every topic, Describe on groups and the cluster — but neither
-  Delete nor Alter (``--acl-cache 0``: every request sees the current ACLs);
+  Delete nor Alter (``--acl-cache 0``: every request sees the current ACLs); the console
+  samples the brokers' metrics every ``SAMPLE_INTERVAL_S`` and links to a Grafana at
+  ``GRAFANA_URL`` (never reached: only the links are checked);
 * ``browser``: Debian's Chromium (``make chromium``) driven by Playwright with
   ``executable_path`` (Playwright's own browser download is not used);
 * ``ops`` / ``viewer``: a browser context logged in through the console's login page;
@@ -22,7 +24,7 @@ from __future__ import annotations
 import concurrent.futures
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -44,6 +46,8 @@ from ..cluster.cluster_processes import ClusterProcesses
 OPS: Final = ("ops", "ops-password")
 VIEWER: Final = ("viewer", "viewer-password")
 PAINT_BUDGET_MS: Final = 300.0
+SAMPLE_INTERVAL_S: Final = 1.0  # the console's metrics sampling, fast for the charts' tests
+GRAFANA_URL: Final = "http://grafana.invalid:3000"
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,9 @@ def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleS
         auth = write_auth_file(workdir / "auth.json", {}, dict([OPS, VIEWER]))
         with running_admin(workdir / "admin", cluster.bootstrap,
                            args=["--auth-file", str(auth), "--super-users", "User:ops",
-                                 "--acl-cache", "0"]) as admin:
+                                 "--acl-cache", "0"],
+                           env={"STRATA_CONSOLE_SAMPLE_INTERVAL_S": str(SAMPLE_INTERVAL_S),
+                                "STRATA_CONSOLE_GRAFANA_URL": GRAFANA_URL}) as admin:
             yield ConsoleStack(cluster, admin.url)
     finally:
         cluster.stop()
@@ -144,6 +150,16 @@ def ops(browser: Browser, console_stack: ConsoleStack) -> Iterator[Page]:
 @pytest.fixture(scope="package")
 def viewer(browser: Browser, console_stack: ConsoleStack) -> Iterator[Page]:
     yield from _context(browser, console_stack, VIEWER)
+
+
+def poll(page: Page, check: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    """Reload ``page`` until ``check()`` holds, at most ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s:.0f} s: {what}")
+        page.wait_for_timeout(250)
+        page.reload()
 
 
 def first_paint_ms(page: Page, timeout_s: float = 10.0) -> float:

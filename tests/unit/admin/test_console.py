@@ -117,7 +117,7 @@ def test_record_contents_are_escaped_in_the_page() -> None:
         request=None, principal=None, csrf_token="t", logged_in=False, prefix="/console",
         section="topics", topic="t", page=Page([0], 0, 1, [record], 1), partition=0,
         seek="offset", offset="", timestamp="", limit=50, key=SCRIPT, value="", header="",
-        view="text", views=["text"], may_write=True)
+        view="text", views=["text"], may_write=True, tail=False)
     assert "<script>alert" not in html
     # key, value, header name and value, the key filter field
     assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 5

@@ -6,6 +6,13 @@ in parallel, one Metadata request (every topic's partitions), summarized by the 
 partitions that are under-replicated (ISR smaller than the replica set, Kafka's
 ``UnderReplicatedPartitions``) and offline (no leader, Kafka's ``OfflinePartitionsCount``).
 
+Each broker's bytes in and out and messages in per second (the last sample); below them, the
+charts of the cluster's traffic (bytes in and out, messages in per second) and
+each log dir's disk use, sampled from the brokers' own metrics and DescribeLogDirs by the
+console's ``MetricsSampler`` (drawn by ``static/console.js``), a table of the log dirs (used,
+total, the replicas' bytes; an offline dir with its error), and links to the Grafana dashboards
+when one is configured (``strata.admin.console.settings``).
+
 Authorization: Cluster Describe (as ``GET /v1/cluster``); the partition counts cover only the
 topics the caller may Describe (Kafka's Metadata rule).
 """
@@ -20,6 +27,9 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import Response
 
+from strata.admin.console.charts import sampler_of
+from strata.admin.console.settings import ConsoleSettings
+from strata.admin.console.topics import FIRST_SAMPLE_WAIT_S
 from strata.admin.console.web import PREFIX, ConsoleDep, ConsoleRoute
 from strata.admin.routers.cluster import describe_cluster
 from strata.security.acl import AclOperation, ResourceType
@@ -75,11 +85,23 @@ async def overview(console: ConsoleDep) -> Response:
     access = console.access
     await access.require(AclOperation.DESCRIBE, ResourceType.CLUSTER)
     gateway = console.gateway
-    cluster, metadata = await asyncio.gather(gateway.run(describe_cluster, gateway),
-                                             gateway.run(gateway.kafka.metadata))
+    sampler = sampler_of(console)
+    cluster, metadata, _ = await asyncio.gather(gateway.run(describe_cluster, gateway),
+                                                gateway.run(gateway.kafka.metadata),
+                                                sampler.first_sample(FIRST_SAMPLE_WAIT_S))
     states = _states(metadata)
     visible = await console.allowed_names(AclOperation.DESCRIBE, ResourceType.TOPIC, states)
     states = {name: parts for name, parts in states.items() if name in visible}
     summary = summarize(states)
-    return console.render("overview.html", cluster=cluster, summary=summary,
-                          section="overview")
+    latest = sampler.latest_log_dirs
+    dirs = sorted(latest.dirs, key=lambda d: (d.broker, d.path)) if latest else []
+    settings: ConsoleSettings = console.request.app.state.console_settings
+    return console.render(
+        "overview.html", cluster=cluster, summary=summary, section="overview", log_dirs=dirs,
+        rates={(b.id, name): sampler.store.latest(f"broker:{b.id}:{name}")
+               for b in cluster.brokers for name in ("bytes_in", "bytes_out", "records_in")},
+        disk_keys=[f"logdir:{d.broker}:{d.path}:used" for d in dirs],
+        disk_labels=[f"broker {d.broker} {d.path}" for d in dirs],
+        unreachable=latest.unreachable if latest else {},
+        grafana=settings.grafana_link("cluster"),
+        grafana_replication=settings.grafana_link("replication"))

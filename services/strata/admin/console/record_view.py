@@ -10,7 +10,8 @@ Pure functions over bytes (no I/O), unit-tested alone:
 * ``matches(record, key_filter, value_filter, header_filter)``: case-sensitive substring
   tests on the UTF-8 text of the key, the value and the headers (``name=value``); an empty
   filter keeps everything;
-* ``ms_time(timestamp)``: a record's epoch-ms timestamp as ISO 8601 UTC.
+* ``ms_time(timestamp)``: a record's epoch-ms timestamp as ISO 8601 UTC;
+* ``human_bytes`` and ``per_second``: sizes (KiB, MiB...) and rates as the pages show them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Final
 
 
 class View(StrEnum):
@@ -85,3 +87,25 @@ def matches(record: RawRecord, key_filter: str = "", value_filter: str = "",
         if not any(header_filter in text for text in texts):
             return False
     return True
+
+
+_UNITS: Final = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def human_bytes(size: float | None) -> str:
+    """``1536`` -> ``1.5 KiB``; None (not known yet) -> an en dash."""
+    if size is None:
+        return "\u2013"
+    value, unit = float(size), 0
+    while abs(value) >= 1024 and unit < len(_UNITS) - 1:
+        value, unit = value / 1024, unit + 1
+    return f"{int(value)} B" if unit == 0 else f"{value:.1f} {_UNITS[unit]}"
+
+
+def per_second(rate: float | None) -> str:
+    """A rate per second, ``12.5/s`` (``0.25/s``, ``1234/s``); None -> an en dash."""
+    if rate is None:
+        return "\u2013"
+    if rate >= 100:
+        return f"{rate:.0f}/s"
+    return f"{rate:.1f}/s" if rate >= 1 else f"{rate:.2g}/s"

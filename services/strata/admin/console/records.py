@@ -8,6 +8,10 @@
   (``strata.admin.console.record_view.matches``) scan forward at most ``MAX_SCAN`` records for
   ``limit`` matches; the page says where the scan stopped. Keys, values and header values are
   shown as ``text``, pretty ``json`` or ``hex`` (``record_view.show``), always escaped;
+* ``GET .../records/tail?partition=&offset=``: the live tail's poll (JSON): the records from
+  ``offset`` on with the same filters and view, and the next offset to ask from.
+  ``static/console.js`` polls it every second while the tail is on (``?tail=1`` starts it;
+  it stops when the page is hidden or left) and appends each record as text nodes;
 * ``POST``: produce one record (key, value, ``name=value`` header lines, optional partition)
   with the REST route's ``produce`` (acks=all), then show it in the browser.
 
@@ -18,13 +22,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Path, Query
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 
 from strata.admin.console.record_reader import RecordReader
-from strata.admin.console.record_view import RawRecord, View, matches
+from strata.admin.console.record_view import RawRecord, View, matches, ms_time, show
 from strata.admin.console.web import PREFIX, ConsoleDep, ConsoleRoute, int_field
 from strata.admin.models import TOPIC_NAME_PATTERN, Encoding, Header, RecordIn
 from strata.admin.problems import ProblemError
@@ -37,6 +41,7 @@ TopicName = Annotated[str, Path(pattern=TOPIC_NAME_PATTERN, max_length=249)]
 MAX_LIMIT: Final = 500
 MAX_SCAN: Final = 10_000
 BATCH: Final = 500
+TAIL_LIMIT: Final = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +104,7 @@ async def records(
     value: Annotated[str, Query(max_length=1000)] = "",
     header: Annotated[str, Query(max_length=1000)] = "",
     view: View = View.TEXT,
+    tail: Annotated[bool, Query()] = False,
 ) -> Response:
     await console.access.require(AclOperation.READ, ResourceType.TOPIC, name)
     start = int_field({"offset": offset}, "offset") if seek == "offset" else None
@@ -111,8 +117,38 @@ async def records(
     return console.render(
         "records.html", topic=name, page=result, partition=partition, seek=seek,
         offset=offset, timestamp=timestamp, limit=limit, key=key, value=value, header=header,
-        view=view.value, views=[v.value for v in View], section="topics",
+        view=view.value, views=[v.value for v in View], section="topics", tail=tail,
         may_write=await console.access.allowed(AclOperation.WRITE, ResourceType.TOPIC, name))
+
+
+def record_json(record: RawRecord, view: View) -> dict[str, Any]:
+    """One record for the live tail, shown as the page shows it (``record_view.show``); the
+    script puts each string in a text node, so nothing in it is ever run as markup."""
+    return {"offset": record.offset, "timestamp": ms_time(record.timestamp),
+            "timestamp_type": record.timestamp_type,
+            "key": show(record.key, view), "value": show(record.value, view),
+            "headers": [[name, show(value, view)] for name, value in record.headers]}
+
+
+@router.get("/topics/{name}/records/tail")
+async def tail(
+    console: ConsoleDep, name: TopicName,
+    partition: Annotated[int, Query(ge=0, le=1_000_000)],
+    offset: Annotated[int, Query(ge=0)],
+    key: Annotated[str, Query(max_length=1000)] = "",
+    value: Annotated[str, Query(max_length=1000)] = "",
+    header: Annotated[str, Query(max_length=1000)] = "",
+    view: View = View.TEXT,
+) -> JSONResponse:
+    """The live tail's poll: the records from ``offset`` on (at most ``TAIL_LIMIT``, the
+    filters applied) and the offset to ask from next (JSON; Topic Read)."""
+    await console.access.require(AclOperation.READ, ResourceType.TOPIC, name)
+    reader: RecordReader = console.request.app.state.console_reader
+    result = await console.gateway.run(_read, reader, name, partition, "offset", offset, None,
+                                       TAIL_LIMIT, (key, value, header))
+    return JSONResponse({"next": result.scanned_to, "high_watermark": result.high_watermark,
+                         "records": [record_json(r, view) for r in result.records]},
+                        headers={"Cache-Control": "no-store"})
 
 
 def _headers(text: str) -> list[Header]:

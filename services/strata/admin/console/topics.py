@@ -1,16 +1,26 @@
-"""``/console/topics``: the topics list (search, create) and a topic's detail page (delete).
+"""``/console/topics``: the topics list (search, create) and a topic's page (configs, partitions,
+delete).
 
 Each page is the REST route of the same action, rendered (``strata.admin.routers.topics``):
 
 * ``GET /console/topics?q=``: Metadata — name, partitions, replication factor; ``q`` keeps the
-  names containing it; only topics the caller may Describe are listed;
+  names containing it; only topics the caller may Describe are listed; each topic's size
+  (bytes on disk over its replicas) and messages in per second from the console's
+  ``MetricsSampler`` (its latest DescribeLogDirs and the brokers' metrics; the first page
+  waits up to ``FIRST_SAMPLE_WAIT_S`` for a first sample);
 * ``POST /console/topics``: CreateTopics (Cluster or Topic Create), then the new topic's page
   (which shows the partitions as their leaders are elected);
 * ``GET /console/topics/{name}?page=``: partitions with leader, replicas, ISR, log start offset
   and high watermark, ``PAGE_SIZE`` partitions a page (ListOffsets only for those, in parallel
   with DescribeConfigs, so a 1,000-partition topic still paints in time), and the configs that
-  differ from the defaults (Topic Describe and DescribeConfigs). The delete form is
-  rendered only if the caller may Delete the topic;
+  differ from the defaults (Topic Describe and DescribeConfigs), the topic's and each shown
+  partition's size, its rates and their charts. The forms are rendered only if the caller
+  may do what they do (Delete, AlterConfigs, Alter);
+* ``POST /console/topics/{name}/configs``: IncrementalAlterConfigs — ``set_name`` =
+  ``set_value``, or ``delete`` one override — with the REST route's ``_alter_configs`` and
+  right (Topic AlterConfigs); ``POST /console/topics/{name}/partitions``: CreatePartitions to
+  the total ``count`` (``_add_partitions``, Topic Alter). A refusal (INVALID_CONFIG,
+  INVALID_PARTITIONS, a bad form: 422) is shown on the topic page with its status;
 * ``POST /console/topics/{name}/delete``: DeleteTopics. Topic Delete is checked first (403
   TOPIC_AUTHORIZATION_FAILED whatever the form says), then the confirmation: the form's
   ``confirm`` field must repeat the topic's name (400 otherwise).
@@ -26,17 +36,31 @@ from confluent_kafka.admin import NewTopic as KafkaNewTopic
 from confluent_kafka.admin import TopicMetadata
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
+from pydantic import ValidationError
 
+from strata.admin.console.charts import sampler_of
+from strata.admin.console.sampler import MetricsSampler
+from strata.admin.console.settings import ConsoleSettings
 from strata.admin.console.web import PREFIX, ConsoleDep, ConsoleRoute, int_field
 from strata.admin.kafka_gateway import KafkaGateway
 from strata.admin.models import (
+    MAX_PARTITIONS,
     TOPIC_NAME_PATTERN,
+    ConfigPatch,
+    NewPartitions,
     NewTopic,
     PartitionDescription,
     TopicDescription,
 )
 from strata.admin.problems import ProblemError
-from strata.admin.routers.topics import _delete, _list, topic_configs
+from strata.admin.routers.topics import (
+    _add_partitions,
+    _alter_configs,
+    _delete,
+    _list,
+    require_topic,
+    topic_configs,
+)
 from strata.client.kafka_admin import topic_of
 from strata.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
@@ -44,6 +68,15 @@ router = APIRouter(prefix=PREFIX, route_class=ConsoleRoute, include_in_schema=Fa
 
 TopicName = Annotated[str, Path(pattern=TOPIC_NAME_PATTERN, max_length=249)]
 PAGE_SIZE: Final = 100
+FIRST_SAMPLE_WAIT_S: Final = 2.0
+# Kafka's topic configs, offered as suggestions in the edit form (the broker decides).
+TOPIC_CONFIG_NAMES: Final = (
+    "cleanup.policy", "compression.type", "delete.retention.ms", "file.delete.delay.ms",
+    "flush.messages", "flush.ms", "index.interval.bytes", "max.compaction.lag.ms",
+    "max.message.bytes", "message.timestamp.type", "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms", "min.insync.replicas", "preallocate", "retention.bytes",
+    "retention.ms", "segment.bytes", "segment.index.bytes", "segment.jitter.ms", "segment.ms",
+    "unclean.leader.election.enable")
 
 
 def _create_only(gateway: KafkaGateway, body: NewTopic) -> None:
@@ -58,13 +91,18 @@ def _create_only(gateway: KafkaGateway, body: NewTopic) -> None:
 @router.get("/topics")
 async def topics(console: ConsoleDep, q: Annotated[str, Query(max_length=249)] = ""
                  ) -> Response:
-    rows = await console.gateway.run(_list, console.gateway, True)
+    sampler = sampler_of(console)
+    rows, _ = await asyncio.gather(console.gateway.run(_list, console.gateway, True),
+                                   sampler.first_sample(FIRST_SAMPLE_WAIT_S))
     needle = q.strip()
     rows = [row for row in rows if needle in row.name]
     visible = await console.allowed_names(AclOperation.DESCRIBE, ResourceType.TOPIC,
                                           [row.name for row in rows])
     rows = [row for row in rows if row.name in visible]
-    return console.render("topics.html", topics=rows, q=needle, section="topics")
+    store = sampler.store
+    rates = {row.name: store.latest(f"topic:{row.name}:records_in") for row in rows}
+    return console.render("topics.html", topics=rows, q=needle, section="topics",
+                          sizes=sampler.topic_sizes, rates=rates)
 
 
 @router.post("/topics")
@@ -105,13 +143,16 @@ def _partition_rows(name: str, meta: TopicMetadata, shown: list[int], starts: Of
     return rows
 
 
-@router.get("/topics/{name}")
-async def topic(console: ConsoleDep, name: TopicName,
-                page: Annotated[int, Query(ge=1, le=1_000_000)] = 1) -> Response:
+async def render_topic(console: ConsoleDep, name: str, page: int = 1,
+                       error: ProblemError | None = None, notice: str = "") -> Response:
+    """The topic page; ``error``: a refused change shown above its form (with the status the
+    REST route answers), ``notice``: a change that was made."""
     access, gateway = console.access, console.gateway
     await access.require(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
     await access.require(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name)
-    meta = await gateway.run(_topic_metadata, gateway, name)
+    sampler = sampler_of(console)
+    meta, _ = await asyncio.gather(gateway.run(_topic_metadata, gateway, name),
+                                   sampler.first_sample(FIRST_SAMPLE_WAIT_S))
     ids = sorted(meta.partitions)
     pages = max((len(ids) + PAGE_SIZE - 1) // PAGE_SIZE, 1)
     page = min(page, pages)
@@ -124,10 +165,83 @@ async def topic(console: ConsoleDep, name: TopicName,
         gateway.run(topic_configs, gateway, name, False))
     rows = _partition_rows(name, meta, shown, starts, ends)
     description = TopicDescription(name=name, partitions=rows, configs=configs)
-    may_delete = await access.allowed(AclOperation.DELETE, ResourceType.TOPIC, name)
-    return console.render("topic.html", topic=description, may_delete=may_delete,
-                          partition_count=len(ids), page=page, pages=pages,
-                          section="topics")
+    store = sampler.store
+    settings: ConsoleSettings = console.request.app.state.console_settings
+    return console.render(
+        "topic.html", status=error.status if error is not None else 200,
+        topic=description, partition_count=len(ids), page=page, pages=pages,
+        may_delete=await access.allowed(AclOperation.DELETE, ResourceType.TOPIC, name),
+        may_alter_configs=await access.allowed(AclOperation.ALTER_CONFIGS,
+                                               ResourceType.TOPIC, name),
+        may_alter=await access.allowed(AclOperation.ALTER, ResourceType.TOPIC, name),
+        size=sampler.topic_sizes.get(name), partition_sizes=_partition_sizes(sampler, name),
+        records_in=store.latest(f"topic:{name}:records_in"),
+        bytes_in=store.latest(f"topic:{name}:bytes_in"),
+        config_names=TOPIC_CONFIG_NAMES, error=error, notice=notice,
+        grafana=settings.grafana_link("topics", topic=name), section="topics")
+
+
+def _partition_sizes(sampler: MetricsSampler, name: str) -> dict[int, int]:
+    """Bytes on disk per partition of ``name`` (every replica), from the latest sample."""
+    out: dict[int, int] = {}
+    latest = sampler.latest_log_dirs
+    for log_dir in latest.dirs if latest is not None else ():
+        for (topic, partition), size in log_dir.sizes.items():
+            if topic == name:
+                out[partition] = out.get(partition, 0) + size
+    return out
+
+
+@router.get("/topics/{name}")
+async def topic(console: ConsoleDep, name: TopicName,
+                page: Annotated[int, Query(ge=1, le=1_000_000)] = 1) -> Response:
+    return await render_topic(console, name, page)
+
+
+@router.post("/topics/{name}/configs")
+async def alter_configs(console: ConsoleDep, name: TopicName) -> Response:
+    """IncrementalAlterConfigs: ``set_name``/``set_value`` sets one config, ``delete`` removes
+    one override (back to the default); the broker's refusal (INVALID_CONFIG...) is shown on
+    the topic page with its message."""
+    fields = await console.form()
+    await require_topic(console.access, AclOperation.ALTER_CONFIGS, name)
+    key, value = fields.get("set_name", "").strip(), fields.get("set_value", "").strip()
+    removed = fields.get("delete", "").strip()
+    try:
+        patch = ConfigPatch(set={key: value} if key else {},
+                            delete=[removed] if removed else [])
+    except ValidationError as exc:
+        message = exc.errors()[0]["msg"] if exc.errors() else "invalid change"
+        return await render_topic(console, name, error=ProblemError(
+            422, "VALIDATION_ERROR", message))
+    try:
+        await console.gateway.run(_alter_configs, console.gateway, name, patch)
+    except ProblemError as exc:
+        if exc.status >= 500 or exc.status == 403:
+            raise
+        return await render_topic(console, name, error=exc)
+    done = f"{key} set to {value}" if key else f"{removed} reset to its default"
+    return await render_topic(console, name, notice=done)
+
+
+@router.post("/topics/{name}/partitions")
+async def add_partitions(console: ConsoleDep, name: TopicName) -> Response:
+    """CreatePartitions to a new total (``count``); fewer than now is Kafka's
+    INVALID_PARTITIONS, shown on the topic page."""
+    fields = await console.form()
+    await require_topic(console.access, AclOperation.ALTER, name)
+    count = int_field(fields, "count")
+    if count is None or not 1 <= count <= MAX_PARTITIONS:
+        return await render_topic(console, name, error=ProblemError(
+            422, "VALIDATION_ERROR", f"count: a whole number from 1 to {MAX_PARTITIONS}"))
+    try:
+        await console.gateway.run(_add_partitions, console.gateway, name,
+                                  NewPartitions(count=count))
+    except ProblemError as exc:
+        if exc.status >= 500 or exc.status == 403:
+            raise
+        return await render_topic(console, name, error=exc)
+    return await render_topic(console, name, notice=f"{name} has {count} partitions now")
 
 
 @router.post("/topics/{name}/delete")

@@ -52,6 +52,8 @@ environment = jinja2.Environment(
     autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 environment.globals["show"] = lambda data, view: record_view.show(data, record_view.View(view))
 environment.filters["ms_time"] = record_view.ms_time
+environment.filters["human_bytes"] = record_view.human_bytes
+environment.filters["per_second"] = record_view.per_second
 templates = Jinja2Templates(env=environment)
 
 
