@@ -29,7 +29,7 @@ ACTIONS = st.lists(st.tuples(st.sampled_from(["join", "join", "beat", "beat", "b
          "uniform")  # m1 must not get m0's partitions before m0 has revoked them
 def test_no_partition_is_held_by_two_members(actions: list[tuple[str, int]],
                                              assignor: str) -> None:
-    membership = ConsumerGroupMembership(ConsumerGroupConfig(remote_assignor=assignor))
+    membership = ConsumerGroupMembership(ConsumerGroupConfig(assignors=(assignor,)))
     group = ConsumerGroup("g")
     clients = [Client(f"m{i}", f"i{i}" if i % 2 else None) for i in range(5)]
     alive = [False] * 5

@@ -15,7 +15,8 @@ Kafka's ``GroupMetadataManager.consumerGroupHeartbeat`` and its timers, pure: th
 3. its fields updated from the request (a null field keeps the stored value); a new member, a
    changed subscription, or a change of the subscribed topics bumps the group epoch;
 4. if the group epoch passed the assignment epoch, the target assignment is recomputed by the
-   preferred assignor (``group.remote.assignor`` unless the members ask for another);
+   preferred assignor (the one most members name in ``group.remote.assignor``, else the
+   first of ``group.consumer.assignors``);
 5. the member reconciled towards its target (``current_assignment_builder.reconcile``); its
    session deadline reset; a rebalance deadline set while it must revoke partitions.
 
@@ -70,11 +71,12 @@ class ConsumerGroupConfig:
     heartbeat_interval_ms: int = 5_000
     max_size: int = 2_147_483_647
     assignors: tuple[str, ...] = ("uniform", "range")
-    remote_assignor: str | None = None
+    """``group.consumer.assignors``: the first is the default (a member may name another,
+    ``group.remote.assignor`` on the client)."""
 
     @property
     def default_assignor(self) -> str:
-        return self.remote_assignor or self.assignors[0]
+        return self.assignors[0]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,238 @@
+"""``ConsumerGroupCoordinator``: the consumer groups (KIP-848) a ``GroupCoordinator`` holds.
+
+The runtime around the pure ``consumer_group`` / ``consumer_group_membership``, owned by the
+classic coordinator (``GroupCoordinator.consumer_groups``), whose checks (``_group_status``:
+group id, coordinator active, partition loaded and led here), clock, topics and timers it
+uses. Owns:
+
+* the consumer groups by id, and the rule that a group id is either a classic group or a
+  consumer group (Kafka's ``getOrMaybeCreateConsumerGroup`` / ``classicGroupJoin``): a
+  ConsumerGroupHeartbeat to a classic group with members is GROUP_ID_NOT_FOUND ("is not a
+  consumer group"); to an empty classic group (offsets only) it makes it a consumer group; a
+  JoinGroup to a consumer group with members is INCONSISTENT_GROUP_PROTOCOL, to an empty one
+  it makes it a classic group again. Online migration of a group with members (KIP-848's
+  upgrade path, ``group.consumer.migration.policy``) is not built;
+* the committed offsets of a consumer group: they stay where every offset API finds them, in
+  a classic group of the same id with no members (the *offsets holder*, protocol type
+  ``consumer``), which ListGroups, DescribeGroups and DeleteGroups never show as a classic
+  group. Commits and fetches are first checked against the consumer group's member epochs
+  (``offset_commit_error`` / ``offset_fetch_error``);
+* ConsumerGroupHeartbeat and ConsumerGroupDescribe entry points, and the timers (session and
+  rebalance deadlines) the coordinator's timer task runs through ``tick`` / ``next_deadline``.
+
+Not yet: the consumer group records in ``__consumer_offsets`` (a new coordinator does not know
+the group; its members get UNKNOWN_MEMBER_ID / GROUP_ID_NOT_FOUND and join again at epoch 0),
+rack-aware assignment. Event-loop only; no locks.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from strata.broker.config import BrokerConfig
+from strata.broker.coordinator_partition import partition_for
+from strata.broker.group.consumer_group import (
+    CONSUMER_GROUP_TYPE,
+    CONSUMER_PROTOCOL_TYPE,
+    ConsumerGroup,
+)
+from strata.broker.group.consumer_group_membership import (
+    ASSIGNORS,
+    ConsumerGroupConfig,
+    ConsumerGroupMembership,
+    HeartbeatRequest,
+    HeartbeatResult,
+    failed,
+)
+from strata.broker.group.partition_assignor import TopicMetadata
+from strata.broker.group.state import GroupState
+from strata.protocol.error_codes import ErrorCode
+
+if TYPE_CHECKING:
+    from strata.broker.group.coordinator import GroupCoordinator
+
+logger = logging.getLogger(__name__)
+
+SESSION_TIMEOUT_BOUNDS = ("group.consumer.min.session.timeout.ms",
+                          "group.consumer.max.session.timeout.ms")
+HEARTBEAT_INTERVAL_BOUNDS = ("group.consumer.min.heartbeat.interval.ms",
+                             "group.consumer.max.heartbeat.interval.ms")
+
+
+def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
+    """The ``group.consumer.*`` settings; a timeout outside its min/max bounds is brought
+    within them (Kafka refuses to start; a broker here logs and serves)."""
+    def bounded(key: str, bounds: tuple[str, str]) -> int:
+        value = config.get_int(key)
+        low, high = (config.get_int(b) for b in bounds)
+        if not low <= value <= high:
+            logger.warning("%s=%d is outside [%d, %d]; using the nearest bound",
+                           key, value, low, high)
+        return min(max(value, low), high)
+
+    assignors = tuple(dict.fromkeys(
+        n for n in (assignor_name(a) for a in config.get_list("group.consumer.assignors"))
+        if n in ASSIGNORS)) or tuple(ASSIGNORS)
+    return ConsumerGroupConfig(
+        session_timeout_ms=bounded("group.consumer.session.timeout.ms",
+                                   SESSION_TIMEOUT_BOUNDS),
+        heartbeat_interval_ms=bounded("group.consumer.heartbeat.interval.ms",
+                                      HEARTBEAT_INTERVAL_BOUNDS),
+        max_size=config.get_int("group.consumer.max.size"),
+        assignors=assignors)
+
+
+def assignor_name(configured: str) -> str:
+    """``uniform`` for ``uniform`` or Kafka's ``org.apache...assignor.UniformAssignor``."""
+    simple = configured.rsplit(".", 1)[-1]
+    return simple.removesuffix("Assignor").lower() if simple.endswith("Assignor") else simple
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupListing:
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str
+
+
+class ConsumerGroupCoordinator:
+    """See the module docstring."""
+
+    def __init__(self, coordinator: GroupCoordinator, config: ConsumerGroupConfig) -> None:
+        self._coordinator = coordinator
+        self.membership = ConsumerGroupMembership(config)
+        self._groups: dict[str, ConsumerGroup] = {}
+
+    def __contains__(self, group_id: object) -> bool:
+        return group_id in self._groups
+
+    def group(self, group_id: str) -> ConsumerGroup | None:
+        return self._groups.get(group_id)
+
+    def groups(self) -> list[ConsumerGroup]:
+        return list(self._groups.values())
+
+    def topics(self) -> dict[str, TopicMetadata]:
+        """The broker's topics as the groups see them (name -> id, partition count)."""
+        return {name: TopicMetadata(record.topic_id, name, record.partitions)
+                for name, record in self._coordinator.topic_store.topics().items()}
+
+    # ---------------------------------------------------------------- requests
+    def heartbeat(self, group_id: str, request: HeartbeatRequest) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat (see ``consumer_group_membership``)."""
+        invalid = self.membership.validate_request(group_id, request)
+        if invalid is not None:
+            return failed(request, *invalid)
+        error = self._coordinator._group_status(group_id, allow_empty=False)
+        if error is not None:
+            return failed(request, error)
+        group = self._groups.get(group_id)
+        if group is None:
+            if request.member_epoch != 0:
+                return failed(request, ErrorCode.group_id_not_found,
+                              f"Consumer group {group_id} not found.")
+            classic = self._coordinator.group(group_id)
+            if classic is not None and classic.state not in (GroupState.EMPTY, GroupState.DEAD):
+                return failed(request, ErrorCode.group_id_not_found,
+                              f"Group {group_id} is not a consumer group")
+            group = ConsumerGroup(group_id)
+            self._groups[group_id] = group
+            if classic is not None:
+                classic.protocol_type = CONSUMER_PROTOCOL_TYPE
+            logger.info("created consumer group %s", group_id)
+        now = self._coordinator.clock.monotonic_ms()
+        result = self.membership.heartbeat(group, request, now, self.topics())
+        self._after(group)
+        return result
+
+    def on_classic_join(self, group_id: str) -> ErrorCode | None:
+        """A JoinGroup for ``group_id``: INCONSISTENT_GROUP_PROTOCOL while it is a consumer
+        group with members; an empty consumer group becomes a classic group (None)."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return None
+        if group.members:
+            return ErrorCode.inconsistent_group_protocol
+        self._groups.pop(group_id)
+        holder = self._coordinator.group(group_id)
+        if holder is not None and holder.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            holder.protocol_type = None
+        logger.info("empty consumer group %s becomes a classic group", group_id)
+        return None
+
+    def offset_commit_error(self, group_id: str, member_id: str, member_epoch: int
+                            ) -> ErrorCode | None:
+        """None: not a consumer group; else the member check of Kafka's
+        ``ConsumerGroup.validateOffsetCommit`` (NONE, UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH)."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return None
+        return self.membership.validate_offset_commit(group, member_id, member_epoch)
+
+    def offset_fetch_error(self, group_id: str, member_id: str | None, member_epoch: int
+                           ) -> ErrorCode:
+        """OffsetFetch v9+ of a member (Kafka's ``ConsumerGroup.validateOffsetFetch``)."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return ErrorCode.none
+        return self.membership.validate_offset_fetch(group, member_id, member_epoch)
+
+    def describe(self, group_id: str) -> tuple[ErrorCode, ConsumerGroup | None, str]:
+        """ConsumerGroupDescribe of one group: (error, group, message)."""
+        error = self._coordinator._group_status(group_id, allow_empty=True)
+        if error is not None:
+            return error, None, ""
+        group = self._groups.get(group_id)
+        if group is None:
+            if self._coordinator.group(group_id) is not None:
+                return ErrorCode.group_id_not_found, None, \
+                    f"Group {group_id} is not a consumer group."
+            return ErrorCode.group_id_not_found, None, f"Group {group_id} not found."
+        return ErrorCode.none, group, ""
+
+    def list_groups(self) -> list[ConsumerGroupListing]:
+        return [ConsumerGroupListing(g.group_id, CONSUMER_PROTOCOL_TYPE, str(g.state),
+                                     CONSUMER_GROUP_TYPE) for g in self._groups.values()]
+
+    def delete(self, group_id: str) -> ErrorCode | None:
+        """DeleteGroups of a consumer group: None if there is none; NON_EMPTY_GROUP while it
+        has members; else it is forgotten (NONE) and the caller deletes its offsets (the
+        holder) as a classic group's."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return None
+        if group.members:
+            return ErrorCode.non_empty_group
+        group.deleted = True
+        self._groups.pop(group_id)
+        return ErrorCode.none
+
+    def is_offsets_holder(self, group_id: str) -> bool:
+        return group_id in self._groups
+
+    # ------------------------------------------------------------------ loading
+    def on_resignation(self, index: int, partition_count: int) -> None:
+        """No longer leading ``__consumer_offsets-index``: forget its consumer groups."""
+        for group_id in [g for g in self._groups if partition_for(g, partition_count) == index]:
+            self._groups.pop(group_id)
+
+    # ------------------------------------------------------------------- timers
+    def tick(self, now: float) -> None:
+        for group in list(self._groups.values()):
+            self._expire(group, now)
+
+    def next_deadline(self) -> float | None:
+        deadlines = (self.membership.next_deadline(g) for g in self._groups.values())
+        return min((d for d in deadlines if d is not None), default=None)
+
+    def _expire(self, group: ConsumerGroup, now: float) -> None:
+        for member_id in self.membership.expire_due(group, now):
+            logger.info("member %s of consumer group %s expired (group epoch %d)", member_id,
+                        group.group_id, group.group_epoch)
+
+    def _after(self, group: ConsumerGroup) -> None:
+        self._expire(group, self._coordinator.clock.monotonic_ms())
+        self._coordinator._wake_timers(self.membership.next_deadline(group))

@@ -1,0 +1,116 @@
+"""KIP-848 consumer groups with confluent-kafka (librdkafka 2.16, ``group.protocol=consumer``).
+
+Members are ``group_worker.py`` processes (``workers.py``) committing after every batch. The
+broker runs the consumer protocol with loopback timings: a 500 ms heartbeat interval and a
+6 s session (the bounds lowered to allow them). Checks, besides ``ledger.check_processing``:
+
+* no two members ever hold one partition at the same time, from the members' own callbacks:
+  each ``assigned`` / ``revoked`` event carries ``time.monotonic()`` (machine-wide), and per
+  partition the holding intervals must not overlap;
+* the group as ConsumerGroupDescribe and ListGroups show it (type ``consumer``, epochs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+import pytest
+from confluent_kafka import ConsumerGroupState, ConsumerGroupType
+from confluent_kafka.admin import AdminClient
+
+from ..broker_process import BrokerProcess, running_broker
+from .conftest import GROUP_SETTINGS
+from .kafka_ops import committed, end_offsets, fresh_topic, produce
+from .ledger import TP, Ledger, check_processing
+from .workers import WAIT_S, WORK_MS, Group
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS: Final = 12
+STEP_RECORDS: Final = 2_400
+CONSUMER_SETTINGS: Final = {
+    **GROUP_SETTINGS,
+    "group.consumer.min.heartbeat.interval.ms": "500",
+    "group.consumer.heartbeat.interval.ms": "500",
+    "group.consumer.min.session.timeout.ms": "6000",
+    "group.consumer.session.timeout.ms": "6000",
+}
+REVOKE_MS: Final = 1000
+"""How long each member takes to let go of partitions: far longer than a heartbeat interval,
+so a partition handed to another member before the revocation ended would show."""
+SPEC: Final = {"group_protocol": "consumer", "work_ms": WORK_MS, "revoke_ms": REVOKE_MS}
+
+
+@pytest.fixture(scope="module")
+def consumer_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with running_broker(tmp_path_factory.mktemp("broker"), CONSUMER_SETTINGS) as started:
+        yield started
+
+
+def holding_overlaps(ledger: Ledger) -> list[str]:
+    """Partitions two members held at once, from the callbacks' timestamps."""
+    held: dict[TP, tuple[str, float]] = {}
+    timed = sorted((e for e in ledger.events if e.kind in ("assigned", "revoked")),
+                   key=lambda e: (float(e.data["t"]), e.seq))
+    for event in timed:
+        for t, p in event.data["tps"]:
+            tp = (t, p)
+            if event.kind == "assigned":
+                if tp in held and held[tp][0] != event.worker:
+                    return [f"{tp} assigned to {event.worker} at {event.data['t']:.3f} while "
+                            f"{held[tp][0]} held it since {held[tp][1]:.3f}"]
+                held[tp] = (event.worker, float(event.data["t"]))
+            elif held.get(tp, ("",))[0] == event.worker:
+                del held[tp]
+    return []
+
+
+def test_members_join_and_leave_one_by_one_exactly_once(
+        consumer_broker: BrokerProcess, tmp_path: Path) -> None:
+    """Four members join one at a time, then leave one at a time, over a 12-partition topic
+    while records flow: every record processed exactly once with manual commits, never one
+    partition in two members at once, and the group reported as a consumer group."""
+    bootstrap = consumer_broker.bootstrap
+    topic, group_id, everything = fresh_topic(bootstrap, "kip848", PARTITIONS, STEP_RECORDS)
+    names = ["m1", "m2", "m3", "m4"]
+    produced = STEP_RECORDS
+    with Group(bootstrap, group_id, tmp_path) as group:
+        ledger = group.ledger
+        for count in range(1, len(names) + 1):  # join one by one
+            group.start(names[count - 1], "confluent", topics=[topic], **SPEC)
+            ledger.wait_until(lambda lg, c=count: lg.covers(names[:c], everything), WAIT_S,
+                              f"{count} members sharing the partitions")
+            produce(bootstrap, topic, PARTITIONS, STEP_RECORDS, start=produced)
+            produced += STEP_RECORDS
+            ledger.wait_until(lambda lg, n=produced: len(lg.unique) >= n - STEP_RECORDS,
+                              WAIT_S, "the records before this step processed")
+        _check_described(bootstrap, group_id, names)
+        for count in range(len(names) - 1, 0, -1):  # leave one by one
+            group.members[names[count]].stop()
+            ledger.wait_until(lambda lg, c=count: lg.covers(names[:c], everything), WAIT_S,
+                              f"{count} members sharing the partitions after a leave")
+            produce(bootstrap, topic, PARTITIONS, STEP_RECORDS, start=produced)
+            produced += STEP_RECORDS
+        ends = end_offsets(topic, PARTITIONS, produced)
+        group.wait_processed(ends, f"all {produced} records processed")
+        redelivered = check_processing(ledger, ends)
+        assert redelivered == 0, f"{redelivered} records processed twice\n{ledger.summary()}"
+        assert holding_overlaps(ledger) == []
+        assert committed(bootstrap, group_id, ends) == ends
+        group.members["m1"].stop()
+
+
+def _check_described(bootstrap: str, group_id: str, members: list[str]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    description = admin.describe_consumer_groups([group_id], request_timeout=10)[group_id] \
+        .result(10)
+    assert description.type == ConsumerGroupType.CONSUMER
+    assert description.state == ConsumerGroupState.STABLE
+    assert sorted(m.client_id for m in description.members) == members
+    assigned = [tp for m in description.members for tp in m.assignment.topic_partitions]
+    assert len(assigned) == PARTITIONS
+    listed = admin.list_consumer_groups(request_timeout=10).result(10)
+    types = {g.group_id: g.type for g in listed.valid}
+    assert types[group_id] == ConsumerGroupType.CONSUMER
