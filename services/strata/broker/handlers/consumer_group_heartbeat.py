@@ -11,7 +11,8 @@ FENCED_INSTANCE_ID, UNRELEASED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED, NOT_COORDINA
 COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE — with an ``error_message``.
 
 Versions: v0 may leave ``member_id`` empty on join (the coordinator makes one); from v1 the
-member chooses its id (an empty one is INVALID_REQUEST). Both are flexible.
+member chooses its id (an empty one is INVALID_REQUEST) and may subscribe by
+``subscribed_topic_regex`` (a full match over topic names, evaluated here). Both are flexible.
 
 Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED.
 """
@@ -61,7 +62,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             instance_id=request.instance_id, rack_id=request.rack_id,
             rebalance_timeout_ms=request.rebalance_timeout // _MS,
             subscribed_topic_names=tuple(names) if names is not None else None,
-            subscribed_topic_regex=request.subscribed_topic_regex,
+            subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
             server_assignor=request.server_assignor, owned=owned,
             client_id=ctx.header.client_id or "", client_host=f"/{ctx.client_host}"))
     return _answer(version, result)
