@@ -15,6 +15,7 @@ from strata.protocol import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.storage.clock import ManualClock
 from tests.unit.broker.group_wire import fresh_state, join_fields, joined_member, round_trip, served
+from tests.unit.broker.helpers import restarted_group_broker_state
 
 
 @pytest.fixture
@@ -206,3 +207,48 @@ async def test_session_timeout_removes_the_member(state: BrokerState) -> None:
     assert group is not None and list(group.members) == ["m1"]
     gone = await round_trip(state, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, beat("m2", 2))
     assert gone.error_code == ErrorCode.unknown_member_id
+
+
+async def test_a_restarted_coordinator_resumes_the_group(tmp_path: Path) -> None:
+    """The group's records are replayed: members go on at their epochs, nothing moves."""
+    async with fresh_state(tmp_path) as state:
+        tid = topic_id(state)
+        await round_trip(state, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, join("m1"))
+        await round_trip(state, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, join("m2"))
+        owned: dict[str, list[int]] = {}
+        epochs: dict[str, int] = {}
+        for _ in range(3):
+            for member, epoch in (("m1", 1), ("m2", 2)):
+                answer = await round_trip(
+                    state, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1,
+                    beat(member, epochs.get(member, epoch),
+                         [{"topic_id": tid, "partitions": owned.get(member, [])}]))
+                assert answer.error_code == ErrorCode.none, answer
+                epochs[member] = answer.member_epoch
+                if answer.assignment is not None:
+                    owned[member] = [p for t in answer.assignment.topic_partitions
+                                     for p in t.partitions]
+        assert epochs == {"m1": 2, "m2": 2} and sorted(owned["m1"] + owned["m2"]) == [0, 1]
+        await state.group_coordinator.shutdown()
+        again = restarted_group_broker_state(state, tmp_path,
+                                             offsets_topic_num_partitions="5")
+    await again.group_coordinator.startup(run_timers=False)
+    await again.group_coordinator.wait_loaded()
+    try:
+        for member in ("m1", "m2"):
+            answer = await round_trip(again, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, beat(
+                member, epochs[member], [{"topic_id": tid, "partitions": owned[member]}]))
+            assert (answer.error_code, answer.member_epoch) == (ErrorCode.none, 2), answer
+            assert answer.assignment is None  # unchanged: nothing revoked, nothing new
+        group_state = again.group_coordinator.consumer_groups.group("g")
+        assert group_state is not None
+        assert {m: sorted(p for ps in member.assigned_partitions.values() for p in ps)
+                for m, member in group_state.members.items()} == owned
+        described = await round_trip(again, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
+            "group_ids": ["g"], "include_authorized_operations": False})
+        group = described.groups[0]
+        assert (group.group_state, group.group_epoch, group.assignment_epoch) \
+            == ("Stable", 2, 2)
+    finally:
+        await again.group_coordinator.shutdown()
+        again.log_manager.shutdown()

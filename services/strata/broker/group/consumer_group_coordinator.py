@@ -18,11 +18,15 @@ uses. Owns:
   group. Commits and fetches are first checked against the consumer group's member epochs
   (``offset_commit_error`` / ``offset_fetch_error``);
 * ConsumerGroupHeartbeat and ConsumerGroupDescribe entry points, and the timers (session and
-  rebalance deadlines) the coordinator's timer task runs through ``tick`` / ``next_deadline``.
+  rebalance deadlines) the coordinator's timer task runs through ``tick`` / ``next_deadline``;
+* persistence: after every change a group's records (``consumer_group_records``, Kafka's
+  formats) are appended to its ``__consumer_offsets`` partition — only those that differ from
+  what was last written, tombstones for what is gone. A heartbeat whose records cannot be
+  appended is answered with the append's error (NOT_COORDINATOR when leadership moved). A new
+  coordinator replays them (``on_loaded``): members keep their epochs and assignments, and
+  every member's session starts again from the load (Kafka's ``onLoaded``).
 
-Not yet: the consumer group records in ``__consumer_offsets`` (a new coordinator does not know
-the group; its members get UNKNOWN_MEMBER_ID / GROUP_ID_NOT_FOUND and join again at epoch 0),
-rack-aware assignment. Event-loop only; no locks.
+Not yet: rack-aware assignment. Event-loop only; no locks.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from strata.broker.group.consumer_group import (
     CONSUMER_PROTOCOL_TYPE,
     ConsumerGroup,
 )
+from strata.broker.group.consumer_group_member import MemberState
 from strata.broker.group.consumer_group_membership import (
     ASSIGNORS,
     ConsumerGroupConfig,
@@ -46,6 +51,9 @@ from strata.broker.group.consumer_group_membership import (
     HeartbeatResult,
     failed,
 )
+from strata.broker.group.consumer_group_records import changes, records_of, replay
+from strata.broker.group.metadata_codec import GroupRecordError
+from strata.broker.group.metadata_manager import append_error
 from strata.broker.group.partition_assignor import TopicMetadata
 from strata.broker.group.state import GroupState
 from strata.protocol.error_codes import ErrorCode
@@ -105,6 +113,7 @@ class ConsumerGroupCoordinator:
         self._coordinator = coordinator
         self.membership = ConsumerGroupMembership(config)
         self._groups: dict[str, ConsumerGroup] = {}
+        self._stored: dict[str, dict[bytes, bytes]] = {}  # group id -> records last written
 
     def __contains__(self, group_id: object) -> bool:
         return group_id in self._groups
@@ -145,7 +154,13 @@ class ConsumerGroupCoordinator:
             logger.info("created consumer group %s", group_id)
         now = self._coordinator.clock.monotonic_ms()
         result = self.membership.heartbeat(group, request, now, self.topics())
+        if not group.members and group_id not in self._stored:  # created for nothing
+            self._groups.pop(group_id, None)
+            return result
+        stored = self._persist(group)
         self._after(group)
+        if stored != ErrorCode.none:
+            return failed(request, stored)
         return result
 
     def on_classic_join(self, group_id: str) -> ErrorCode | None:
@@ -156,6 +171,8 @@ class ConsumerGroupCoordinator:
             return None
         if group.members:
             return ErrorCode.inconsistent_group_protocol
+        group.deleted = True
+        self._persist(group)
         self._groups.pop(group_id)
         holder = self._coordinator.group(group_id)
         if holder is not None and holder.protocol_type == CONSUMER_PROTOCOL_TYPE:
@@ -207,6 +224,10 @@ class ConsumerGroupCoordinator:
         if group.members:
             return ErrorCode.non_empty_group
         group.deleted = True
+        error = self._persist(group)
+        if error != ErrorCode.none:
+            group.deleted = False
+            return error
         self._groups.pop(group_id)
         return ErrorCode.none
 
@@ -214,10 +235,57 @@ class ConsumerGroupCoordinator:
         return group_id in self._groups
 
     # ------------------------------------------------------------------ loading
+    def on_loaded(self, records: list[tuple[bytes, bytes | None]]) -> None:
+        """A ``__consumer_offsets`` partition was replayed: its consumer groups, from their
+        records, take over with fresh session deadlines."""
+        try:
+            groups = replay(records)
+        except GroupRecordError as exc:
+            logger.error("cannot replay consumer group records: %s", exc)
+            return
+        now = self._coordinator.clock.monotonic_ms()
+        config = self.membership.config
+        for group_id, group in groups.items():
+            for member_id, member in group.members.items():
+                group.session_deadlines[member_id] = now + config.session_timeout_ms
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    group.rebalance_deadlines[member_id] = (
+                        now + max(0, member.rebalance_timeout_ms), member.member_epoch)
+            self._groups[group_id] = group
+            self._stored[group_id] = records_of(group)
+            holder = self._coordinator.group(group_id)
+            if holder is not None and not holder.members:
+                holder.protocol_type = CONSUMER_PROTOCOL_TYPE
+            logger.info("loaded consumer group %s: epoch %d, %d members", group_id,
+                        group.group_epoch, len(group.members))
+        self._coordinator._wake_timers(self.next_deadline())
+
     def on_resignation(self, index: int, partition_count: int) -> None:
         """No longer leading ``__consumer_offsets-index``: forget its consumer groups."""
         for group_id in [g for g in self._groups if partition_for(g, partition_count) == index]:
             self._groups.pop(group_id)
+            self._stored.pop(group_id, None)
+
+    def _persist(self, group: ConsumerGroup) -> ErrorCode:
+        """Append what changed in ``group``'s records since the last write (all tombstones
+        once it is deleted)."""
+        before = self._stored.get(group.group_id, {})
+        after = {} if group.deleted else records_of(group)
+        written = changes(before, after)
+        if not written:
+            return ErrorCode.none
+        coordinator = self._coordinator
+        error = append_error(coordinator.manager.append(
+            coordinator.partition_for(group.group_id), written), offsets=False)
+        if error != ErrorCode.none:
+            logger.warning("cannot write the records of consumer group %s: %s",
+                           group.group_id, error.name)
+            return error
+        if group.deleted:
+            self._stored.pop(group.group_id, None)
+        else:
+            self._stored[group.group_id] = after
+        return ErrorCode.none
 
     # ------------------------------------------------------------------- timers
     def tick(self, now: float) -> None:
@@ -229,9 +297,12 @@ class ConsumerGroupCoordinator:
         return min((d for d in deadlines if d is not None), default=None)
 
     def _expire(self, group: ConsumerGroup, now: float) -> None:
-        for member_id in self.membership.expire_due(group, now):
+        expired = self.membership.expire_due(group, now)
+        for member_id in expired:
             logger.info("member %s of consumer group %s expired (group epoch %d)", member_id,
                         group.group_id, group.group_epoch)
+        if expired:
+            self._persist(group)
 
     def _after(self, group: ConsumerGroup) -> None:
         self._expire(group, self._coordinator.clock.monotonic_ms())

@@ -226,6 +226,7 @@ class GroupCoordinator(OffsetMetadataManager):
         for group_id, group in loaded.groups.items():
             self._groups[group_id] = group
             self.membership.on_group_loaded(group)
+        self.consumer_groups.on_loaded(loaded.consumer_records)
         for producer_id, groups in loaded.pending.items():
             for group_id, offsets in groups.items():
                 self.pending_txn_offsets.add(producer_id, group_id, offsets)
