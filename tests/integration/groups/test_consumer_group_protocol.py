@@ -7,12 +7,15 @@ broker runs the consumer protocol with loopback timings: a 500 ms heartbeat inte
 * no two members ever hold one partition at the same time, from the members' own callbacks:
   each ``assigned`` / ``revoked`` event carries ``time.monotonic()`` (machine-wide), and per
   partition the holding intervals must not overlap;
-* the group as ConsumerGroupDescribe and ListGroups show it (type ``consumer``, epochs).
+* the group as ConsumerGroupDescribe and ListGroups show it (type ``consumer``, epochs);
+* a broker restart (SIGTERM or ``kill -9``) of a 1-broker cluster: the coordinator replays the
+  group's records, the members go on without a rebalance (no callback fires, the member ids
+  stay), and no committed offset goes backwards.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -23,7 +26,7 @@ from confluent_kafka.admin import AdminClient
 from ..broker_process import BrokerProcess, running_broker
 from .conftest import GROUP_SETTINGS
 from .kafka_ops import committed, end_offsets, fresh_topic, produce
-from .ledger import TP, Ledger, check_processing
+from .ledger import TP, Ledger, all_committed, check_processing, expected_positions
 from .workers import WAIT_S, WORK_MS, Group
 
 pytestmark = pytest.mark.integration
@@ -114,3 +117,56 @@ def _check_described(bootstrap: str, group_id: str, members: list[str]) -> None:
     listed = admin.list_consumer_groups(request_timeout=10).result(10)
     types = {g.group_id: g.type for g in listed.valid}
     assert types[group_id] == ConsumerGroupType.CONSUMER
+
+
+@pytest.mark.parametrize("hard", [False, True], ids=["sigterm", "kill-9"])
+def test_a_restarted_coordinator_resumes_the_group_without_a_rebalance(
+        make_broker: Callable[[Mapping[str, str] | None], BrokerProcess], hard: bool,
+        tmp_path: Path) -> None:
+    broker = make_broker(CONSUMER_SETTINGS)
+    bootstrap = broker.bootstrap
+    topic, group_id, everything = fresh_topic(bootstrap, "kip848-restart", PARTITIONS,
+                                              STEP_RECORDS)
+    names = ["m1", "m2", "m3"]
+    with Group(bootstrap, group_id, tmp_path) as group:
+        ledger = group.ledger
+        for name in names:
+            group.start(name, "confluent", topics=[topic], group_protocol="consumer")
+        first = end_offsets(topic, PARTITIONS, STEP_RECORDS)
+        ledger.wait_until(lambda lg: lg.covers(names, everything)
+                          and lg.unique >= expected_positions(first)
+                          and all_committed(first)(lg),
+                          WAIT_S, "three members to process and commit the first records")
+        before = _members(bootstrap, group_id)
+        assignments = ledger.assignments(names)
+        offsets_before = committed(bootstrap, group_id, everything)
+        assert offsets_before == first
+        restart_seq = ledger.seq
+
+        assert broker.restart(hard=hard) == (-9 if hard else 0)
+
+        assert committed(bootstrap, group_id, everything) == offsets_before
+        produce(bootstrap, topic, PARTITIONS, STEP_RECORDS, start=STEP_RECORDS)
+        ends = end_offsets(topic, PARTITIONS, 2 * STEP_RECORDS)
+        group.wait_processed(ends, "the records produced after the restart processed")
+        check_processing(ledger, ends)
+        moved = [e for e in ledger.events[restart_seq:] if e.kind in ("assigned", "revoked")]
+        assert moved == [], f"a rebalance after the restart: {moved}"
+        assert ledger.assignments(names) == assignments
+        assert _members(bootstrap, group_id) == before
+        for event in ledger.events[restart_seq:]:  # no commit below what was committed
+            if event.kind == "commit" and event.data["ok"]:
+                for t, p, offset in event.data["offsets"]:
+                    assert offset >= offsets_before[(t, p)], event
+        assert committed(bootstrap, group_id, ends) == ends
+        for name in names:
+            group.members[name].stop()
+
+
+def _members(bootstrap: str, group_id: str) -> dict[str, set[TP]]:
+    """Member id -> assigned partitions, as ConsumerGroupDescribe reports them."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    description = admin.describe_consumer_groups([group_id], request_timeout=10)[group_id] \
+        .result(10)
+    return {m.member_id: {(tp.topic, tp.partition) for tp in m.assignment.topic_partitions}
+            for m in description.members}
