@@ -15,17 +15,21 @@ broker runs the consumer protocol with loopback timings: a 500 ms heartbeat inte
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import pytest
 from confluent_kafka import ConsumerGroupState, ConsumerGroupType
 from confluent_kafka.admin import AdminClient
 
+from strata.client.broker_client import BrokerClient
+from strata.protocol import ApiKey
+
 from ..broker_process import BrokerProcess, running_broker
 from .conftest import GROUP_SETTINGS
-from .kafka_ops import committed, end_offsets, fresh_topic, produce
+from .kafka_ops import committed, create_topic, end_offsets, fresh_topic, produce
 from .ledger import TP, Ledger, all_committed, check_processing, expected_positions
 from .workers import WAIT_S, WORK_MS, Group
 
@@ -170,3 +174,45 @@ def _members(bootstrap: str, group_id: str) -> dict[str, set[TP]]:
         .result(10)
     return {m.member_id: {(tp.topic, tp.partition) for tp in m.assignment.topic_partitions}
             for m in description.members}
+
+
+def test_regex_subscription_is_resolved_by_the_broker(
+        make_broker: Callable[[Mapping[str, str] | None], BrokerProcess],
+        tmp_path: Path) -> None:
+    """``^orders-.*`` sent as ``SubscribedTopicRegex``: the broker resolves it over its topics,
+    and a matching topic created later joins the assignment at the next heartbeat."""
+    broker = make_broker(CONSUMER_SETTINGS)  # a namespace of its own: the regex sees all
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, "orders-eu", 3)
+    create_topic(bootstrap, "payments-eu", 3)
+    produce(bootstrap, "orders-eu", 3, 300)
+    produce(bootstrap, "payments-eu", 3, 300)
+    with Group(bootstrap, "regex-group", tmp_path) as group:
+        group.start("m1", "confluent", pattern="^orders-.*", group_protocol="consumer")
+        eu = end_offsets("orders-eu", 3, 300)
+        group.wait_processed(eu, "orders-eu consumed")
+        (member,) = _describe(broker, "regex-group").members  # the broker has the regex
+        assert (member.subscribed_topic_regex, member.subscribed_topic_names) \
+            == ("(^orders-.*)", ())  # librdkafka parenthesizes (and ORs several)
+        create_topic(bootstrap, "orders-us", 2)
+        produce(bootstrap, "orders-us", 2, 200)
+        both = {**eu, **end_offsets("orders-us", 2, 200)}
+        group.wait_processed(both, "orders-us picked up and consumed")
+        assert {t for t, _, _ in group.ledger.unique} == {"orders-eu", "orders-us"}
+        check_processing(group.ledger, both)
+        group.members["m1"].stop()
+
+
+def _describe(broker: BrokerProcess, group_id: str) -> Any:
+    """ConsumerGroupDescribe v1 of one group, as the broker answers it."""
+    async def call() -> Any:
+        client = BrokerClient("127.0.0.1", broker.port, client_id="kip848-test")
+        try:
+            return await client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
+                "group_ids": [group_id], "include_authorized_operations": False})
+        finally:
+            await client.close()
+
+    (described,) = asyncio.run(call()).groups
+    assert described.error_code == 0, described
+    return described
