@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from strata.broker.broker_state import BrokerState
+from strata.broker.group.classic_group import OffsetAndMetadata
 from strata.protocol import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.storage.clock import ManualClock
 from tests.unit.broker.group_wire import fresh_state, join_fields, joined_member, round_trip, served
-from tests.unit.broker.helpers import restarted_group_broker_state
+from tests.unit.broker.helpers import add_topics, restarted_group_broker_state
 
 
 @pytest.fixture
@@ -252,3 +253,32 @@ async def test_a_restarted_coordinator_resumes_the_group(tmp_path: Path) -> None
     finally:
         await again.group_coordinator.shutdown()
         again.log_manager.shutdown()
+
+
+async def test_offset_delete_and_expiry_spare_subscribed_topics(state: BrokerState) -> None:
+    await add_topics(state, ("old", 1))
+    coordinator = state.group_coordinator
+    await round_trip(state, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, join("m1"))
+    committed = {("t", 0): OffsetAndMetadata(5, commit_timestamp=0),
+                 ("old", 0): OffsetAndMetadata(7, commit_timestamp=0)}
+    assert set(coordinator.commit_offsets("g", "m1", None, 1, committed).values()) \
+        == {ErrorCode.none}
+    error, errors = coordinator.delete_offsets("g", [("t", 0)])
+    assert (error, errors) == (ErrorCode.none, {("t", 0): ErrorCode.group_subscribed_to_topic})
+    clock = state.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(8 * 24 * 3600 * 1000)  # past offsets.retention.minutes (7 days)
+    await round_trip(state, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, beat("m1", 1))
+    assert coordinator.cleanup_group_metadata() == 1  # "old" only: "t" is subscribed
+    assert coordinator.fetch_offsets("g", None)[1] == {("t", 0): committed[("t", 0)]}
+
+
+async def test_transactional_commits_are_checked_against_member_epochs(
+        state: BrokerState) -> None:
+    coordinator = state.group_coordinator
+    await round_trip(state, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, join("m1"))
+    offsets = {("t", 0): OffsetAndMetadata(3)}
+    assert coordinator.commit_transactional_offsets("g", 1, 0, "m1", None, 0, offsets) \
+        == {("t", 0): ErrorCode.stale_member_epoch}
+    assert coordinator.commit_transactional_offsets("g", 1, 0, "m1", None, 1, offsets) \
+        == {("t", 0): ErrorCode.none}

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from strata.broker.config import BrokerConfig
 from strata.broker.coordinator_partition import partition_for
+from strata.broker.group.classic_group import ClassicGroup, TopicPartition
 from strata.broker.group.consumer_group import (
     CONSUMER_GROUP_TYPE,
     CONSUMER_PROTOCOL_TYPE,
@@ -196,6 +197,23 @@ class ConsumerGroupCoordinator:
         if group is None:
             return ErrorCode.none
         return self.membership.validate_offset_fetch(group, member_id, member_epoch)
+
+    def subscribed_topics(self, group_id: str) -> frozenset[str]:
+        """The topics the members of a consumer group subscribe to (none: no such group)."""
+        group = self._groups.get(group_id)
+        if group is None or not group.members:
+            return frozenset()
+        return frozenset(group.subscription_metadata)
+
+    def expired_offsets(self, holder: ClassicGroup, now_ms: int,
+                        retention_ms: int) -> list[TopicPartition]:
+        """Kafka's expiry for a consumer group's offsets: those of topics no member subscribes
+        to (all of them once it is empty), ``retention_ms`` after their commit (or at their
+        explicit expiry)."""
+        subscribed = self.subscribed_topics(holder.group_id)
+        return [tp for tp, offset in holder.offsets.items() if tp[0] not in subscribed and (
+            offset.expire_timestamp if offset.expire_timestamp is not None
+            else offset.commit_timestamp + retention_ms) <= now_ms]
 
     def describe(self, group_id: str) -> tuple[ErrorCode, ConsumerGroup | None, str]:
         """ConsumerGroupDescribe of one group: (error, group, message)."""

@@ -403,6 +403,41 @@ class GroupCoordinator(OffsetMetadataManager):
         return super().commit_offsets(group_id, member_id, group_instance_id, generation_id,
                                       offsets, unknown_group=unknown_group)
 
+    def commit_transactional_offsets(
+            self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+            group_instance_id: str | None, generation_id: int,
+            offsets: Mapping[TopicPartition, OffsetAndMetadata],
+            verification_guard: int | None = None) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit (the base class's), checked against a consumer group's epochs."""
+        if self._group_status(group_id, allow_empty=False) is None:
+            error = self.consumer_groups.offset_commit_error(group_id, member_id, generation_id)
+            if error is not None and error != ErrorCode.none:
+                return dict.fromkeys(offsets, error)
+            if error is not None:
+                member_id, group_instance_id, generation_id = "", None, -1
+        return super().commit_transactional_offsets(
+            group_id, producer_id, producer_epoch, member_id, group_instance_id,
+            generation_id, offsets, verification_guard)
+
+    def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
+                       ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete (the base class's); a consumer group keeps the offsets of the topics
+        its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC)."""
+        subscribed = self.consumer_groups.subscribed_topics(group_id)
+        if not subscribed or self._group_status(group_id, allow_empty=False) is not None:
+            return super().delete_offsets(group_id, partitions)
+        kept = {tp: ErrorCode.group_subscribed_to_topic for tp in partitions
+                if tp[0] in subscribed}
+        error, errors = super().delete_offsets(
+            group_id, [tp for tp in partitions if tp not in kept])
+        return error, {**errors, **kept} if error == ErrorCode.none else errors
+
+    def _expired_offsets(self, group: ClassicGroup, now_ms: int,
+                         retention_ms: int) -> list[TopicPartition]:
+        if group.group_id in self.consumer_groups:
+            return self.consumer_groups.expired_offsets(group, now_ms, retention_ms)
+        return group.expired_offsets(now_ms, retention_ms)
+
     # ============================================================ GroupStore
     def store_group(self, group: ClassicGroup, assignment: Mapping[str, bytes],
                     on_done: Callable[[ErrorCode], None]) -> None:
