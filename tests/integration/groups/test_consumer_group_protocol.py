@@ -16,6 +16,7 @@ broker runs the consumer protocol with loopback timings: a 500 ms heartbeat inte
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -28,6 +29,7 @@ from strata.client.broker_client import BrokerClient
 from strata.protocol import ApiKey
 
 from ..broker_process import BrokerProcess, running_broker
+from ..cli.conftest import run_strata
 from .conftest import GROUP_SETTINGS
 from .kafka_ops import committed, create_topic, end_offsets, fresh_topic, produce
 from .ledger import TP, Ledger, all_committed, check_processing, expected_positions
@@ -121,6 +123,14 @@ def _check_described(bootstrap: str, group_id: str, members: list[str]) -> None:
     listed = admin.list_consumer_groups(request_timeout=10).result(10)
     types = {g.group_id: g.type for g in listed.valid}
     assert types[group_id] == ConsumerGroupType.CONSUMER
+    # ``strata groups describe``: the protocol, and each member's current and target partitions
+    result = run_strata("groups", "describe", group_id, "--format", "json",
+                        env={"STRATA_BOOTSTRAP_SERVERS": bootstrap}).ok()
+    doc = json.loads(result.stdout)
+    assert doc["protocol"] == "consumer" and doc["state"] == "STABLE"
+    assert sorted(m["client_id"] for m in doc["members"]) == members
+    for member in doc["members"]:
+        assert member["partitions"] == member["target_partitions"] and member["partitions"]
 
 
 @pytest.mark.parametrize("hard", [False, True], ids=["sigterm", "kill-9"])
