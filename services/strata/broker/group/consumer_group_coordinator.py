@@ -81,9 +81,13 @@ def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
                            key, value, low, high)
         return min(max(value, low), high)
 
-    assignors = tuple(dict.fromkeys(
-        n for n in (assignor_name(a) for a in config.get_list("group.consumer.assignors"))
-        if n in ASSIGNORS)) or tuple(ASSIGNORS)
+    configured = [assignor_name(a) for a in config.get_list("group.consumer.assignors")]
+    unknown = [n for n in configured if n not in ASSIGNORS]
+    if unknown:
+        logger.warning("group.consumer.assignors: no assignor %s (known: %s)",
+                       ", ".join(unknown), ", ".join(ASSIGNORS))
+    assignors = tuple(dict.fromkeys(n for n in configured if n in ASSIGNORS)) \
+        or tuple(ASSIGNORS)
     return ConsumerGroupConfig(
         session_timeout_ms=bounded("group.consumer.session.timeout.ms",
                                    SESSION_TIMEOUT_BOUNDS),
