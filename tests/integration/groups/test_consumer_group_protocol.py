@@ -10,7 +10,10 @@ broker runs the consumer protocol with loopback timings: a 500 ms heartbeat inte
 * the group as ConsumerGroupDescribe and ListGroups show it (type ``consumer``, epochs);
 * a broker restart (SIGTERM or ``kill -9``) of a 1-broker cluster: the coordinator replays the
   group's records, the members go on without a rebalance (no callback fires, the member ids
-  stay), and no committed offset goes backwards.
+  stay), and no committed offset goes backwards;
+* static membership: a member closing with ``group.instance.id`` keeps its partitions for its
+  next instance, and nobody else moves;
+* a regex subscription resolved by the broker picks up a topic created later.
 """
 
 from __future__ import annotations
@@ -226,3 +229,36 @@ def _describe(broker: BrokerProcess, group_id: str) -> Any:
     (described,) = asyncio.run(call()).groups
     assert described.error_code == 0, described
     return described
+
+
+def test_a_static_member_restarts_into_its_own_partitions(
+        consumer_broker: BrokerProcess, tmp_path: Path) -> None:
+    """``group.instance.id``: a static member that closes (member epoch -2) keeps its place;
+    its next instance (a new member id) gets the same partitions back, and the other member
+    sees no rebalance."""
+    bootstrap = consumer_broker.bootstrap
+    topic, group_id, everything = fresh_topic(bootstrap, "kip848-static", 6, 1_200)
+    spec = {"topics": [topic], "group_protocol": "consumer"}
+    with Group(bootstrap, group_id, tmp_path) as group:
+        ledger = group.ledger
+        group.start("s1", "confluent", group_instance_id="i1", **spec)
+        group.start("s2", "confluent", group_instance_id="i2", **spec)
+        ledger.wait_until(lambda lg: lg.covers(["s1", "s2"], everything), WAIT_S,
+                          "two static members sharing the partitions")
+        first = end_offsets(topic, 6, 1_200)
+        group.wait_processed(first, "the first records processed")
+        mine = ledger.assignments(["s1"])["s1"]
+        others_seq = ledger.seq
+        group.members["s1"].stop()
+        group.start("s1-again", "confluent", group_instance_id="i1", **spec)
+        ledger.wait_until(lambda lg: lg.assignments(["s1-again"])["s1-again"] == mine,
+                          WAIT_S, "the new instance of i1 to get i1's partitions")
+        produce(bootstrap, topic, 6, 1_200, start=1_200)
+        ends = end_offsets(topic, 6, 2_400)
+        group.wait_processed(ends, "the records produced after the restart")
+        check_processing(ledger, ends)
+        moved = [e for e in ledger.events[others_seq:]
+                 if e.worker == "s2" and e.kind in ("assigned", "revoked")]
+        assert moved == [], f"s2 saw a rebalance: {moved}"
+        for name in ("s1-again", "s2"):
+            group.members[name].stop()
