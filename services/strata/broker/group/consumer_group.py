@@ -33,7 +33,6 @@ from typing import Final
 from strata.broker.group.consumer_group_member import (
     Assignment,
     ConsumerGroupMember,
-    MemberState,
 )
 from strata.broker.group.partition_assignor import TopicMetadata
 
@@ -168,9 +167,6 @@ class ConsumerGroup:
     def set_target_assignment(self, epoch: int, assignment: dict[str, Assignment]) -> None:
         self.target_assignment = {m: a for m, a in assignment.items() if m in self.members}
         self.assignment_epoch = epoch
-
-    def members_in(self, state: MemberState) -> list[ConsumerGroupMember]:
-        return [m for m in self.members.values() if m.state is state]
 
 
 def member_topic_names(member: ConsumerGroupMember, topic_names: Iterable[str]) -> set[str]:

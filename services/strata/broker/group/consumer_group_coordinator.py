@@ -253,9 +253,6 @@ class ConsumerGroupCoordinator:
         self._groups.pop(group_id)
         return ErrorCode.none
 
-    def is_offsets_holder(self, group_id: str) -> bool:
-        return group_id in self._groups
-
     # ------------------------------------------------------------------ loading
     def on_loaded(self, records: list[tuple[bytes, bytes | None]]) -> None:
         """A ``__consumer_offsets`` partition was replayed: its consumer groups, from their

@@ -374,7 +374,7 @@ class GroupCoordinator(OffsetMetadataManager):
                 results[group_id] = error
                 continue
             consumer = self.consumer_groups.delete(group_id)
-            if consumer is ErrorCode.non_empty_group:
+            if consumer is not None and consumer != ErrorCode.none:  # NON_EMPTY_GROUP, ...
                 results[group_id] = consumer
                 continue
             group = self._groups.get(group_id)
