@@ -22,6 +22,7 @@ from typing import Any
 from strata.broker.cluster.cluster import Cluster
 from strata.broker.config import BrokerConfig
 from strata.broker.fetch_session import FetchSessionCache
+from strata.broker.group.consumer_group_coordinator import consumer_group_config
 from strata.broker.group.coordinator import GroupCoordinator, group_config, offsets_topic_config
 from strata.broker.metrics.broker_metrics import BrokerMetrics
 from strata.broker.network.request_context import Handler, RequestContext
@@ -92,7 +93,8 @@ class BrokerState:
         self.group_coordinator = GroupCoordinator(
             group=group_config(self.config), offsets=offsets_topic_config(self.config),
             clock=self.clock, replica_manager=self.replica_manager,
-            topic_store=self.topic_store, create_topic=self.create_internal_topic)
+            topic_store=self.topic_store, create_topic=self.create_internal_topic,
+            consumer=consumer_group_config(self.config))
         self.transaction_coordinator = TransactionRuntime(
             config=served_transaction_config(self.config), clock=self.clock,
             replica_manager=self.replica_manager, topic_store=self.topic_store,

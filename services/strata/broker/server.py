@@ -195,7 +195,8 @@ class KafkaServer:
             [r.api_key for r in state.registry], replica_manager.partitions,
             replica_manager.get_partition, state.group_coordinator.groups,
             replica_manager=replica_manager, controller=controller_state,
-            quotas=lambda: state.quotas)
+            quotas=lambda: state.quotas,
+            consumer_groups=state.group_coordinator.consumer_groups.groups)
         replica_manager.log_metrics = metrics.log
         replica_manager.replication_metrics = metrics.replication
         FetchSessionMetrics(metrics.registry, state.fetch_sessions)

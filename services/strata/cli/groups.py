@@ -5,8 +5,10 @@ confluent-kafka's ``AdminClient`` (the CLI never imports broker internals):
 
 * ``list``: ListGroups — group id, state, type (``consumer``, or ``simple`` for groups that only
   store offsets of ``assign()`` consumers).
-* ``describe GROUP...``: DescribeGroups (state, assignor, coordinator, members and their
-  partitions), OffsetFetch (committed offsets) and ListOffsets (log end offsets): one row per
+* ``describe GROUP...``: DescribeGroups, or ConsumerGroupDescribe for a KIP-848 group
+  (state, protocol ``classic`` / ``consumer``, assignor, coordinator, members and their
+  partitions — for a consumer group also each member's target assignment, what it is being
+  moved to), OffsetFetch (committed offsets) and ListOffsets (log end offsets): one row per
   partition assigned or committed with CURRENT-OFFSET, LOG-END-OFFSET, LAG and the owning
   member, like ``--describe``. A group that does not exist is an error (exit 1).
 * ``delete GROUP...``: DeleteGroups; a group with members is refused by the coordinator
@@ -15,7 +17,7 @@ confluent-kafka's ``AdminClient`` (the CLI never imports broker internals):
   ``--all-topics`` (the partitions the group has commits for), exactly one of
   ``--to-earliest``, ``--to-latest``, ``--to-offset N``, ``--to-datetime WHEN``, ``--shift-by N``
   (``group_offsets.reset_plan``). It prints the plan and changes nothing unless ``--execute`` is
-  given (Kafka's rule). Refused while the group has active members: their commits would undo
+  given (Kafka's rule). Refused while the group has members: their commits would undo
   the reset (Kafka: "Assignments can only be reset if the group is inactive").
 
 Exit codes: 0 done, 1 a broker refused or could not be reached (one line on stderr), 2 usage.
@@ -27,7 +29,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from confluent_kafka import ConsumerGroupState
+from confluent_kafka import ConsumerGroupState, ConsumerGroupType
 from confluent_kafka.admin import ConsumerGroupDescription
 
 from strata.cli.errors import CliError, kafka_line, reported_errors, usage_error
@@ -70,6 +72,16 @@ def _admin(conn: Connection) -> KafkaAdmin:
 
 def _state(state: Any) -> str:
     return state.name if isinstance(state, ConsumerGroupState) else str(state)
+
+
+def _protocol(description: ConsumerGroupDescription) -> str:
+    """``consumer`` for a KIP-848 group, else ``classic``."""
+    return "consumer" if description.type == ConsumerGroupType.CONSUMER else "classic"
+
+
+def _partitions(assignment: Any) -> list[list[Any]]:
+    return sorted([tp.topic, tp.partition] for tp in assignment.topic_partitions) \
+        if assignment is not None else []
 
 
 # -------------------------------------------------------------------------------------- list
@@ -122,12 +134,14 @@ def _print_description(group: str, description: ConsumerGroupDescription, rows: 
     if output is OutputFormat.JSON:
         print_json_line({
             "group": group, "state": _state(description.state),
+            "protocol": _protocol(description),
             "assignor": description.partition_assignor or None,
             "coordinator": coordinator.id if coordinator is not None else None,
             "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                          "client_id": m.client_id, "host": m.host,
-                         "partitions": sorted([tp.topic, tp.partition]
-                                              for tp in m.assignment.topic_partitions)}
+                         "partitions": _partitions(m.assignment),
+                         "target_partitions": _partitions(m.target_assignment)
+                         if m.target_assignment is not None else None}
                         for m in description.members],
             "partitions": [{"topic": r.topic, "partition": r.partition,
                             "committed_offset": r.committed, "log_end_offset": r.log_end_offset,
@@ -138,7 +152,11 @@ def _print_description(group: str, description: ConsumerGroupDescription, rows: 
     where = f"{coordinator.id} ({coordinator.host}:{coordinator.port})" if coordinator else "-"
     typer.echo(f"Group {group}: state {_state(description.state)}, assignor "
                f"{description.partition_assignor or '-'}, coordinator {where}, "
-               f"{len(description.members)} members")
+               f"{len(description.members)} members, protocol {_protocol(description)}")
+    if _protocol(description) == "consumer" and description.members:
+        print_table(("MEMBER-ID", "CLIENT-ID", "ASSIGNED", "TARGET"), [
+            (m.member_id, m.client_id, _tp_list(m.assignment), _tp_list(m.target_assignment))
+            for m in description.members])
     print_table(
         ("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
          "CLIENT-ID"),
@@ -146,6 +164,10 @@ def _print_description(group: str, description: ConsumerGroupDescription, rows: 
           r.owner.member_id if r.owner else "-", r.owner.host if r.owner else "-",
           r.owner.client_id if r.owner else "-") for r in rows],
     )
+
+
+def _tp_list(assignment: Any) -> str:
+    return ",".join(f"{t}:{p}" for t, p in _partitions(assignment)) or "-"
 
 
 def _dash(value: int | None) -> str:
@@ -248,7 +270,7 @@ def reset_offsets(
             raise usage_error("give --topic (repeatable) or --all-topics")
         admin = _admin(conn)
         description = admin.describe_consumer_group(group, must_exist=False)
-        if description.state in ACTIVE_STATES:
+        if description.state in ACTIVE_STATES or description.members:
             raise CliError(
                 f"cannot reset offsets of group {group!r}: it has {len(description.members)} "
                 f"active members (state {_state(description.state)}); stop its consumers first")

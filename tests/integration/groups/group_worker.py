@@ -2,7 +2,10 @@
 
 Run as ``python group_worker.py SPEC_JSON``. The spec names the client (``confluent``,
 ``kafka-python`` or ``aiokafka``), the bootstrap servers, the group, what to subscribe to
-(``topics`` or a ``pattern``), and optional ``assignor`` and ``group_instance_id``. The member
+(``topics`` or a ``pattern``), and optional ``assignor`` and ``group_instance_id``;
+``group_protocol: "consumer"`` (confluent only) makes it a KIP-848 member (``remote_assignor``:
+its ``group.remote.assignor``; the broker owns the timeouts and the assignment); ``revoke_ms``
+(confluent only): how long the revocation callback takes. The member
 polls in a loop and, after each batch it has "processed", commits the batch's next offsets
 synchronously: commit-after-processing, the at-least-once pattern whose duplicates are bounded
 by the commit points. The kafkajs twin of this script is ``tests/integration/js/group_worker.js``;
@@ -12,9 +15,12 @@ Every event goes to stdout as one JSON line, flushed at once (a ``kill -9`` lose
 line being written):
 
 - ``{"e": "subscribed"}`` once the subscription is made;
-- ``{"e": "assigned", "tps": [[topic, partition], ...], "incremental": bool}``: the partitions
-  handed to the member (all of them when not incremental);
-- ``{"e": "revoked", "tps": [...]}``: partitions taken away (or lost);
+- ``{"e": "assigned", "tps": [[topic, partition], ...], "incremental": bool, "t": float}``: the
+  partitions handed to the member (all of them when not incremental);
+- ``{"e": "revoked", "tps": [...], "t": float}``: partitions taken away (or lost);
+
+  (``t``: ``time.monotonic()`` in the callback, the machine-wide clock, so that callbacks of
+  different members can be ordered; the kafkajs worker does not send it);
 - ``{"e": "batch", "id": n, "records": [[topic, partition, offset], ...]}``: processed;
 - ``{"e": "commit", "id": n, "ok": bool, "offsets": [[topic, partition, next_offset], ...],
   "error": str | null}``: the outcome of committing batch ``n``;
@@ -127,16 +133,30 @@ def run_confluent(spec: dict[str, Any], stop: threading.Event) -> None:
     }
     if spec.get("group_instance_id"):
         config["group.instance.id"] = spec["group_instance_id"]
+    consumer_protocol = spec.get("group_protocol") == "consumer"
+    if consumer_protocol:  # KIP-848: the broker sets the timeouts and assigns
+        for key in ("session.timeout.ms", "heartbeat.interval.ms",
+                    "partition.assignment.strategy"):
+            del config[key]
+        config["group.protocol"] = "consumer"
+        if spec.get("remote_assignor"):
+            config["group.remote.assignor"] = spec["remote_assignor"]
     consumer = Consumer(config)
 
-    # librdkafka hands a cooperative assignor's callbacks only the partitions that change.
-    incremental = config["partition.assignment.strategy"] == "cooperative-sticky"
+    # librdkafka hands a cooperative assignor's callbacks (and KIP-848's) only the partitions
+    # that change.
+    incremental = consumer_protocol or config["partition.assignment.strategy"] == \
+        "cooperative-sticky"
 
     def on_assign(_c: Any, partitions: list[Any]) -> None:
-        emit("assigned", tps=tps(partitions), incremental=incremental)
+        emit("assigned", tps=tps(partitions), incremental=incremental, t=time.monotonic())
+
+    revoke_s = spec.get("revoke_ms", 0) / 1000
 
     def on_revoke(_c: Any, partitions: list[Any]) -> None:
-        emit("revoked", tps=tps(partitions))
+        if revoke_s and partitions:
+            time.sleep(revoke_s)  # an application slow to let go (it flushes, commits...)
+        emit("revoked", tps=tps(partitions), t=time.monotonic())
 
     subscription = [spec["pattern"]] if spec.get("pattern") else list(spec["topics"])
     consumer.subscribe(subscription, on_assign=on_assign, on_revoke=on_revoke,

@@ -34,8 +34,10 @@ from .samples import plain, sample
 
 SUPPORTED_VERSIONS = served_versions()
 
-NOT_IN_KAFKA_PYTHON = frozenset({ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY})
-"""Served APIs kafka-python 3.0 has no message classes for (KIP-714's)."""
+NOT_IN_KAFKA_PYTHON = frozenset({ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY,
+                                 ApiKey.CONSUMER_GROUP_HEARTBEAT,
+                                 ApiKey.CONSUMER_GROUP_DESCRIBE})
+"""Served APIs kafka-python 3.0 has no message classes for (KIP-714's and KIP-848's)."""
 
 SERVED_PAIRS = sorted((key, v) for key, r in SUPPORTED_VERSIONS.items() for v in r.versions()
                       if key not in NOT_IN_KAFKA_PYTHON)

@@ -22,6 +22,10 @@ Kafka's ``GroupCoordinator`` runtime around the pure parts (``classic_group``, `
 * ``__consumer_offsets`` itself: created on first use (FindCoordinator), with
   ``offsets.topic.num.partitions`` partitions and ``cleanup.policy=compact``.
 
+The consumer groups of KIP-848 are ``consumer_groups`` (``consumer_group_coordinator``): a
+group id is one or the other; their offsets live in an empty classic group of the same id,
+which the admin APIs here show as the consumer group it is.
+
 Event-loop only; no locks (Kafka's group locks are the loop's single thread here).
 """
 
@@ -39,7 +43,13 @@ from strata.broker.group.classic_group import (
     DEAD_GROUP_SUMMARY,
     ClassicGroup,
     GroupSummary,
+    OffsetAndMetadata,
+    TopicPartition,
 )
+from strata.broker.group.consumer_group_coordinator import (
+    ConsumerGroupCoordinator,
+)
+from strata.broker.group.consumer_group_membership import ConsumerGroupConfig
 from strata.broker.group.member import UNKNOWN_MEMBER_ID, JoinGroupResult, SyncGroupResult
 from strata.broker.group.membership import GroupMembership, JoinRequest
 from strata.broker.group.metadata_manager import (
@@ -89,7 +99,8 @@ class GroupCoordinator(OffsetMetadataManager):
 
     def __init__(self, *, group: GroupConfig, offsets: OffsetsTopicConfig, clock: Clock,
                  replica_manager: ReplicaManager, topic_store: TopicStore,
-                 create_topic: CreateTopic) -> None:
+                 create_topic: CreateTopic,
+                 consumer: ConsumerGroupConfig | None = None) -> None:
         self.config = group
         self.offsets_config = offsets
         self.clock = clock
@@ -98,6 +109,7 @@ class GroupCoordinator(OffsetMetadataManager):
         self._create_topic = create_topic
         self.manager = GroupMetadataManager(replica_manager, clock)
         self.membership = GroupMembership(group, self)
+        self.consumer_groups = ConsumerGroupCoordinator(self, consumer or ConsumerGroupConfig())
         # In a cluster: the leader of a partition as the metadata has it (this broker may not
         # host every __consumer_offsets partition).
         self.leader_lookup: Callable[[str, int], int | None] | None = None
@@ -214,6 +226,7 @@ class GroupCoordinator(OffsetMetadataManager):
         for group_id, group in loaded.groups.items():
             self._groups[group_id] = group
             self.membership.on_group_loaded(group)
+        self.consumer_groups.on_loaded(loaded.consumer_records)
         for producer_id, groups in loaded.pending.items():
             for group_id, offsets in groups.items():
                 self.pending_txn_offsets.add(producer_id, group_id, offsets)
@@ -229,6 +242,7 @@ class GroupCoordinator(OffsetMetadataManager):
             task.cancel()
         self._owned.discard(index)
         count = self.partition_count()
+        self.consumer_groups.on_resignation(index, count)
         unloaded = [g for g in self._groups if partition_for(g, count) == index]
         self.pending_txn_offsets.remove_groups(unloaded)
         for group_id in unloaded:
@@ -278,6 +292,9 @@ class GroupCoordinator(OffsetMetadataManager):
             if request.member_id != UNKNOWN_MEMBER_ID:
                 return JoinGroupResult(ErrorCode.unknown_member_id, request.member_id)
             group = self._new_group(group_id)
+        inconsistent = self.consumer_groups.on_classic_join(group_id)
+        if inconsistent is not None:
+            return JoinGroupResult(inconsistent, request.member_id)
         future: asyncio.Future[JoinGroupResult] = asyncio.get_running_loop().create_future()
         self.membership.join_group(group, request, _resolver(future))
         self._after(group)
@@ -335,7 +352,9 @@ class GroupCoordinator(OffsetMetadataManager):
         if error is not None:
             return error, EMPTY_GROUP_SUMMARY
         group = self._groups.get(group_id)
-        return ErrorCode.none, group.summary() if group is not None else DEAD_GROUP_SUMMARY
+        if group is None or group_id in self.consumer_groups:  # not a classic group (Kafka)
+            return ErrorCode.none, DEAD_GROUP_SUMMARY
+        return ErrorCode.none, group.summary()
 
     def list_groups(self) -> tuple[ErrorCode, list[tuple[str, str, str]]]:
         """(error, [(group id, protocol type, state)]) of every group coordinated here."""
@@ -343,7 +362,7 @@ class GroupCoordinator(OffsetMetadataManager):
             return ErrorCode.coordinator_not_available, []
         error = ErrorCode.coordinator_load_in_progress if self._loading else ErrorCode.none
         return error, [(g.group_id, g.protocol_type or "", str(g.state))
-                       for g in self._groups.values()]
+                       for g in self._groups.values() if g.group_id not in self.consumer_groups]
 
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
         results: dict[str, ErrorCode] = {}
@@ -354,9 +373,13 @@ class GroupCoordinator(OffsetMetadataManager):
             if error is not None:
                 results[group_id] = error
                 continue
+            consumer = self.consumer_groups.delete(group_id)
+            if consumer is not None and consumer != ErrorCode.none:  # NON_EMPTY_GROUP, ...
+                results[group_id] = consumer
+                continue
             group = self._groups.get(group_id)
             if group is None or group.state is GroupState.DEAD:
-                results[group_id] = ErrorCode.group_id_not_found
+                results[group_id] = consumer or ErrorCode.group_id_not_found
             elif group.state is GroupState.EMPTY:
                 removed = self._cleanup(group, group.remove_all_offsets())
                 logger.info("deleted group %s and its %d offsets", group_id, removed)
@@ -364,6 +387,56 @@ class GroupCoordinator(OffsetMetadataManager):
             else:
                 results[group_id] = ErrorCode.non_empty_group
         return results
+
+    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
+                       generation_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                       *, unknown_group: ErrorCode = ErrorCode.illegal_generation
+                       ) -> dict[TopicPartition, ErrorCode]:
+        """OffsetCommit (the base class's); to a consumer group the committer is first checked
+        against its member epochs, then the offsets go to the group's offsets holder."""
+        if self._group_status(group_id, allow_empty=True) is None:
+            error = self.consumer_groups.offset_commit_error(group_id, member_id, generation_id)
+            if error is not None and error != ErrorCode.none:
+                return dict.fromkeys(offsets, error)
+            if error is not None:  # a consumer group's commit: the holder takes it as-is
+                member_id, group_instance_id, generation_id = "", None, -1
+        return super().commit_offsets(group_id, member_id, group_instance_id, generation_id,
+                                      offsets, unknown_group=unknown_group)
+
+    def commit_transactional_offsets(
+            self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+            group_instance_id: str | None, generation_id: int,
+            offsets: Mapping[TopicPartition, OffsetAndMetadata],
+            verification_guard: int | None = None) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit (the base class's), checked against a consumer group's epochs."""
+        if self._group_status(group_id, allow_empty=False) is None:
+            error = self.consumer_groups.offset_commit_error(group_id, member_id, generation_id)
+            if error is not None and error != ErrorCode.none:
+                return dict.fromkeys(offsets, error)
+            if error is not None:
+                member_id, group_instance_id, generation_id = "", None, -1
+        return super().commit_transactional_offsets(
+            group_id, producer_id, producer_epoch, member_id, group_instance_id,
+            generation_id, offsets, verification_guard)
+
+    def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
+                       ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete (the base class's); a consumer group keeps the offsets of the topics
+        its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC)."""
+        subscribed = self.consumer_groups.subscribed_topics(group_id)
+        if not subscribed or self._group_status(group_id, allow_empty=False) is not None:
+            return super().delete_offsets(group_id, partitions)
+        kept = {tp: ErrorCode.group_subscribed_to_topic for tp in partitions
+                if tp[0] in subscribed}
+        error, errors = super().delete_offsets(
+            group_id, [tp for tp in partitions if tp not in kept])
+        return error, {**errors, **kept} if error == ErrorCode.none else errors
+
+    def _expired_offsets(self, group: ClassicGroup, now_ms: int,
+                         retention_ms: int) -> list[TopicPartition]:
+        if group.group_id in self.consumer_groups:
+            return self.consumer_groups.expired_offsets(group, now_ms, retention_ms)
+        return group.expired_offsets(now_ms, retention_ms)
 
     # ============================================================ GroupStore
     def store_group(self, group: ClassicGroup, assignment: Mapping[str, bytes],
@@ -377,9 +450,11 @@ class GroupCoordinator(OffsetMetadataManager):
         now = self.clock.monotonic_ms()
         for group in list(self._groups.values()):
             self.membership.expire_due(group, now)
+        self.consumer_groups.tick(now)
 
     def next_deadline(self) -> float | None:
-        deadlines = (self.membership.next_deadline(g) for g in self._groups.values())
+        deadlines = [self.membership.next_deadline(g) for g in self._groups.values()]
+        deadlines.append(self.consumer_groups.next_deadline())
         return min((d for d in deadlines if d is not None), default=None)
 
     def _after(self, group: ClassicGroup) -> None:

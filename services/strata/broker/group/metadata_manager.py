@@ -15,7 +15,8 @@ Owns:
   transactional batches (TxnOffsetCommit) are held per producer until that producer's marker
   in the log: COMMIT applies them (unless a plain commit later in the log replaced them), ABORT
   drops them, and those without a marker yet come back
-  as ``LoadedPartition.pending`` (Kafka's ``loadGroupsAndOffsets``).
+  as ``LoadedPartition.pending`` (Kafka's ``loadGroupsAndOffsets``). The consumer groups'
+  records (KIP-848) come back as they are, in log order, for ``consumer_group_records``.
 
 The topic itself (``cleanup.policy=compact``, ``offsets.topic.num.partitions`` partitions) is
 registered in the ``TopicStore`` like any topic, created on first use by the coordinator.
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from strata.broker.group.classic_group import ClassicGroup, OffsetAndMetadata, TopicPartition
+from strata.broker.group.consumer_group_records import is_consumer_group_key
 from strata.broker.group.member import GroupMember
 from strata.broker.group.metadata_codec import (
     GroupMetadataKey,
@@ -96,6 +98,8 @@ class LoadedPartition:
     # producer id -> group id -> offsets of transactions with no marker in the log yet
     pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = field(
         default_factory=dict)
+    # the consumer groups' records (KIP-848, ``consumer_group_records``), in log order
+    consumer_records: list[tuple[bytes, bytes | None]] = field(default_factory=list)
 
 
 def append_error(error: int, *, offsets: bool) -> ErrorCode:
@@ -237,6 +241,8 @@ class GroupMetadataManager:
                         group_offsets.pop(tp, None)
                     else:
                         group_offsets[tp] = committed
+                elif is_consumer_group_key(key_bytes) and key_bytes is not None:
+                    loaded.consumer_records.append((key_bytes, value))
                 elif isinstance(key, GroupMetadataKey):
                     described = decode_group_metadata_value(value)
                     if described is None:

@@ -73,6 +73,11 @@ class OffsetMetadataManager:
     def _after(self, group: ClassicGroup) -> None:
         raise NotImplementedError
 
+    def _expired_offsets(self, group: ClassicGroup, now_ms: int,
+                         retention_ms: int) -> list[TopicPartition]:
+        """The group's offsets past retention (the coordinator adds the consumer groups')."""
+        return group.expired_offsets(now_ms, retention_ms)
+
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
                        generation_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata],
                        *, unknown_group: ErrorCode = ErrorCode.illegal_generation
@@ -207,7 +212,7 @@ class OffsetMetadataManager:
         retention = self.offsets_config.retention_ms
         removed = 0
         for group in list(self._groups.values()):
-            expired = group.remove_offsets(group.expired_offsets(now, retention))
+            expired = group.remove_offsets(self._expired_offsets(group, now, retention))
             removed += self._cleanup(group, expired)
         if removed:
             logger.info("removed %d expired offsets", removed)

@@ -15,7 +15,8 @@ restates a range. Invariants (unit tests in tests/unit/broker/test_handler_regis
   group and offset APIs
   (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
   TxnOffsetCommit,
-  DescribeGroups, ListGroups, DeleteGroups),
+  DescribeGroups, ListGroups, DeleteGroups), the consumer group APIs of KIP-848
+  (ConsumerGroupHeartbeat, ConsumerGroupDescribe: flexible-only),
   Produce v9-13, Fetch v12-18, Metadata v9-13, ListOffsets v6-11, and the admin APIs
   (ApiVersions, Create/DeleteTopics, CreatePartitions, Describe/AlterConfigs, DeleteRecords,
   InitProducerId, the ACL and SASL APIs, OffsetForLeaderEpoch), and the transaction
@@ -130,6 +131,8 @@ def build_registry() -> BrokerRegistry:
         alter_replica_log_dirs,
         alter_user_scram_credentials,
         api_versions,
+        consumer_group_describe,
+        consumer_group_heartbeat,
         create_acls,
         create_partitions,
         create_topics,
@@ -203,6 +206,8 @@ def build_registry() -> BrokerRegistry:
         (ApiKey.DELETE_GROUPS, 0, 2, delete_groups.handle),
         (ApiKey.OFFSET_DELETE, 0, 0, offset_delete.handle),
         (ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, offset_for_leader_epoch.handle),
+        (ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, consumer_group_heartbeat.handle),
+        (ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, consumer_group_describe.handle),
         (ApiKey.DESCRIBE_CLUSTER, 0, 2, describe_cluster.handle),
         (ApiKey.ELECT_LEADERS, 0, 2, elect_leaders.handle),
         (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1, alter_partition_reassignments.handle),

@@ -13,8 +13,9 @@ anyone while the group has no members) and appends one batch. Version rules:
 * v8 is flexible (KIP-482);
 * v9 (KIP-848) renames the generation ``generation_id_or_member_epoch``: for a classic group it
   is still the generation, checked as before (Kafka's ``ClassicGroup.validateOffsetCommit``);
-  member epochs belong to the consumer protocol, which is not built. A member's commit
-  (generation >= 0) to a group that does not exist is GROUP_ID_NOT_FOUND from v9, which both
+  for a consumer group it is the member epoch, which must be the member's current one
+  (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID; ``ConsumerGroup.validateOffsetCommit``). A member's
+  commit (generation >= 0) to a group that does not exist is GROUP_ID_NOT_FOUND from v9, which both
   protocols' clients understand, and ILLEGAL_GENERATION before (Kafka's rule).
 
 The commit timestamp is the broker's clock at the request; null metadata is stored as "".

@@ -14,7 +14,9 @@ no topics from v2, and each requested partition's error in v1, which has no grou
 * v8 (KIP-709) asks for a batch of ``groups``, each answered on its own (its own errors), in
   request order;
 * v9 (KIP-848) names the fetching member (``member_id``, ``member_epoch``): for a classic group
-  Kafka ignores both (``ClassicGroup.validateOffsetFetch``), and so does this broker.
+  Kafka ignores both (``ClassicGroup.validateOffsetFetch``), and so does this broker; for a
+  consumer group a member must be at its current epoch (UNKNOWN_MEMBER_ID,
+  STALE_MEMBER_EPOCH for the group; no member id and epoch -1, an admin, always may).
 
 Authorization: Describe on each group (else GROUP_AUTHORIZATION_FAILED for that group); topics
 asked for without Describe on them are TOPIC_AUTHORIZATION_FAILED, and left out of an
@@ -49,14 +51,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             "throttle_time_ms": 0, "error_code": error, "topics": _topics(partitions)})
     groups = []
     for group in request.groups:
-        error, partitions = fetch_group(ctx, version, group.group_id, group.topics, stable)
+        error, partitions = fetch_group(ctx, version, group.group_id, group.topics, stable,
+                                        getattr(group, "member_id", None),
+                                        getattr(group, "member_epoch", -1))
         groups.append({"group_id": group.group_id, "error_code": error,
                        "topics": _topics(partitions)})
     return build_response(ApiKey.OFFSET_FETCH, version, throttle_time_ms=0, groups=groups)
 
 
 def fetch_group(ctx: RequestContext, version: int, group_id: str,
-                topics: Any, require_stable: bool = False) -> tuple[ErrorCode, Answer]:
+                topics: Any, require_stable: bool = False, member_id: str | None = None,
+                member_epoch: int = -1) -> tuple[ErrorCode, Answer]:
     """One group's answer: (group-level error, one entry per partition answered)."""
     requested: list[TopicPartition] | None = None
     if topics is not None:
@@ -66,6 +71,9 @@ def fetch_group(ctx: RequestContext, version: int, group_id: str,
         error = ErrorCode.group_authorization_failed
     else:
         error, offsets = ctx.state.group_coordinator.fetch_offsets(group_id, requested)
+        if error == ErrorCode.none:
+            error = ctx.state.group_coordinator.consumer_groups.offset_fetch_error(
+                group_id, member_id, member_epoch)
     if error != ErrorCode.none:
         if version >= 2:
             return error, []

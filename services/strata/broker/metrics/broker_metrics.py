@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from prometheus_client import CollectorRegistry, generate_latest
 
 from strata.broker.group.classic_group import ClassicGroup
+from strata.broker.group.consumer_group import ConsumerGroup
 from strata.broker.metrics.group_metrics import GroupMetrics
 from strata.broker.metrics.log_metrics import LogMetrics
 from strata.broker.metrics.quota_metrics import QuotaMetrics
@@ -40,7 +41,8 @@ class BrokerMetrics:
                  groups: Callable[[], list[ClassicGroup]], *,
                  replica_manager: ReplicaManager | None = None,
                  controller: Callable[[], tuple[bool, int]] | None = None,
-                 quotas: Callable[[], BrokerQuotas | None] | None = None) -> None:
+                 quotas: Callable[[], BrokerQuotas | None] | None = None,
+                 consumer_groups: Callable[[], list[ConsumerGroup]] = list) -> None:
         if replica_manager is None:
             owner = getattr(partitions, "__self__", None)
             replica_manager = owner if isinstance(owner, ReplicaManager) else None
@@ -57,7 +59,7 @@ class BrokerMetrics:
             self.registry, partitions, None if manager is None else manager.clock.milliseconds)
         # A broker without a cluster is its own controller and never elects anyone.
         self.replication.track_controller(self.registry, controller or (lambda: (True, 0)))
-        self.groups = GroupMetrics(self.registry, groups, partition)
+        self.groups = GroupMetrics(self.registry, groups, partition, consumer_groups)
         if quotas is not None and manager is not None:
             self.quotas = QuotaMetrics(self.registry, quotas, manager.clock.milliseconds)
 

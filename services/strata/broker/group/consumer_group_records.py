@@ -1,0 +1,390 @@
+"""The consumer group records of ``__consumer_offsets`` (KIP-848): Kafka's formats, byte for byte.
+
+A consumer group lives in its ``__consumer_offsets`` partition as these records, the latest
+value per key winning and a null value (tombstone) deleting. Every key and value starts with an
+``int16`` version; keys are Kafka's non-flexible encoding (``string`` = ``int16 length +
+UTF-8``), values are version 0 in Kafka's flexible encoding (KIP-482: compact strings and
+arrays, ``unsigned varint length + 1``, 0 = null; a ``uuid`` is 16 bytes; each struct ends
+with a tagged-field section, written empty, read and skipped)::
+
+    key v3  ConsumerGroupMetadataKey                 group
+            value: epoch int32                                    (the group epoch)
+    key v4  ConsumerGroupPartitionMetadataKey        group
+            value: topics [topicId uuid, topicName string, numPartitions int32,
+                           partitionMetadata [partition int32, racks []string]]
+    key v5  ConsumerGroupMemberMetadataKey           group, memberId
+            value: instanceId string?, rackId string?, clientId string, clientHost string,
+                   subscribedTopicNames []string, subscribedTopicRegex string?,
+                   rebalanceTimeoutMs int32, serverAssignor string?
+                   (tag 0: classicMemberMetadata, a classic member's; skipped)
+    key v6  ConsumerGroupTargetAssignmentMetadataKey group
+            value: assignmentEpoch int32
+    key v7  ConsumerGroupTargetAssignmentMemberKey   group, memberId
+            value: topicPartitions [topicId uuid, partitions []int32]
+    key v8  ConsumerGroupCurrentMemberAssignmentKey  group, memberId
+            value: memberEpoch int32, previousMemberEpoch int32, state int8 (0 STABLE,
+                   1 UNREVOKED_PARTITIONS, 2 UNRELEASED_PARTITIONS),
+                   assignedPartitions [topicId, partitions], partitionsPendingRevocation [...]
+
+``records_of(group)`` is a group's whole state as records (key bytes -> value bytes): the
+coordinator writes the difference from what it last wrote (changed values, tombstones for
+keys gone), so replaying a partition with ``ConsumerGroupReplay`` rebuilds the same group.
+Pure functions over bytes; ``GroupRecordError`` for bytes that do not parse.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from strata.broker.group.consumer_group import ConsumerGroup
+from strata.broker.group.consumer_group_member import (
+    Assignment,
+    ConsumerGroupMember,
+    MemberState,
+)
+from strata.broker.group.metadata_codec import GroupRecordError
+from strata.broker.group.partition_assignor import TopicMetadata
+
+METADATA_KEY: Final = 3
+PARTITION_METADATA_KEY: Final = 4
+MEMBER_METADATA_KEY: Final = 5
+TARGET_ASSIGNMENT_METADATA_KEY: Final = 6
+TARGET_ASSIGNMENT_MEMBER_KEY: Final = 7
+CURRENT_MEMBER_ASSIGNMENT_KEY: Final = 8
+KEY_VERSIONS: Final = frozenset(range(METADATA_KEY, CURRENT_MEMBER_ASSIGNMENT_KEY + 1))
+VALUE_VERSION: Final = 0
+
+_STATE_CODES: Final = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1,
+                       MemberState.UNRELEASED_PARTITIONS: 2}
+_STATES: Final = {code: state for state, code in _STATE_CODES.items()}
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I8 = struct.Struct(">b")
+
+
+# ----------------------------------------------------------------------------- writing
+class _Value:
+    """A flexible (KIP-482) value body."""
+
+    def __init__(self) -> None:
+        self._out = bytearray(_I16.pack(VALUE_VERSION))
+
+    def uvarint(self, value: int) -> None:
+        while value >= 0x80:
+            self._out.append((value & 0x7F) | 0x80)
+            value >>= 7
+        self._out.append(value)
+
+    def int8(self, value: int) -> None:
+        self._out += _I8.pack(value)
+
+    def int32(self, value: int) -> None:
+        self._out += _I32.pack(value)
+
+    def string(self, value: str | None) -> None:
+        if value is None:
+            self.uvarint(0)
+            return
+        raw = value.encode()
+        self.uvarint(len(raw) + 1)
+        self._out += raw
+
+    def topic_id(self, value: uuid.UUID) -> None:
+        self._out += value.bytes
+
+    def array(self, count: int) -> None:
+        self.uvarint(count + 1)
+
+    def no_tags(self) -> None:
+        self.uvarint(0)
+
+    def assignment(self, assignment: Assignment) -> None:
+        self.array(len(assignment))
+        for topic_id, partitions in sorted(assignment.items(), key=lambda kv: kv[0].bytes):
+            self.topic_id(topic_id)
+            self.array(len(partitions))
+            for index in sorted(partitions):
+                self.int32(index)
+            self.no_tags()
+
+    def done(self) -> bytes:
+        self.no_tags()
+        return bytes(self._out)
+
+
+def _key(version: int, *fields: str) -> bytes:
+    out = bytearray(_I16.pack(version))
+    for value in fields:
+        raw = value.encode()
+        out += _I16.pack(len(raw)) + raw
+    return bytes(out)
+
+
+def metadata_key(group_id: str) -> bytes:
+    return _key(METADATA_KEY, group_id)
+
+
+def records_of(group: ConsumerGroup) -> dict[bytes, bytes]:
+    """Every record of ``group``'s current state (see the module docstring)."""
+    group_id = group.group_id
+    records: dict[bytes, bytes] = {}
+    value = _Value()
+    value.int32(group.group_epoch)
+    records[metadata_key(group_id)] = value.done()
+    value = _Value()
+    topics = sorted(group.subscription_metadata.values(), key=lambda t: t.name)
+    value.array(len(topics))
+    for topic in topics:
+        value.topic_id(topic.topic_id)
+        value.string(topic.name)
+        value.int32(topic.num_partitions)
+        value.array(0)  # partitionMetadata: racks are not used
+        value.no_tags()
+    records[_key(PARTITION_METADATA_KEY, group_id)] = value.done()
+    value = _Value()
+    value.int32(group.assignment_epoch)
+    records[_key(TARGET_ASSIGNMENT_METADATA_KEY, group_id)] = value.done()
+    for member_id, member in group.members.items():
+        records[_key(MEMBER_METADATA_KEY, group_id, member_id)] = _member_metadata(member)
+        value = _Value()
+        value.int32(member.member_epoch)
+        value.int32(member.previous_member_epoch)
+        value.int8(_STATE_CODES[member.state])
+        value.assignment(member.assigned_partitions)
+        value.assignment(member.partitions_pending_revocation)
+        records[_key(CURRENT_MEMBER_ASSIGNMENT_KEY, group_id, member_id)] = value.done()
+    for member_id, target in group.target_assignment.items():
+        value = _Value()
+        value.assignment(target)
+        records[_key(TARGET_ASSIGNMENT_MEMBER_KEY, group_id, member_id)] = value.done()
+    return records
+
+
+def _member_metadata(member: ConsumerGroupMember) -> bytes:
+    value = _Value()
+    value.string(member.instance_id)
+    value.string(member.rack_id)
+    value.string(member.client_id)
+    value.string(member.client_host)
+    value.array(len(member.subscribed_topic_names))
+    for name in member.subscribed_topic_names:
+        value.string(name)
+    value.string(member.subscribed_topic_regex)
+    value.int32(member.rebalance_timeout_ms)
+    value.string(member.server_assignor)
+    return value.done()
+
+
+def changes(before: Mapping[bytes, bytes], after: Mapping[bytes, bytes]
+            ) -> list[tuple[bytes, bytes | None]]:
+    """The records turning ``before`` into ``after``: changed values, then tombstones, the
+    group's own (``ConsumerGroupMetadataKey``) last, as Kafka deletes a group."""
+    written: list[tuple[bytes, bytes | None]] = [
+        (k, v) for k, v in after.items() if before.get(k) != v]
+    gone = sorted((k for k in before if k not in after), key=lambda k: -key_version(k))
+    written.extend((k, None) for k in gone)
+    return written
+
+
+# ----------------------------------------------------------------------------- reading
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._pos = 0
+
+    def _take(self, size: int) -> bytes:
+        end = self._pos + size
+        if size < 0 or end > len(self._data):
+            raise GroupRecordError("consumer group record ends early")
+        chunk = self._data[self._pos:end]
+        self._pos = end
+        return chunk
+
+    def int8(self) -> int:
+        return int(_I8.unpack(self._take(1))[0])
+
+    def int16(self) -> int:
+        return int(_I16.unpack(self._take(2))[0])
+
+    def int32(self) -> int:
+        return int(_I32.unpack(self._take(4))[0])
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        while True:
+            byte = self._take(1)[0]
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+            if shift > 28:
+                raise GroupRecordError("varint too long")
+
+    def string(self) -> str | None:
+        size = self.uvarint()
+        return None if size == 0 else self._take(size - 1).decode()
+
+    def key_string(self) -> str:
+        size = self.int16()
+        if size < 0:
+            raise GroupRecordError("null string in a key")
+        return self._take(size).decode()
+
+    def topic_id(self) -> uuid.UUID:
+        return uuid.UUID(bytes=self._take(16))
+
+    def array(self) -> int:
+        return max(0, self.uvarint() - 1)
+
+    def tags(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self._take(self.uvarint())
+
+    def assignment(self) -> dict[uuid.UUID, frozenset[int]]:
+        result: dict[uuid.UUID, frozenset[int]] = {}
+        for _ in range(self.array()):
+            topic_id = self.topic_id()
+            partitions = frozenset(self.int32() for _ in range(self.array()))
+            self.tags()
+            if partitions:
+                result[topic_id] = partitions
+        return result
+
+
+def key_version(key: bytes | None) -> int:
+    """The version of a ``__consumer_offsets`` key (-1 when unreadable)."""
+    return int(_I16.unpack_from(key)[0]) if key is not None and len(key) >= 2 else -1
+
+
+def _value(data: bytes) -> _Reader:
+    reader = _Reader(data)
+    version = reader.int16()
+    if version != VALUE_VERSION:
+        raise GroupRecordError(f"consumer group value version {version} is not known")
+    return reader
+
+
+@dataclass(slots=True)
+class _Replayed:
+    epoch: int = -1  # -1: no ConsumerGroupMetadata record (yet): not a group
+    assignment_epoch: int = 0
+    topics: dict[str, TopicMetadata] = field(default_factory=dict)
+    members: dict[str, ConsumerGroupMember] = field(default_factory=dict)
+    current: dict[str, tuple[int, int, MemberState, Assignment, Assignment]] = field(
+        default_factory=dict)
+    targets: dict[str, Assignment] = field(default_factory=dict)
+
+
+class ConsumerGroupReplay:
+    """Rebuilds consumer groups from their records, in log order (``apply``), then ``groups``."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, _Replayed] = {}
+
+    def apply(self, key: bytes, value: bytes | None) -> None:
+        reader = _Reader(key)
+        version = reader.int16()
+        if version not in KEY_VERSIONS:
+            raise GroupRecordError(f"key version {version} is not a consumer group record")
+        group_id = reader.key_string()
+        if version == METADATA_KEY:
+            if value is None:  # the group is deleted
+                self._groups.pop(group_id, None)
+            else:
+                self._groups.setdefault(group_id, _Replayed()).epoch = _value(value).int32()
+            return
+        state = self._groups.setdefault(group_id, _Replayed())
+        if version == PARTITION_METADATA_KEY:
+            state.topics = {} if value is None else _topics(_value(value))
+        elif version == TARGET_ASSIGNMENT_METADATA_KEY:
+            state.assignment_epoch = 0 if value is None else _value(value).int32()
+        else:
+            member_id = reader.key_string()
+            if version == MEMBER_METADATA_KEY:
+                if value is None:
+                    state.members.pop(member_id, None)
+                else:
+                    state.members[member_id] = _member(member_id, _value(value))
+            elif version == TARGET_ASSIGNMENT_MEMBER_KEY:
+                if value is None:
+                    state.targets.pop(member_id, None)
+                else:
+                    state.targets[member_id] = _value(value).assignment()
+            elif value is None:
+                state.current.pop(member_id, None)
+            else:
+                read = _value(value)
+                epoch, previous = read.int32(), read.int32()
+                member_state = _STATES.get(read.int8(), MemberState.STABLE)
+                state.current[member_id] = (epoch, previous, member_state, read.assignment(),
+                                            read.assignment())
+
+    def groups(self) -> dict[str, ConsumerGroup]:
+        """The groups as the records left them (members without metadata are dropped)."""
+        built: dict[str, ConsumerGroup] = {}
+        for group_id, state in self._groups.items():
+            if state.epoch < 0:  # records of a deleted group's members, or a torn write
+                continue
+            group = ConsumerGroup(group_id)
+            group.group_epoch = state.epoch
+            group.assignment_epoch = state.assignment_epoch
+            group.subscription_metadata = dict(state.topics)
+            for member_id, member in state.members.items():
+                current = state.current.get(member_id)
+                if current is not None:
+                    epoch, previous, member_state, assigned, revoking = current
+                    member = ConsumerGroupMember(
+                        member.member_id, member.instance_id, member.rack_id, member.client_id,
+                        member.client_host, member.rebalance_timeout_ms,
+                        member.subscribed_topic_names, member.subscribed_topic_regex,
+                        member.server_assignor, member_state, epoch, previous, assigned,
+                        revoking)
+                group.update_member(member)
+            group.target_assignment = {m: a for m, a in state.targets.items()
+                                       if m in group.members}
+            built[group_id] = group
+        return built
+
+
+def _topics(reader: _Reader) -> dict[str, TopicMetadata]:
+    topics: dict[str, TopicMetadata] = {}
+    for _ in range(reader.array()):
+        topic_id = reader.topic_id()
+        name = reader.string() or ""
+        partitions = reader.int32()
+        for _ in range(reader.array()):  # partitionMetadata: racks, unused
+            reader.int32()
+            for _ in range(reader.array()):
+                reader.string()
+            reader.tags()
+        reader.tags()
+        topics[name] = TopicMetadata(topic_id, name, partitions)
+    return topics
+
+
+def _member(member_id: str, reader: _Reader) -> ConsumerGroupMember:
+    instance_id, rack_id = reader.string(), reader.string()
+    client_id, client_host = reader.string() or "", reader.string() or ""
+    names = tuple(reader.string() or "" for _ in range(reader.array()))
+    regex = reader.string()
+    rebalance_timeout_ms = reader.int32()
+    assignor = reader.string()
+    return ConsumerGroupMember(member_id, instance_id, rack_id, client_id, client_host,
+                               rebalance_timeout_ms, names, regex, assignor)
+
+
+def is_consumer_group_key(key: bytes | None) -> bool:
+    return key_version(key) in KEY_VERSIONS
+
+
+def replay(records: Iterable[tuple[bytes, bytes | None]]) -> dict[str, ConsumerGroup]:
+    """The groups ``records`` (in log order) leave."""
+    replayer = ConsumerGroupReplay()
+    for key, value in records:
+        replayer.apply(key, value)
+    return replayer.groups()
