@@ -10,7 +10,10 @@ Kafka's ``BrokerLifecycleManager`` plus the leader's ``AlterPartition`` path. Ow
   the *broker epoch*. A restarted ``node.id`` registers at once over its old entry (a larger
   epoch), so the controller sees that the old incarnation is gone even before its lease would
   have expired. A lease that is lost (the store was unreachable past the TTL) is replaced by a
-  new registration;
+  new registration; meanwhile the broker epoch is 0 and ``on_lease_lost`` re-publishes the
+  image, so this broker leads nothing until registered again (the controller is moving its
+  leaderships: answering producers as a zombie leader, from a log and producer state that miss
+  the new leader's writes, would fail them with OUT_OF_ORDER_SEQUENCE_NUMBER);
 * **zombie fencing**: an image showing this ``node.id`` registered at a larger epoch than ours
   means another process took the id: this one stops serving (``on_fenced``);
 * **ISR changes** proposed by this broker as a leader (``propose_isr``, the replica manager's
@@ -30,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from strata.broker.cluster import image as ci
 from strata.broker.cluster.image import BrokerRegistration
@@ -57,6 +60,9 @@ class BrokerLifecycle:
         self.lease: Lease | None = None
         self.replica_manager: ReplicaManager | None = None
         self._on_fenced = on_fenced
+        # Called when the registration lease is lost (the cluster re-publishes its image at
+        # broker epoch 0: every partition this broker led becomes leaderless here).
+        self.on_lease_lost: Callable[[], Awaitable[None]] | None = None
         self._registering = False
         self._watch_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -124,8 +130,14 @@ class BrokerLifecycle:
             await lease.wait_lost()
             if self.stopped:
                 return
-            logger.warning("broker %d lost its registration lease; registering again",
-                           self.node_id)
+            # The store dropped our registration: the controller moves our leaderships away,
+            # so until we are registered again this broker leads nothing (a zombie leader
+            # would answer producers from a stale log and producer state).
+            logger.warning("broker %d lost its registration lease; leading nothing until it "
+                           "is registered again", self.node_id)
+            self.epoch = 0
+            if self.on_lease_lost is not None:
+                await self.on_lease_lost()
             while not self._stopped:
                 try:
                     await self.register()

@@ -133,6 +133,7 @@ class Cluster:
             self.node_id, replica_manager, self.fetchers, log_manager, group_coordinator,
             broker_epoch=lambda: lifecycle.epoch, on_configs=on_configs,
             listener=inter_broker_listener_name(config))
+        lifecycle.on_lease_lost = lambda: publisher.publish(self.cache.image)
         await asyncio.to_thread(publisher.remove_stray_logs, self.image)
         replica_manager.isr_change_handler = lifecycle.propose_isr
         group_coordinator.leader_lookup = self.leader_of

@@ -93,6 +93,7 @@ class MetadataPublisher:
                                                  bool]] = {}
         self._configs_revision: object = None
         self._topics: dict[str, int] = {}
+        self._publishing = asyncio.Lock()
         self._seen_partitions: object = None  # the last image's mappings (identity only)
         self._seen_brokers: object = None
         self._seen_epoch = -1
@@ -116,6 +117,12 @@ class MetadataPublisher:
                 self.log_manager.delete_log(topic, index)
 
     async def publish(self, image: ClusterImage) -> None:
+        """Make the hosted partitions match ``image`` (one publish at a time: the cache's
+        listener and the lifecycle's resignation on a lost lease may both call it)."""
+        async with self._publishing:
+            await self._publish(image)
+
+    async def _publish(self, image: ClusterImage) -> None:
         configs_key = (id(image.topics), id(image.broker_configs))
         if configs_key != self._configs_revision:
             self._configs_revision = configs_key
