@@ -5,7 +5,8 @@ temp log dir, the Kafka listener and HTTP port on free ports (port 0: the broker
 port and prints the address it serves on), waits for the ready line, yields the bootstrap
 address, and stops the broker with SIGTERM (it flushes and exits 0) when the block ends.
 ``local_cluster(n)`` does the same for ``n`` brokers forming one cluster on a SQLite metadata
-store.
+store; given a ``root`` it keeps its data there, so a second ``local_cluster`` on the same root
+restarts the same brokers (``bench/scale.py``'s recovery after kill -9).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 READY = re.compile(r"serving Kafka on (\S+):(\d+)")
@@ -107,26 +109,35 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 @contextlib.contextmanager
 def local_cluster(brokers: int, extra_config: dict[str, str] | None = None,
-                  pids: list[int] | None = None, cprofile_dir: Path | None = None
-                  ) -> Iterator[str]:
+                  pids: list[int] | None = None, cprofile_dir: Path | None = None,
+                  root: Path | None = None, parallel: bool = False) -> Iterator[str]:
     """Start ``brokers`` brokers on one SQLite metadata store (what ``strata dev`` runs); yield
     the bootstrap list once every broker is registered; stop them all. Their PIDs are in
     ``pids`` while they run; with ``cprofile_dir`` each runs under ``cprofile_broker.py``,
-    writing ``broker-N.prof`` there."""
+    writing ``broker-N.prof`` there. With ``root`` the data stays there (reused if present);
+    ``parallel`` starts the brokers at once rather than one after the other."""
     from confluent_kafka.admin import AdminClient
 
     with contextlib.ExitStack() as stack:
-        root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="strata-cluster-")))
-        addresses = []
+        if root is None:
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory(
+                prefix="strata-cluster-")))
+        starts = []
         for node in range(brokers):
             node_dir = root / f"broker-{node}"
-            node_dir.mkdir()
-            addresses.append(stack.enter_context(local_broker({
+            node_dir.mkdir(exist_ok=True)
+            starts.append(local_broker({
                 "node.id": str(node), "metadata.store": f"sqlite:///{root / 'meta.db'}",
                 "default.replication.factor": str(min(3, brokers)),
                 "offsets.topic.replication.factor": str(min(3, brokers)),
                 **(extra_config or {})}, node_dir, pids,
-                None if cprofile_dir is None else cprofile_dir / f"broker-{node}.prof")))
+                None if cprofile_dir is None else cprofile_dir / f"broker-{node}.prof"))
+        if parallel:  # each started broker's stop is on the stack even if another fails
+            with ThreadPoolExecutor(brokers) as pool:
+                futures = [pool.submit(stack.enter_context, start) for start in starts]
+            addresses = [future.result() for future in futures]
+        else:
+            addresses = [stack.enter_context(start) for start in starts]
         bootstrap = ",".join(addresses)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -3,7 +3,7 @@
 # only where missing; `make test` needs them too (tests/integration/bench). Debian puts
 # nats-server in /usr/sbin, so that is checked as well as PATH.
 .PHONY: bench-deps redis-server nats-server bench-storage bench-suite bench-quick
-.PHONY: librdkafka-dev native-perf bench-native bench-transactions
+.PHONY: librdkafka-dev native-perf bench-native bench-transactions bench-scale
 
 redis-server: ## Debian's redis-server and redis-tools, where missing
 	@{ command -v redis-server && command -v redis-benchmark; } >/dev/null 2>&1 || { \
@@ -42,6 +42,13 @@ bench-native: bench-deps native-perf ## Strata's scenarios with the native load 
 # Transactional produce against idempotent acks=all, 3 brokers, RF 3, 6 partitions (issue 19).
 bench-transactions: $(STAMP) native-perf ## transactional vs idempotent produce (native client)
 	$(BIN)/python -m bench.native_client --transactions
+
+# Issue 23's scale figures (bench/scale.py): 10,000 partitions RF 3 on 3 brokers (READY,
+# recovery after kill -9 of every broker, resident memory, Metadata latency), then 20 native
+# producers alone and beside 2,000 idle connections. Figures and targets printed, never asserted.
+bench-scale: $(STAMP) native-perf ## scale: 10,000 partitions, kill -9 recovery, 2,000 idle connections
+	$(BIN)/python -m bench.scale
+
 # One run, 1,000,000 records of 100 bytes per system (`python -m bench.suite --help` for the flags).
 bench-suite: bench-deps ## the benchmark suite alone: Strata, Redis Streams, NATS JetStream
 	$(BIN)/python -m bench.suite
