@@ -238,9 +238,18 @@ class AbstractIndex:
         raise NotImplementedError
 
     def reset(self) -> None:
-        """Empty the index and give it its full capacity again (before a rebuild)."""
+        """Empty the index and give it its full capacity again (before a rebuild).
+
+        The file is cut to nothing and grown back, so the OS hands back zeros without writing
+        them: zeroing a preallocated 10 MiB mapping per index (an index left full-length by an
+        unclean shutdown) made restarting 1,000 partitions take ~80 s."""
         with self._lock:
-            self.truncate_to_entries(0)
+            if self.writable:
+                self._entries = 0
+                self._dirty = False
+                self.resize(0)
+            else:
+                self.truncate_to_entries(0)
             self.resize(self.max_index_size)
             self._corrupt_reason = None
 
