@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from kubernetes.client.exceptions import ApiException
 
+from strata.operator import conditions
 from strata.operator.conditions import now_iso
 from strata.operator.kube import Kube, Obj
 
@@ -72,3 +73,37 @@ def record(kube: Kube, involved: Mapping[str, Any], event_type: str, reason: str
     except (ApiException, OSError) as exc:  # a courtesy: never let it fail the reconcile
         logger.warning("could not post event %s: %s", reason, exc)
         return None
+
+
+StatusWriter = Callable[..., Obj]
+"""``write(ready, reason, message, **extra) -> status``."""
+
+
+def ready_status_writer(kube: Kube, kind: str, body: Mapping[str, Any],
+                        posted: dict[tuple[str, str, str], str],
+                        keep: Sequence[str] = ()) -> StatusWriter:
+    """The status writer of one reconcile pass of a resource with a single Ready condition
+    (Topic, User): patches the status only when it changed, and posts an Event when the
+    reason is new — neither the one the status already shows nor the last one posted for this
+    object (``posted``, keyed by namespace, name and uid). ``keep``: status fields carried over
+    from the old status unless ``extra`` sets them."""
+    metadata = body["metadata"]
+    namespace, name = metadata["namespace"], metadata["name"]
+    generation = metadata.get("generation")
+    old_status = body.get("status") or {}
+    previous = old_status.get("conditions") or ()
+    key = (namespace, name, str(metadata.get("uid", "")))
+
+    def write(ready: bool, reason: str, message: str, **extra: Any) -> Obj:
+        status: Obj = {**{k: old_status[k] for k in keep if k in old_status},
+                       "observedGeneration": generation, **extra, "conditions": [
+                           conditions.ready_condition(ready, reason, message, generation,
+                                                      previous)]}
+        if conditions.status_changed(old_status, status):
+            kube.patch_status(kind, namespace, name, status)
+        if reason not in (conditions.ready_reason(old_status)[1], posted.get(key)):
+            record(kube, body, NORMAL if ready else WARNING, reason, message)
+        posted[key] = reason
+        return status
+
+    return write

@@ -146,24 +146,9 @@ def reconcile(body: Mapping[str, Any], kube: Kube,
               generate: Callable[[], str] = new_password) -> Obj:
     metadata = body["metadata"]
     namespace, name = metadata["namespace"], metadata["name"]
-    generation = metadata.get("generation")
     old_status = body.get("status") or {}
-    previous = old_status.get("conditions") or ()
-
-    def write(ready: bool, reason: str, message: str, **extra: Any) -> Obj:
-        status: Obj = {**{k: old_status[k] for k in ("mechanism", "secretVersion")
-                          if k in old_status},
-                       "observedGeneration": generation, **extra, "conditions": [
-                           conditions.ready_condition(ready, reason, message, generation,
-                                                      previous)]}
-        if conditions.status_changed(old_status, status):
-            kube.patch_status("User", namespace, name, status)
-        key = (namespace, name, str(metadata.get("uid", "")))
-        if reason not in (conditions.ready_reason(old_status)[1], _posted.get(key)):
-            events.record(kube, body, events.NORMAL if ready else events.WARNING, reason,
-                          message)
-        _posted[key] = reason
-        return status
+    write = events.ready_status_writer(kube, "User", body, _posted,
+                                       keep=("mechanism", "secretVersion"))
 
     try:
         spec = UserSpec.parse(body.get("spec") or {}, name)
