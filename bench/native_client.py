@@ -19,13 +19,14 @@ starts:
 For each step: Kafka's perf-test lines (the program's), the brokers' CPU per record (user +
 system of every broker process, ``bench/process_cpu.py``) and the client's; then one table
 (``bench/results.py``) and the issue's target ratios. ``--transactions`` runs only the
-transactional comparison (``make bench-transactions``); ``--profile DIR`` samples every broker with
+transactional comparison (``make bench-transactions``: with 1 producer and with 6 at once,
+``--producers 1,6``); ``--profile DIR`` samples every broker with
 py-spy during each step and prints its top frames.
 
 Run: ``.venv/bin/python -m bench.native_client [--single-records 2000000]
 [--cluster-records 500000] [--scale-records N] [--latency-seconds 5] [--transactions]
-[--no-redis] [--quick] [--profile DIR]``; ``make bench`` builds the program and runs this before the
-Python-client suite.
+[--producers 1,6] [--no-redis] [--quick] [--profile DIR]``; ``make bench`` builds the program
+and runs this before the Python-client suite.
 """
 
 from __future__ import annotations
@@ -95,11 +96,12 @@ def _title(text: str) -> None:
     print(f"\n# {text}", flush=True)
 
 
-def measure(label: str, args: Sequence[str], pids: list[int], timeout_s: float,
-            profile: Path | None = None) -> Step:
-    """Run the program once; print the CPU lines; warn unless every record made it (the row
-    says so too: the other steps still run). With ``profile``, py-spy samples every broker
-    meanwhile (``bench/broker_profile.py``) and their top frames are printed."""
+def measure(label: str, runs: Sequence[Sequence[str]], pids: list[int],
+            timeout_s: float, profile: Path | None = None) -> Step:
+    """Run the program once per argument list of ``runs``, all at the same time; print the
+    CPU lines; warn unless every record made it (the row says so too: the other steps still
+    run). With ``profile``, py-spy samples every broker meanwhile
+    (``bench/broker_profile.py``) and their top frames are printed."""
     outs: list[Path] = []
     with contextlib.ExitStack() as spies:
         if profile is not None:
@@ -108,7 +110,7 @@ def measure(label: str, args: Sequence[str], pids: list[int], timeout_s: float,
                 outs.append(profile / f"{slug}-broker-{i}.raw.txt")
                 spies.enter_context(py_spy_record(pid, outs[-1]))
         before = cpu_seconds(pids)
-        result = native_perf.run(args, timeout_s=timeout_s)
+        result = native_perf.run_many(runs, timeout_s=timeout_s)
         cpu = cpu_seconds(pids) - before
     for out in outs:
         if out.exists():
@@ -125,13 +127,18 @@ def measure(label: str, args: Sequence[str], pids: list[int], timeout_s: float,
 
 
 def _produce(bootstrap: str, label: str, produce: Produce, partitions: int, replication: int,
-             pids: list[int], args: argparse.Namespace) -> Step:
+             pids: list[int], args: argparse.Namespace, producers: int = 1) -> Step:
+    """One produce step; with ``producers`` > 1 that many programs at once, each sending
+    ``produce.records`` (a transactional one with its own ``transactional.id``)."""
     produce = dataclasses.replace(produce, partitioner=args.partitioner)
     timeout_s = args.timeout_s
     create_topic(bootstrap, produce.topic, partitions, replication)
-    _title(f"{label}: {produce.records:,} records of {produce.record_size} bytes")
-    return measure(label, native_perf.produce_args(bootstrap, produce, timeout_s), pids,
-                   timeout_s, args.profile)
+    _title(f"{label}: {producers * produce.records:,} records of {produce.record_size} bytes")
+    each = [produce if producers == 1 or produce.transactional_id is None else
+            dataclasses.replace(produce, transactional_id=f"{produce.transactional_id}-{i}")
+            for i in range(producers)]
+    return measure(label, [native_perf.produce_args(bootstrap, p, timeout_s) for p in each],
+                   pids, timeout_s, args.profile)
 
 
 def single_broker(args: argparse.Namespace) -> dict[str, Step]:
@@ -144,26 +151,34 @@ def single_broker(args: argparse.Namespace) -> dict[str, Step]:
         _title("1 broker, consume 1 partition from the start (group-less)")
         steps["1-consume"] = measure(
             "1 broker consume",
-            native_perf.consume_args(bootstrap, produce.topic, args.single_records,
-                                     min(args.timeout_s, 60.0)), pids, args.timeout_s,
+            [native_perf.consume_args(bootstrap, produce.topic, args.single_records,
+                                      min(args.timeout_s, 60.0))], pids, args.timeout_s,
             args.profile)
     return steps
 
 
 def transactions(bootstrap: str, args: argparse.Namespace, pids: list[int]
                  ) -> dict[str, Step]:
-    """Idempotent acks=all against transactional produce, same cluster, same partitions."""
+    """Idempotent acks=all against transactional produce, same cluster, same partitions, for
+    each producer count of ``--producers`` (keys ``idempotent``/``transactional`` for 1
+    producer, ``idempotent-N``/``transactional-N`` for N)."""
     n, t = args.cluster_records, args
-    return {
-        "idempotent": _produce(
-            bootstrap, "3 brokers, RF 3, 6 partitions, acks=all, idempotent",
-            Produce("native-idempotent", n, acks="all", idempotence=True), 6, 3, pids, t),
-        "transactional": _produce(
+    steps: dict[str, Step] = {}
+    for producers in args.producers:
+        suffix = "" if producers == 1 else f"-{producers}"
+        who = "" if producers == 1 else f", {producers} producers at once"
+        each = max(n // producers, TRANSACTION_RECORDS)
+        steps["idempotent" + suffix] = _produce(
+            bootstrap, f"3 brokers, RF 3, 6 partitions, acks=all, idempotent{who}",
+            Produce(f"native-idempotent{suffix}", each, acks="all", idempotence=True), 6, 3,
+            pids, t, producers)
+        steps["transactional" + suffix] = _produce(
             bootstrap, f"3 brokers, RF 3, 6 partitions, transactional "
-                       f"(1 transaction per {TRANSACTION_RECORDS:,} records)",
-            Produce("native-transactional", n, acks="all", transactional_id="strata-perf",
-                    transaction_records=TRANSACTION_RECORDS), 6, 3, pids, t),
-    }
+                       f"(1 transaction per {TRANSACTION_RECORDS:,} records){who}",
+            Produce(f"native-transactional{suffix}", each, acks="all",
+                    transactional_id="strata-perf", transaction_records=TRANSACTION_RECORDS),
+            6, 3, pids, t, producers)
+    return steps
 
 
 def cluster(args: argparse.Namespace) -> dict[str, Step]:
@@ -228,6 +243,13 @@ def rows(steps: dict[str, Step], redis: Throughput | None) -> list[Row]:
         if key in steps:
             out.append(Row("Strata", f"{what} (native){steps[key].note()}", durability,
                            produce=steps[key].throughput(), latency=steps[key].latency()))
+    for key in sorted(k for k in steps if k.startswith(("idempotent-", "transactional-"))):
+        kind, producers = key.split("-")
+        what = ("acks=all idempotent" if kind == "idempotent" else
+                f"transactional ({TRANSACTION_RECORDS:,} records/transaction)")
+        out.append(Row("Strata", f"3 brokers, RF 3, 6 partitions, {what}, {producers} "
+                                 f"producers (native){steps[key].note()}", DURABILITY_RF3,
+                       produce=steps[key].throughput(), latency=steps[key].latency()))
     if redis is not None:
         out.append(Row("Redis Streams", "defaults (no AOF); redis-benchmark XADD",
                        "memory only; RDB snapshots; no AOF", produce=redis))
@@ -258,15 +280,32 @@ def target_lines(steps: dict[str, Step], redis: Throughput | None) -> list[str]:
         lines.append(f"acks=all at half the maximum rate: produce->ack p99 "
                      f"{steps['rf3-half'].result.latency_ms.p99:.1f} ms (target <= 10 ms "
                      "end to end)")
-    if "transactional" in steps and "idempotent" in steps:
-        commit = steps["transactional"].result.commit_ms
+    for key in sorted(k for k in steps if k.startswith("transactional")):
+        suffix = key[len("transactional"):]
+        if "idempotent" + suffix not in steps:
+            continue
+        producers = suffix[1:] or "1"
+        commit = steps[key].result.commit_ms
+        idempotent = rate("idempotent" + suffix)
         lines.append(
-            f"transactional: {rate('transactional'):,.0f} records/s against idempotent "
-            f"acks=all {rate('idempotent'):,.0f}: {rate('transactional') / rate('idempotent'):.0%}"
+            f"transactional, {producers} producer(s): {rate(key):,.0f} records/s against "
+            f"idempotent acks=all {idempotent:,.0f}: {rate(key) / idempotent:.0%}"
             " (target >= 70%)"
             + (f"; commit latency p50 {commit.p50:.1f} ms, p99 {commit.p99:.1f} ms"
-               if commit else ""))
+               if commit else "")
+            + f"; brokers' CPU {steps[key].server_us():.2f} against "
+              f"{steps['idempotent' + suffix].server_us():.2f} us/record")
     return lines
+
+
+def _producer_counts(text: str) -> tuple[int, ...]:
+    try:
+        counts = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of producer counts: {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"producer counts must be >= 1: {text!r}")
+    return counts
 
 
 def _load() -> str:
@@ -286,6 +325,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="length of the half-rate latency step")
     parser.add_argument("--transactions", action="store_true",
                         help="only transactional against idempotent acks=all (issue 19)")
+    parser.add_argument("--producers", type=_producer_counts, default=(1,), metavar="N[,N...]",
+                        help="producer counts of the transactional comparison, each run "
+                             "idempotent then transactional with that many producers at once "
+                             "(the records split among them); default 1")
     parser.add_argument("--partitioner", choices=("sticky", "rr", "key"), default="sticky",
                         help="sticky (no key: Kafka's perf tool), rr (record i to partition "
                              "i mod P) or key (each record keyed)")

@@ -7,14 +7,17 @@ is a JSON object with a ``mode`` wins; anything else is ignored). ``produce_args
 ``consume_args`` spell the command line; ``run`` starts the program, echoes each output line as
 it comes (so a long run shows its 5 s progress lines) and returns the parsed figures with the
 program's own CPU time (user + system, from ``wait4``: the client's cost per record, which
-native is a fraction of the broker's).
+native is a fraction of the broker's). ``run_many`` runs several at once (one producer each) and
+``combine`` (pure) sums their figures into one.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -181,3 +184,50 @@ def run(args: Sequence[str], *, binary: Path = BINARY, timeout_s: float = 600.0,
         raise PerfError(f"strata_perf exited with {code}:\n{output[-2000:]}")
     result = parse_output(output)
     return dataclasses.replace(result, client_cpu_s=usage.ru_utime + usage.ru_stime)
+
+
+def run_many(arg_lists: Sequence[Sequence[str]], *, binary: Path = BINARY,
+             timeout_s: float = 600.0) -> PerfResult:
+    """Run one ``strata_perf`` per argument list, all at once (each its own producer, as the
+    tasks of a stream processor are); their figures combined by ``combine`` over the wall
+    time from the first start to the last exit."""
+    if len(arg_lists) == 1:
+        return run(arg_lists[0], binary=binary, timeout_s=timeout_s)
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(len(arg_lists)) as pool:
+        results = list(pool.map(lambda args: run(args, binary=binary, timeout_s=timeout_s,
+                                                 echo=False), arg_lists))
+    return combine(results, time.monotonic() - started)
+
+
+def combine(results: Sequence[PerfResult], seconds: float) -> PerfResult:
+    """Several concurrent runs as one: records and CPU summed, the rate over ``seconds`` (the
+    wall time they ran together). Percentiles cannot be merged from percentiles: p50 is the
+    median of the runs' p50s, p95/p99/p99.9 and max the largest (the slowest producer's),
+    avg the mean."""
+    if not results:
+        raise ValueError("no results to combine")
+    records = sum(r.records for r in results)
+
+    def latency(values: list[LatencyMs]) -> LatencyMs | None:
+        if len(values) != len(results):
+            return None
+        return LatencyMs(statistics.fmean(v.avg for v in values), max(v.max for v in values),
+                         statistics.median(v.p50 for v in values),
+                         max(v.p95 for v in values), max(v.p99 for v in values),
+                         max(v.p999 for v in values))
+
+    commits = [r.commit_ms for r in results if r.commit_ms is not None]
+    cpu = [r.client_cpu_s for r in results if r.client_cpu_s is not None]
+    return PerfResult(
+        mode=results[0].mode, records=records, failed=sum(r.failed for r in results),
+        requested=sum(r.requested for r in results), seconds=seconds,
+        records_per_s=records / seconds if seconds > 0 else 0.0,
+        mb_per_s=sum(r.mb_per_s * r.seconds for r in results) / seconds if seconds > 0 else 0.0,
+        latency_ms=latency([r.latency_ms for r in results if r.latency_ms is not None]),
+        transactions=sum(r.transactions for r in results),
+        transactions_failed=sum(r.transactions_failed for r in results),
+        commit_ms=CommitMs(statistics.median(c.p50 for c in commits),
+                           max(c.p99 for c in commits), max(c.max for c in commits))
+        if commits else None,
+        client_cpu_s=sum(cpu) if len(cpu) == len(results) else None)

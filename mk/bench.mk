@@ -41,7 +41,7 @@ bench-native: bench-deps native-perf ## Strata's scenarios with the native load 
 
 # Transactional produce against idempotent acks=all, 3 brokers, RF 3, 6 partitions (issue 19).
 bench-transactions: $(STAMP) native-perf ## transactional vs idempotent produce (native client)
-	$(BIN)/python -m bench.native_client --transactions
+	$(BIN)/python -m bench.native_client --transactions --producers 1,6
 
 # Issue 23's scale figures (bench/scale.py): 10,000 partitions RF 3 on 3 brokers (READY,
 # recovery after kill -9 of every broker, resident memory, Metadata latency), then 20 native

@@ -6,7 +6,16 @@ connection there), never on the event loop. On the loop, this class owns three k
 
 * the **poller** (only while watches are open): reads ``events`` by id after its cursor every
   ``poll_interval_s`` (5 ms: ~2 ms delay) — ids, not revisions, because ids become visible in
-  commit order — and hands each event to the queue of every watch whose prefix matches;
+  commit order — and hands each event to the queue of every watch whose prefix matches. Before
+  each read it asks a second, read-only connection of its own for ``PRAGMA data_version`` (on
+  the loop: ~5 us, no lock waited for), which SQLite changes whenever another connection has
+  committed since the last ask; unchanged means no new event, so the read on the thread (a
+  ~0.5 ms round trip, 200 a second: 9% of an idle broker's CPU) is skipped. The version is
+  taken before the read, so a commit racing the read is seen at the next poll; a probe error
+  or an in-memory store just reads. Each poll that finds nothing doubles the interval up to
+  ``max_poll_interval_s`` (25 ms), and an event brings it back to ``poll_interval_s``: every
+  wake-up of the loop costs ~0.1 ms of CPU here, so an idle store wakes ~40 times a second, not
+  200, and the first event after a quiet spell is seen within 25 ms;
 * the **housekeeper**: every ``housekeeping_interval_s`` one cheap read; when a lease is past
   its expiry (on the injected wall clock) it reaps it (keys deleted with DELETE events, one
   revision per lease), and when the retained history exceeds ``2 * history_revisions`` it
@@ -27,6 +36,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -73,12 +83,14 @@ class SqliteStore(TransactionalWrites):
         *,
         clock: Clock = time.time,
         poll_interval_s: float = 0.005,
+        max_poll_interval_s: float = 0.025,
         housekeeping_interval_s: float = 0.1,
         history_revisions: int = 10_000,
         busy_timeout_s: float = 5.0,
     ) -> None:
         self.path = path
         self._poll_interval_s = poll_interval_s
+        self._max_poll_interval_s = max(poll_interval_s, max_poll_interval_s)
         self._housekeeping_interval_s = housekeeping_interval_s
         self._history_revisions = history_revisions
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="strata-metadata-sqlite")
@@ -91,6 +103,7 @@ class SqliteStore(TransactionalWrites):
         self._subscribe_lock = asyncio.Lock()
         self._cursor: int | None = None
         self._poller: asyncio.Task[None] | None = None
+        self._probe: sqlite3.Connection | None = None
         self._housekeeper: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -156,6 +169,7 @@ class SqliteStore(TransactionalWrites):
         for subscriber in self._subscribers:
             subscriber.queue.put_nowait(StoreClosedError("metadata store closed"))
         self._subscribers.clear()
+        self._close_probe()
         loop = asyncio.get_running_loop()
         with contextlib.suppress(MetadataStoreError):
             await loop.run_in_executor(self._executor, self._close_db)
@@ -202,9 +216,16 @@ class SqliteStore(TransactionalWrites):
             return subscriber
 
     async def _poll(self) -> None:
+        seen: int | None = None  # the data version at the last read; None: read regardless
+        interval = self._poll_interval_s
         try:
             while self._subscribers:
                 assert self._cursor is not None
+                version = self._data_version()
+                if version is not None and version == seen:
+                    interval = min(interval * 2, self._max_poll_interval_s)
+                    await asyncio.sleep(interval)
+                    continue
                 try:
                     rows = await self._call(SqliteDb.events_after, self._cursor, _BATCH)
                 except CompactedError as exc:
@@ -222,13 +243,38 @@ class SqliteStore(TransactionalWrites):
                             subscriber.queue.put_nowait(row.event)
                 if rows:
                     self._cursor = rows[-1].id
+                    interval = self._poll_interval_s
                 if len(rows) < _BATCH:
-                    await asyncio.sleep(self._poll_interval_s)
+                    seen = version
+                    await asyncio.sleep(interval)
+                else:  # more to read now, whatever the version says
+                    seen = None
         finally:
             # No await between the loop's last check and here: a watch that subscribes after
             # this starts a new poller from a fresh cursor.
             self._poller = None
             self._cursor = None
+
+    def _data_version(self) -> int | None:
+        """SQLite's ``PRAGMA data_version`` on the probe connection (opened on first use), or
+        None when there is no probe (in-memory store) or it failed (the poller then reads)."""
+        if self.path == ":memory:" or self.path.startswith("file::memory:"):
+            return None
+        try:
+            if self._probe is None:
+                # timeout=0: never wait on the loop for a lock; never writes.
+                self._probe = sqlite3.connect(self.path, timeout=0, isolation_level=None)
+            (version,) = self._probe.execute("PRAGMA data_version").fetchone()
+        except sqlite3.Error:
+            self._close_probe()
+            return None
+        return int(version)
+
+    def _close_probe(self) -> None:
+        if self._probe is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._probe.close()
+            self._probe = None
 
     def _fail_watches(self, error: MetadataStoreError) -> None:
         for subscriber in self._subscribers:

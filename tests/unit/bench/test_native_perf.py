@@ -3,6 +3,8 @@ and ``bench.native_client``'s rows and target lines from those figures (no progr
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from bench import native_client
@@ -10,6 +12,7 @@ from bench.native_perf import (
     PerfError,
     PerfResult,
     Produce,
+    combine,
     consume_args,
     parse_output,
     produce_args,
@@ -114,7 +117,8 @@ def test_rows_and_targets_read_each_figure_against_its_reference() -> None:
     assert "50% of 1 broker acks=1" in lines and "1.00 us/record" in lines
     assert "acks=1: 80% of 1 broker" in lines
     assert "50% of the 6-partition rate" in lines
-    assert "transactional: 300,000 records/s against idempotent acks=all 400,000: 75%" in lines
+    assert ("transactional, 1 producer(s): 300,000 records/s against idempotent acks=all "
+            "400,000: 75%") in lines
     assert "commit latency p50 4.1 ms, p99 19.0 ms" in lines
     assert "Redis" not in lines and "half the maximum rate" not in lines
 
@@ -139,3 +143,29 @@ def test_redis_and_half_rate_targets() -> None:
     assert "1 broker acks=1: 2.50x Redis XADD (target >= 2.5x)" in lines
     assert any("produce->ack p99 41.7 ms" in line for line in lines)
     assert native_client.rows(steps, redis)[-1].system == "Redis Streams"
+
+
+def test_several_producers_combine_into_one_result_and_their_own_rows() -> None:
+    one = parse_output(PRODUCE_OUTPUT)
+    slow = dataclasses.replace(one, records=one.records * 2, latency_ms=dataclasses.replace(
+        one.latency_ms, p50=one.latency_ms.p50 * 3, p99=one.latency_ms.p99 * 3)
+        if one.latency_ms else None, client_cpu_s=1.0)
+    combined = combine([dataclasses.replace(one, client_cpu_s=0.5), slow], seconds=2.0)
+    assert combined.records == one.records * 3
+    assert combined.records_per_s == pytest.approx(one.records * 3 / 2.0)
+    assert combined.client_cpu_s == pytest.approx(1.5)
+    assert one.latency_ms is not None and combined.latency_ms is not None
+    assert combined.latency_ms.p50 == pytest.approx(one.latency_ms.p50 * 2)  # median of two
+    assert combined.latency_ms.p99 == pytest.approx(one.latency_ms.p99 * 3)  # the slowest
+    assert combined.transactions == one.transactions * 2
+    steps = {"idempotent-6": _step(600_000, 1.0), "transactional-6": _step(300_000, 6.0)}
+    rows = native_client.rows(steps, None)
+    assert [r.scenario for r in rows] == [
+        "3 brokers, RF 3, 6 partitions, acks=all idempotent, 6 producers (native)",
+        "3 brokers, RF 3, 6 partitions, transactional (1,000 records/transaction), 6 producers "
+        "(native)"]
+    lines = "\n".join(native_client.target_lines(steps, None))
+    assert ("transactional, 6 producer(s): 300,000 records/s against idempotent acks=all "
+            "600,000: 50%") in lines
+    with pytest.raises(ValueError):
+        combine([], seconds=1.0)
