@@ -44,7 +44,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from strata.broker.config import LOG_DEFAULT_KEYS, UNIT_SYNONYM_KEYS, ConfigType
+from strata.broker.broker_settings import ConfigType
+from strata.broker.config import LOG_DEFAULT_KEYS, UNIT_SYNONYM_KEYS
 
 
 class InvalidDynamicConfig(ValueError):

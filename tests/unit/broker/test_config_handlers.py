@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from strata.broker.broker_settings import ConfigType
 from strata.broker.broker_state import BrokerState
-from strata.broker.config import ConfigType
 from strata.broker.handlers import alter_configs, describe_configs, incremental_alter_configs
 from strata.broker.handlers.describe_configs import (
     ConfigResourceType,

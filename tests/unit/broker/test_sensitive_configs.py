@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from strata.broker.config import ConfigType
+from strata.broker.broker_settings import ConfigType
 
 from .helpers import broker_state
 from .test_config_handlers import BROKER, by_name, describe

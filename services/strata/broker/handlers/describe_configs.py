@@ -42,14 +42,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from strata.broker.broker_logger import logger_levels
+from strata.broker.broker_settings import BROKER_SETTINGS, ConfigType
 from strata.broker.broker_state import BrokerState
 from strata.broker.config import (
-    BROKER_SETTINGS,
     BROKER_UNIT_SYNONYMS,
     CLEANER_KEYS,
     LOG_DEFAULT_KEYS,
     UNIT_SYNONYM_KEYS,
-    ConfigType,
 )
 from strata.broker.dynamic_broker_config import config_type as dynamic_config_type
 from strata.broker.dynamic_broker_config import is_dynamic

@@ -20,8 +20,8 @@ from collections import Counter
 from typing import Any
 
 from strata.broker.broker_logger import LoggerConfigError, alter_logger_levels
+from strata.broker.broker_settings import SETTINGS_BY_NAME, ConfigType
 from strata.broker.broker_state import BrokerState
-from strata.broker.config import SETTINGS_BY_NAME, ConfigType
 from strata.broker.handlers import ApiError
 from strata.broker.handlers.alter_configs import (
     alter_each,

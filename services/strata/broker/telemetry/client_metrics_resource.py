@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from strata.broker.config import ConfigType
+from strata.broker.broker_settings import ConfigType
 from strata.broker.telemetry.client_metrics_config import (
     CONFIG_DOCS,
     INTERVAL_MS_CONFIG,
