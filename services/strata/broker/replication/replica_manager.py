@@ -450,6 +450,23 @@ class ReplicaManager:
                 failed = True
                 continue
             try:
+                if replica_id >= 0 and isolation is FetchIsolation.LOG_END:
+                    log = partition.log
+                    epoch = info.current_leader_epoch
+                    if (info.fetch_offset == log.log_end_offset and not log.offline
+                            and log.log_start_offset <= info.fetch_offset
+                            and partition.leader_id == partition.node_id
+                            and (epoch == NO_LEADER_EPOCH or epoch == partition.leader_epoch)):
+                        # A follower at the leader's end: nothing to read. What a read would
+                        # answer, without its call chain (most partitions of a session are
+                        # here on most fetches); the fetch state is recorded all the same.
+                        self.update_follower_fetch_state(partition, replica_id,
+                                                         info.fetch_offset)
+                        high_watermark = log.high_watermark
+                        results.append(FetchPartitionResult(
+                            NONE, high_watermark, log.last_stable_offset(high_watermark),
+                            log.log_start_offset))
+                        continue
                 read = partition.read_records(info.fetch_offset, min(info.max_bytes, limit),
                                               isolation, min_one_message,
                                               info.current_leader_epoch)
