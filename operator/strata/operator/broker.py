@@ -50,6 +50,7 @@ from kubernetes.client.exceptions import ApiException
 
 from strata.operator import (
     builders,
+    cluster_ca,
     conditions,
     events,
     rebalance,
@@ -177,7 +178,7 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
     old_status = body.get("status") or {}
     previous = old_status.get("conditions") or ()
     try:
-        spec = BrokerSpec.parse(body.get("spec") or {})
+        spec = BrokerSpec.parse(body.get("spec") or {}, names.name)
     except SpecError as exc:
         status: Obj = {"observedGeneration": generation, "conditions": [
             conditions.ready_condition(False, conditions.INVALID_SPEC, str(exc), generation,
@@ -212,6 +213,7 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
                               f"{list(range(spec.replicas, current))} before scaling down")
     replicas = scale.replicas if scale is not None else spec.replicas
 
+    certs = cluster_ca.prepare(kube, body, names, spec, max(spec.replicas, current))
     digests = secret_digests(kube, names, spec)
     for obj in builders.owned(builders.build_all(names, spec, replicas, digests), body):
         outcome = kube.apply(obj)
@@ -239,6 +241,8 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
                       "brokers")
 
     resize = resize_claims(kube, names, spec, replicas, body)
+    certificates = cluster_ca.finish(kube, body, names, spec, certs,
+                                     decision.settled and decision.delete is None)
 
     ready_pods = sum(1 for p in pods if pod_view(p).ready)
     reason, message, ready = decision.reason, decision.message, decision.settled
@@ -256,6 +260,8 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
                                         live_replicas=current, generation=generation,
                                         previous=previous),
     }
+    if certificates is not None:
+        status["certificates"] = certificates
     users = sync_users(kube, names, spec, get_cluster, old_status.get("users") or [],
                        generation)
     if users is not None:

@@ -59,6 +59,7 @@ from strata.operator.model import (
     ListenerSpec,
 )
 from strata.operator.placement import pod_placement
+from strata.operator.tls_spec import OPERATOR, generated_secret_name
 
 Obj = dict[str, Any]
 
@@ -87,7 +88,11 @@ for listener in $(echo "${STRATA_LISTENERS:-PLAINTEXT:${STRATA_KAFKA_PORT}}" | t
   advertised="${advertised:+${advertised},}${listener%%:*}://${host}:${listener##*:}"
 done
 if [ -n "${STRATA_TLS_DIR:-}" ]; then
-  (umask 077 && cat "${STRATA_TLS_DIR}/tls.crt" "${STRATA_TLS_DIR}/tls.key" \\
+  cert="tls"
+  if [ -n "${STRATA_TLS_PER_POD:-}" ]; then
+    cert="${HOSTNAME}"
+  fi
+  (umask 077 && cat "${STRATA_TLS_DIR}/${cert}.crt" "${STRATA_TLS_DIR}/${cert}.key" \\
     > "${STRATA_KEYSTORE}")
 fi
 if [ -n "${STRATA_INTER_BROKER_USER:-}" ]; then
@@ -215,6 +220,10 @@ def super_users(spec: BrokerSpec) -> list[str]:
     users = list(spec.security.super_users)
     if spec.security.inter_broker_username and spec.inter_broker_listener.mechanism:
         users.append(f"User:{spec.security.inter_broker_username}")
+    if spec.certificates.generated and spec.inter_broker_listener.authentication == "tls" and \
+            spec.security.tls_secret:  # the brokers' (and operator's) certificate subject
+        broker = spec.security.tls_secret.removesuffix(generated_secret_name(""))
+        users.append(f"User:CN={broker}-broker,O=strata.dev")
     return list(dict.fromkeys(users))
 
 
@@ -329,6 +338,8 @@ def _broker_container(names: BrokerNames, spec: BrokerSpec) -> Obj:
     if spec.security.tls_secret:
         env += [{"name": "STRATA_TLS_DIR", "value": TLS_DIR},
                 {"name": "STRATA_KEYSTORE", "value": KEYSTORE}]
+        if spec.certificates.source == OPERATOR:  # <pod>.crt + <pod>.key (cluster_ca.py)
+            env.append({"name": "STRATA_TLS_PER_POD", "value": "1"})
         mounts.append({"name": "tls", "mountPath": TLS_DIR, "readOnly": True})
     password = spec.security.inter_broker_password
     if spec.inter_broker_listener.mechanism and password is not None:

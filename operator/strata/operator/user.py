@@ -99,7 +99,7 @@ def _connect(kube: Kube, namespace: str, broker: Obj, factory: UserClusterFactor
              ) -> UserCluster:
     names = BrokerNames(broker["metadata"]["name"], namespace)
     try:
-        broker_spec = BrokerSpec.parse(broker.get("spec") or {})
+        broker_spec = BrokerSpec.parse(broker.get("spec") or {}, names.name)
     except SpecError:
         broker_spec = BrokerSpec()
     return factory(bootstrap_for(names, broker_spec), client_config(kube, names, broker_spec))
