@@ -178,8 +178,7 @@ def finish(kube: Kube, body: Mapping[str, Any], names: BrokerNames, spec: Broker
         _write_ca(kube, body, names, state, live)
         reason = ca_rotation.COMPLETE if state.stage == ca_rotation.IDLE else CA_ROTATION
         events.record(kube, body, events.NORMAL, reason, ca_rotation.stage_message(state.stage))
-    status: Obj = {"source": OPERATOR,
-                   "caNotAfter": certificates.not_after(state.data["ca.crt"]).isoformat()}
-    if state.stage:
-        status["caRotation"] = state.stage
-    return status
+    # "" when idle, never absent: a merge patch would leave the last stage in place.
+    return {"source": OPERATOR,
+            "caNotAfter": certificates.not_after(state.data["ca.crt"]).isoformat(),
+            "caRotation": state.stage}

@@ -271,7 +271,7 @@ BROKER_STATUS: Final[Schema] = obj("Observed state, written by the operator.", {
         "source": string("operator or cert-manager."),
         "caNotAfter": string("When the cluster CA ends (RFC 3339)."),
         "caRotation": string("The CA rotation stage under way: TrustNewCa, "
-                             "ReissueCertificates or DropOldCa."),
+                             "ReissueCertificates or DropOldCa (\"\": none)."),
     }),
     "rebalance": obj("The last self-balancing run (after a scale-up or a scale-down, or "
                      "asked by the annotation strata.dev/rebalance: \"true\").", {
