@@ -120,9 +120,15 @@ else in a Role per watched namespace (operator/DESIGN.md, RBAC). */}}
   # A secured Broker: the operator logs in to its cluster with the inter-broker password and
   # the TLS Secret's CA, and reads Users' password Secrets (by name; never listed). A User
   # without passwordSecret gets a generated one: created, and deleted with the User.
+  # Operator-made certificates: the CA and certificate Secrets are created and patched (a
+  # CA rotation, a new broker's certificate, a TLS User's certificate).
   - apiGroups: [""]
     resources: ["secrets"]
-    verbs: ["get", "create", "delete"]
+    verbs: ["get", "create", "patch", "delete"]
+  # tls.certManager: the brokers' cert-manager Certificate.
+  - apiGroups: ["cert-manager.io"]
+    resources: ["certificates"]
+    verbs: ["get", "create", "patch"]
   # kopf peering between operator replicas (one works, the others stand by).
   - apiGroups: ["kopf.dev"]
     resources: ["kopfpeerings"]

@@ -189,8 +189,10 @@ def test_users_have_rbac_everywhere_the_operator_watches() -> None:
         rules = grants(one(objects, kind)["rules"])
         assert {"get", "list", "watch", "patch"} <= rules["users"]
         assert "patch" in rules["users/status"]
-        # A generated password: the Secret is created, and deleted with the User.
-        assert rules["secrets"] == {"get", "create", "delete"}
+        # A generated password: the Secret is created, and deleted with the User; operator-made
+        # certificates: their Secrets are patched too; cert-manager Certificates applied.
+        assert rules["secrets"] == {"get", "create", "patch", "delete"}
+        assert rules["certificates"] == {"get", "create", "patch"}
 
 
 @pytest.mark.parametrize("version", NEWEST)
