@@ -13,10 +13,11 @@ from typing import Any, cast
 import jsonschema
 import pytest
 
-from strata.operator import builders, ca_rotation, certificates, cluster_ca
+from strata.operator import builders, ca_rotation, certificates, cluster_ca, tls_users
 from strata.operator.cert_manager import CERTIFICATE_SCHEMA, build_certificate
 from strata.operator.kube import Kube
 from strata.operator.model import BrokerNames, BrokerSpec, SpecError
+from strata.operator.user_spec import UserSpec
 
 NOW = datetime.datetime(2026, 11, 26, 12, 0, tzinfo=datetime.UTC)
 DAY = datetime.timedelta(days=1)
@@ -277,3 +278,26 @@ def test_the_clients_ca_is_trusted_when_a_listener_takes_client_certificates() -
     trusted = certificates.split_bundle(secret(api, "events-broker-certs")["ca.crt"])
     assert trusted == [secret(api, "events-cluster-ca")["ca.crt"],
                        secret(api, "events-clients-ca")["ca.crt"]]
+
+
+# ------------------------------------------------------------------------------ TLS users
+def test_a_tls_user_is_the_certificate_subject_principal() -> None:
+    spec = UserSpec.parse({"broker": "events", "authentication": {"type": "tls"}}, "alice")
+    assert (spec.tls, spec.mechanism, spec.principal, spec.kafka_user) == (
+        True, None, "User:CN=alice", "CN=alice")
+    scram = UserSpec.parse({"broker": "events", "authentication": {}}, "bob")
+    assert (scram.tls, scram.principal) == (False, "User:bob")
+
+
+def test_a_user_certificate_is_issued_once_and_renewed_near_its_end() -> None:
+    clients, trust = ca("clients"), ca("cluster").cert
+    certs = operator_made().certificates
+    data = tls_users.plan_certificate({}, clients, trust, "alice", NOW, certs)
+    assert data is not None and data["ca.crt"] == trust
+    assert certificates.issued_by(data["user.crt"], clients.cert)
+    assert certificates.subject_of(data["user.crt"]) == "CN=alice"
+    assert tls_users.plan_certificate(data, clients, trust, "alice", NOW, certs) is None
+    renewed = tls_users.plan_certificate(data, clients, trust, "alice", NOW + 340 * DAY, certs)
+    assert renewed is not None and renewed["user.crt"] != data["user.crt"]
+    other = tls_users.plan_certificate(data, ca("new clients"), trust, "alice", NOW, certs)
+    assert other is not None and other["user.crt"] != data["user.crt"]
