@@ -53,6 +53,7 @@ from strata.operator import (
     cluster_ca,
     conditions,
     events,
+    jbod,
     rebalance,
     rolling,
     scram_users,
@@ -373,26 +374,56 @@ def _request_reassignment(cluster: Cluster, scale: rolling.ScaleDecision) -> rol
 
 def resize_claims(kube: Kube, names: BrokerNames, spec: BrokerSpec, replicas: int,
                   body: Mapping[str, Any]) -> volumes.ResizePlan:
-    """Raise each broker claim's request to ``storage.size`` (``volumes.plan_resize``); a
-    claim asking for more than the spec is left alone (Kubernetes cannot shrink volumes)."""
-    wanted = set(volumes.claim_names(names.stateful_set, replicas))
-    claims = [volumes.claim_view(pvc) for pvc in kube.list(
-        "PersistentVolumeClaim", names.namespace, builders.selector_labels(names, "broker"))
-        if (pvc.get("metadata") or {}).get("name") in wanted]
-    plan = volumes.plan_resize(claims, spec.storage.size)
-    for claim in plan.patch:
-        try:
-            kube.patch("PersistentVolumeClaim", names.namespace, claim,
-                       {"spec": {"resources": {"requests": {"storage": spec.storage.size}}}})
-        except ApiException as exc:  # e.g. a storage class without allowVolumeExpansion
-            reason = exc.reason or ""
-            with contextlib.suppress(ValueError, AttributeError):  # not a Status object
-                reason = json.loads(exc.body or "{}").get("message") or reason
-            return dataclasses.replace(plan, refused=f"claim {claim}: {reason}")
-    if plan.patch:
-        events.record(kube, body, events.NORMAL, conditions.RESIZING,
-                      f"claims {', '.join(plan.patch)} resized to {spec.storage.size}")
+    """Raise each broker claim's request to its volume's size (``volumes.plan_resize``, per
+    volume with JBOD); a claim asking for more than the spec is left alone (Kubernetes cannot
+    shrink volumes). With a mix of ``deleteClaim`` volumes, their claims are owned by the
+    Broker and deleted once their broker is scaled away (``jbod.claims_to_delete``)."""
+    live = kube.list("PersistentVolumeClaim", names.namespace,
+                     builders.selector_labels(names, "broker"))
+    plan = volumes.ResizePlan()
+    for volume in spec.storage.volumes:
+        wanted = set(volumes.claim_names(names.stateful_set, replicas, volume.template))
+        claims = [volumes.claim_view(pvc) for pvc in live
+                  if (pvc.get("metadata") or {}).get("name") in wanted]
+        part = volumes.plan_resize(claims, volume.size)
+        for claim in part.patch:
+            try:
+                kube.patch("PersistentVolumeClaim", names.namespace, claim,
+                           {"spec": {"resources": {"requests": {"storage": volume.size}}}})
+            except ApiException as exc:  # e.g. a storage class without allowVolumeExpansion
+                reason = exc.reason or ""
+                with contextlib.suppress(ValueError, AttributeError):  # not a Status object
+                    reason = json.loads(exc.body or "{}").get("message") or reason
+                return dataclasses.replace(plan, refused=f"claim {claim}: {reason}")
+        if part.patch:
+            events.record(kube, body, events.NORMAL, conditions.RESIZING,
+                          f"claims {', '.join(part.patch)} resized to {volume.size}")
+        plan = volumes.ResizePlan(plan.patch + part.patch, plan.waiting + part.waiting,
+                                  plan.larger + part.larger)
+    _claims_retention(kube, names, spec, replicas, body, live)
     return plan
+
+
+def _claims_retention(kube: Kube, names: BrokerNames, spec: BrokerSpec, replicas: int,
+                      body: Mapping[str, Any], live: list[Obj]) -> None:
+    if jbod.retention(spec.storage.volumes) == "Delete" or not any(
+            v.delete_claim for v in spec.storage.volumes):
+        return
+    reference = builders.owner_reference(body)
+    for pvc in live:
+        name = pvc["metadata"]["name"]
+        owner = jbod.claim_owner(spec.storage.volumes, names.stateful_set, name)
+        if owner is not None and owner[0].delete_claim and \
+                not pvc["metadata"].get("ownerReferences"):  # goes with the Broker
+            kube.patch("PersistentVolumeClaim", names.namespace, name,
+                       {"metadata": {"ownerReferences": [{**reference, "controller": False}]}})
+    pods = {p["metadata"]["name"] for p in kube.list("Pod", names.namespace,
+                                                     builders.selector_labels(names, "broker"))}
+    for name, pod in jbod.claims_to_delete(spec.storage.volumes, names.stateful_set, replicas,
+                                           [p["metadata"]["name"] for p in live]):
+        if pod not in pods and kube.delete("PersistentVolumeClaim", names.namespace, name):
+            events.record(kube, body, events.NORMAL, conditions.SCALING,
+                          f"claim {name} deleted (deleteClaim) with its scaled-away broker")
 
 
 def broker_conditions(ready: bool, reason: str, message: str,

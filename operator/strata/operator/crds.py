@@ -86,7 +86,39 @@ BROKER_SPEC: Final[Schema] = obj(
             "storageClassName": string("storageClassName; default: the cluster's default."),
             "deleteClaim": boolean("deleteClaim: delete the claims with the Broker, and a "
                                    "removed broker's claim on scale-down.", False),
-        }),
+            "type": string("type: persistent-claim (one volume: size, storageClassName, "
+                           "deleteClaim) or jbod (volumes, each a log dir).",
+                           enum=["persistent-claim", "jbod"], default="persistent-claim"),
+            "volumes": {
+                "type": "array", "minItems": 1, "maxItems": 16,
+                "description": "volumes of a jbod broker: each a claim data-<id> mounted at "
+                               "/var/lib/strata/data-<id> and listed in log.dirs.",
+                "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["id"],
+                "items": obj("A JBOD volume.", {
+                    "id": integer("id of the volume (fixed for the Broker's life).", 0),
+                    "size": string("size of the volume; raising it expands the claims; it "
+                                   "cannot be lowered.", pattern=QUANTITY_PATTERN, **{
+                                       "x-kubernetes-validations": [{
+                                           "rule": "!quantity(self).isLessThan("
+                                                   "quantity(oldSelf))",
+                                           "message": "a volume's size cannot be decreased",
+                                           "reason": "FieldValueForbidden"}]}),
+                    "storageClassName": string("storageClassName; default: the cluster's "
+                                               "default."),
+                    "deleteClaim": boolean("deleteClaim: delete this volume's claims with "
+                                           "the Broker and with a scaled-away broker.", False),
+                }, ("id", "size")),
+            },
+        }, (), **{"x-kubernetes-validations": [
+            {"rule": "(has(self.type) && self.type == 'jbod') == has(self.volumes)",
+             "message": "storage.volumes is for storage.type jbod, and jbod needs it"},
+            {"rule": "(has(self.type) ? self.type : 'persistent-claim') == "
+                     "(has(oldSelf.type) ? oldSelf.type : 'persistent-claim')",
+             "message": "storage.type cannot change (a StatefulSet's claims are fixed)"},
+            {"rule": "!has(oldSelf.volumes) || (has(self.volumes) && "
+                     "self.volumes.map(v, v.id) == oldSelf.volumes.map(v, v.id))",
+             "message": "storage.volumes ids cannot change (a StatefulSet's claims are fixed)"},
+        ]}),
         "config": {**kafka_config("config: broker settings by Kafka name (num.partitions, "
                                   "default.replication.factor, log.retention.ms...)."),
                    "x-kubernetes-validations": [{

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from strata.operator import jbod
 from strata.operator.tls_spec import (
     CertificatesSpec,
     TlsSpecError,
@@ -121,6 +122,14 @@ class StorageSpec:
     size: str = "10Gi"
     storage_class_name: str | None = None
     delete_claim: bool = False
+    type: str = jbod.PERSISTENT_CLAIM
+    jbod_volumes: tuple[jbod.Volume, ...] = ()
+
+    @property
+    def volumes(self) -> tuple[jbod.Volume, ...]:
+        """Every volume of a broker (``jbod.py``): the JBOD ones, else the single claim."""
+        return jbod.volumes_of(self.size, self.storage_class_name, self.delete_claim,
+                               self.jbod_volumes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,6 +375,10 @@ class BrokerSpec:
                   if k not in OPERATOR_OWNED_CONFIG}
         security = _security(spec, listeners, broker_name)
         try:
+            storage_type, volumes = jbod.parse_volumes(storage)
+        except jbod.VolumeSpecError as exc:
+            raise SpecError(str(exc)) from exc
+        try:
             certificates = parse_certificates(spec.get("tls"), _tls_needed(listeners))
         except TlsSpecError as exc:
             raise SpecError(str(exc)) from exc
@@ -381,6 +394,7 @@ class BrokerSpec:
                 size=str(storage.get("size", "10Gi")),
                 storage_class_name=storage.get("storageClassName"),
                 delete_claim=bool(storage.get("deleteClaim", False)),
+                type=storage_type, jbod_volumes=volumes,
             ),
             config=config,
             rack_topology_key=rack.get("topologyKey") or None,
