@@ -435,25 +435,27 @@ def broker_conditions(ready: bool, reason: str, message: str,
     def make(kind: str, true: bool, why: str, text: str) -> Obj:
         return conditions.condition(kind, true, why, text, generation, previous)
 
+    size = spec.storage.size if not spec.storage.jbod_volumes else ", ".join(
+        f"volume {v.id} {v.size}" for v in spec.storage.jbod_volumes)
     blocked = scale is not None and bool(scale.blocked)
     moving = blocked and scale is not None and bool(scale.reassignments) and \
         "refused" not in scale.blocked and "must be reassigned" not in scale.blocked
     if resize.refused:
         storage = make(conditions.STORAGE_RESIZING, False, conditions.EXPANSION_REFUSED,
-                       f"storage.size {spec.storage.size} refused by the API server: "
+                       f"storage.size {size} refused by the API server: "
                        f"{resize.refused}")
     elif resize.larger:
         storage = make(conditions.STORAGE_RESIZING, False, conditions.STORAGE_DECREASE,
-                       f"storage.size {spec.storage.size} is smaller than claims "
+                       f"storage.size {size} is smaller than claims "
                        f"{', '.join(resize.larger)}: Kubernetes cannot shrink a volume; "
                        "set storage.size back")
     elif resize.resizing:
         storage = make(conditions.STORAGE_RESIZING, True, conditions.RESIZING,
                        f"waiting for claims {', '.join(resize.waiting)} to reach "
-                       f"{spec.storage.size}")
+                       f"{size}")
     else:
         storage = make(conditions.STORAGE_RESIZING, False, conditions.VOLUMES_AT_SIZE,
-                       f"every broker claim has {spec.storage.size}")
+                       f"every broker claim has {size}")
     settled = ready and not resize.resizing and (scale is None or not scale.blocked)
     return [
         conditions.ready_condition(ready, reason, message, generation, previous),
