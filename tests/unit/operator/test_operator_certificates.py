@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import base64
 import datetime
+import os
 import ssl
+import subprocess
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -301,3 +303,29 @@ def test_a_user_certificate_is_issued_once_and_renewed_near_its_end() -> None:
     assert renewed is not None and renewed["user.crt"] != data["user.crt"]
     other = tls_users.plan_certificate(data, ca("new clients"), trust, "alice", NOW, certs)
     assert other is not None and other["user.crt"] != data["user.crt"]
+
+
+def test_the_entrypoint_takes_its_own_pods_certificate(tmp_path: Any) -> None:
+    """Run by ``sh``: with STRATA_TLS_PER_POD the keystore is ``<HOSTNAME>.crt`` + ``.key``."""
+    spec = operator_made()
+    script = tmp_path / "entrypoint.sh"
+    script.write_text(builders.build_config_map(NAMES, spec)["data"]["entrypoint.sh"])
+    tls = tmp_path / "tls"
+    tls.mkdir()
+    for name in ("events-0", "events-1", "tls"):
+        (tls / f"{name}.crt").write_text(f"CERT {name}\n")
+        (tls / f"{name}.key").write_text(f"KEY {name}\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "strata").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "strata").chmod(0o755)
+    keystore = tmp_path / "keystore.pem"
+    container = builders.build_pod_template(NAMES, spec)["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    env |= {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOSTNAME": "events-1",
+            "STRATA_CONFIG": str(tmp_path / "server.properties"), "STRATA_TLS_DIR": str(tls),
+            "STRATA_KEYSTORE": str(keystore), "STRATA_PODINFO": str(tmp_path)}
+    done = subprocess.run(["sh", str(script)], env=env, capture_output=True, text=True,
+                          timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    assert keystore.read_text() == "CERT events-1\nKEY events-1\n"
