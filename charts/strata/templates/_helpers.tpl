@@ -112,17 +112,24 @@ else in a Role per watched namespace (operator/DESIGN.md, RBAC). */}}
   - apiGroups: [""]
     resources: ["pods"]
     verbs: ["get", "list", "watch", "patch", "delete"]
-  # storage.size raised: each broker claim's request is patched (never created or deleted:
-  # the StatefulSet controller owns their lifecycle).
+  # storage.size raised: each broker claim's request is patched (never created: the
+  # StatefulSet controller makes them); JBOD volumes with deleteClaim among others that keep
+  # theirs: owned by the Broker (patch), deleted with their scaled-away broker.
   - apiGroups: [""]
     resources: ["persistentvolumeclaims"]
-    verbs: ["get", "list", "patch"]
+    verbs: ["get", "list", "patch", "delete"]
   # A secured Broker: the operator logs in to its cluster with the inter-broker password and
   # the TLS Secret's CA, and reads Users' password Secrets (by name; never listed). A User
   # without passwordSecret gets a generated one: created, and deleted with the User.
+  # Operator-made certificates: the CA and certificate Secrets are created and patched (a
+  # CA rotation, a new broker's certificate, a TLS User's certificate).
   - apiGroups: [""]
     resources: ["secrets"]
-    verbs: ["get", "create", "delete"]
+    verbs: ["get", "create", "patch", "delete"]
+  # tls.certManager: the brokers' cert-manager Certificate.
+  - apiGroups: ["cert-manager.io"]
+    resources: ["certificates"]
+    verbs: ["get", "create", "patch"]
   # kopf peering between operator replicas (one works, the others stand by).
   - apiGroups: ["kopf.dev"]
     resources: ["kopfpeerings"]

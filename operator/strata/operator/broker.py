@@ -50,8 +50,10 @@ from kubernetes.client.exceptions import ApiException
 
 from strata.operator import (
     builders,
+    cluster_ca,
     conditions,
     events,
+    jbod,
     rebalance,
     rolling,
     scram_users,
@@ -177,7 +179,7 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
     old_status = body.get("status") or {}
     previous = old_status.get("conditions") or ()
     try:
-        spec = BrokerSpec.parse(body.get("spec") or {})
+        spec = BrokerSpec.parse(body.get("spec") or {}, names.name)
     except SpecError as exc:
         status: Obj = {"observedGeneration": generation, "conditions": [
             conditions.ready_condition(False, conditions.INVALID_SPEC, str(exc), generation,
@@ -212,6 +214,7 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
                               f"{list(range(spec.replicas, current))} before scaling down")
     replicas = scale.replicas if scale is not None else spec.replicas
 
+    certs = cluster_ca.prepare(kube, body, names, spec, max(spec.replicas, current))
     digests = secret_digests(kube, names, spec)
     for obj in builders.owned(builders.build_all(names, spec, replicas, digests), body):
         outcome = kube.apply(obj)
@@ -239,6 +242,8 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
                       "brokers")
 
     resize = resize_claims(kube, names, spec, replicas, body)
+    certificates = cluster_ca.finish(kube, body, names, spec, certs,
+                                     decision.settled and decision.delete is None)
 
     ready_pods = sum(1 for p in pods if pod_view(p).ready)
     reason, message, ready = decision.reason, decision.message, decision.settled
@@ -256,6 +261,8 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
                                         live_replicas=current, generation=generation,
                                         previous=previous),
     }
+    if certificates is not None:
+        status["certificates"] = certificates
     users = sync_users(kube, names, spec, get_cluster, old_status.get("users") or [],
                        generation)
     if users is not None:
@@ -367,26 +374,56 @@ def _request_reassignment(cluster: Cluster, scale: rolling.ScaleDecision) -> rol
 
 def resize_claims(kube: Kube, names: BrokerNames, spec: BrokerSpec, replicas: int,
                   body: Mapping[str, Any]) -> volumes.ResizePlan:
-    """Raise each broker claim's request to ``storage.size`` (``volumes.plan_resize``); a
-    claim asking for more than the spec is left alone (Kubernetes cannot shrink volumes)."""
-    wanted = set(volumes.claim_names(names.stateful_set, replicas))
-    claims = [volumes.claim_view(pvc) for pvc in kube.list(
-        "PersistentVolumeClaim", names.namespace, builders.selector_labels(names, "broker"))
-        if (pvc.get("metadata") or {}).get("name") in wanted]
-    plan = volumes.plan_resize(claims, spec.storage.size)
-    for claim in plan.patch:
-        try:
-            kube.patch("PersistentVolumeClaim", names.namespace, claim,
-                       {"spec": {"resources": {"requests": {"storage": spec.storage.size}}}})
-        except ApiException as exc:  # e.g. a storage class without allowVolumeExpansion
-            reason = exc.reason or ""
-            with contextlib.suppress(ValueError, AttributeError):  # not a Status object
-                reason = json.loads(exc.body or "{}").get("message") or reason
-            return dataclasses.replace(plan, refused=f"claim {claim}: {reason}")
-    if plan.patch:
-        events.record(kube, body, events.NORMAL, conditions.RESIZING,
-                      f"claims {', '.join(plan.patch)} resized to {spec.storage.size}")
+    """Raise each broker claim's request to its volume's size (``volumes.plan_resize``, per
+    volume with JBOD); a claim asking for more than the spec is left alone (Kubernetes cannot
+    shrink volumes). With a mix of ``deleteClaim`` volumes, their claims are owned by the
+    Broker and deleted once their broker is scaled away (``jbod.claims_to_delete``)."""
+    live = kube.list("PersistentVolumeClaim", names.namespace,
+                     builders.selector_labels(names, "broker"))
+    plan = volumes.ResizePlan()
+    for volume in spec.storage.volumes:
+        wanted = set(volumes.claim_names(names.stateful_set, replicas, volume.template))
+        claims = [volumes.claim_view(pvc) for pvc in live
+                  if (pvc.get("metadata") or {}).get("name") in wanted]
+        part = volumes.plan_resize(claims, volume.size)
+        for claim in part.patch:
+            try:
+                kube.patch("PersistentVolumeClaim", names.namespace, claim,
+                           {"spec": {"resources": {"requests": {"storage": volume.size}}}})
+            except ApiException as exc:  # e.g. a storage class without allowVolumeExpansion
+                reason = exc.reason or ""
+                with contextlib.suppress(ValueError, AttributeError):  # not a Status object
+                    reason = json.loads(exc.body or "{}").get("message") or reason
+                return dataclasses.replace(plan, refused=f"claim {claim}: {reason}")
+        if part.patch:
+            events.record(kube, body, events.NORMAL, conditions.RESIZING,
+                          f"claims {', '.join(part.patch)} resized to {volume.size}")
+        plan = volumes.ResizePlan(plan.patch + part.patch, plan.waiting + part.waiting,
+                                  plan.larger + part.larger)
+    _claims_retention(kube, names, spec, replicas, body, live)
     return plan
+
+
+def _claims_retention(kube: Kube, names: BrokerNames, spec: BrokerSpec, replicas: int,
+                      body: Mapping[str, Any], live: list[Obj]) -> None:
+    if jbod.retention(spec.storage.volumes) == "Delete" or not any(
+            v.delete_claim for v in spec.storage.volumes):
+        return
+    reference = builders.owner_reference(body)
+    for pvc in live:
+        name = pvc["metadata"]["name"]
+        owner = jbod.claim_owner(spec.storage.volumes, names.stateful_set, name)
+        if owner is not None and owner[0].delete_claim and \
+                not pvc["metadata"].get("ownerReferences"):  # goes with the Broker
+            kube.patch("PersistentVolumeClaim", names.namespace, name,
+                       {"metadata": {"ownerReferences": [{**reference, "controller": False}]}})
+    pods = {p["metadata"]["name"] for p in kube.list("Pod", names.namespace,
+                                                     builders.selector_labels(names, "broker"))}
+    for name, pod in jbod.claims_to_delete(spec.storage.volumes, names.stateful_set, replicas,
+                                           [p["metadata"]["name"] for p in live]):
+        if pod not in pods and kube.delete("PersistentVolumeClaim", names.namespace, name):
+            events.record(kube, body, events.NORMAL, conditions.SCALING,
+                          f"claim {name} deleted (deleteClaim) with its scaled-away broker")
 
 
 def broker_conditions(ready: bool, reason: str, message: str,
@@ -398,25 +435,27 @@ def broker_conditions(ready: bool, reason: str, message: str,
     def make(kind: str, true: bool, why: str, text: str) -> Obj:
         return conditions.condition(kind, true, why, text, generation, previous)
 
+    size = spec.storage.size if not spec.storage.jbod_volumes else ", ".join(
+        f"volume {v.id} {v.size}" for v in spec.storage.jbod_volumes)
     blocked = scale is not None and bool(scale.blocked)
     moving = blocked and scale is not None and bool(scale.reassignments) and \
         "refused" not in scale.blocked and "must be reassigned" not in scale.blocked
     if resize.refused:
         storage = make(conditions.STORAGE_RESIZING, False, conditions.EXPANSION_REFUSED,
-                       f"storage.size {spec.storage.size} refused by the API server: "
+                       f"storage.size {size} refused by the API server: "
                        f"{resize.refused}")
     elif resize.larger:
         storage = make(conditions.STORAGE_RESIZING, False, conditions.STORAGE_DECREASE,
-                       f"storage.size {spec.storage.size} is smaller than claims "
+                       f"storage.size {size} is smaller than claims "
                        f"{', '.join(resize.larger)}: Kubernetes cannot shrink a volume; "
                        "set storage.size back")
     elif resize.resizing:
         storage = make(conditions.STORAGE_RESIZING, True, conditions.RESIZING,
                        f"waiting for claims {', '.join(resize.waiting)} to reach "
-                       f"{spec.storage.size}")
+                       f"{size}")
     else:
         storage = make(conditions.STORAGE_RESIZING, False, conditions.VOLUMES_AT_SIZE,
-                       f"every broker claim has {spec.storage.size}")
+                       f"every broker claim has {size}")
     settled = ready and not resize.resizing and (scale is None or not scale.blocked)
     return [
         conditions.ready_condition(ready, reason, message, generation, previous),

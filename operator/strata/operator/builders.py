@@ -40,7 +40,9 @@ reads it through a downward-API volume and passes ``-o broker.rack=...``. Placem
 between brokers) comes from ``placement.py``.
 
 ``storage.deleteClaim`` sets both ``whenDeleted`` and ``whenScaled`` of the StatefulSet's
-claim retention policy: the claims of brokers removed by a scale-down go with them.
+claim retention policy: the claims of brokers removed by a scale-down go with them. With
+``storage.type: jbod`` there is one claim template, mount and ``log.dirs`` entry per volume
+(``jbod.py``).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from strata.operator import jbod
 from strata.operator.model import (
     HTTP_PORT,
     STANDARD_AUTHORIZER,
@@ -59,6 +62,7 @@ from strata.operator.model import (
     ListenerSpec,
 )
 from strata.operator.placement import pod_placement
+from strata.operator.tls_spec import OPERATOR, generated_secret_name
 
 Obj = dict[str, Any]
 
@@ -87,7 +91,11 @@ for listener in $(echo "${STRATA_LISTENERS:-PLAINTEXT:${STRATA_KAFKA_PORT}}" | t
   advertised="${advertised:+${advertised},}${listener%%:*}://${host}:${listener##*:}"
 done
 if [ -n "${STRATA_TLS_DIR:-}" ]; then
-  (umask 077 && cat "${STRATA_TLS_DIR}/tls.crt" "${STRATA_TLS_DIR}/tls.key" \\
+  cert="tls"
+  if [ -n "${STRATA_TLS_PER_POD:-}" ]; then
+    cert="${HOSTNAME}"
+  fi
+  (umask 077 && cat "${STRATA_TLS_DIR}/${cert}.crt" "${STRATA_TLS_DIR}/${cert}.key" \\
     > "${STRATA_KEYSTORE}")
 fi
 if [ -n "${STRATA_INTER_BROKER_USER:-}" ]; then
@@ -215,6 +223,10 @@ def super_users(spec: BrokerSpec) -> list[str]:
     users = list(spec.security.super_users)
     if spec.security.inter_broker_username and spec.inter_broker_listener.mechanism:
         users.append(f"User:{spec.security.inter_broker_username}")
+    if spec.certificates.generated and spec.inter_broker_listener.authentication == "tls" and \
+            spec.security.tls_secret:  # the brokers' (and operator's) certificate subject
+        broker = spec.security.tls_secret.removesuffix(generated_secret_name(""))
+        users.append(f"User:CN={broker}-broker,O=strata.dev")
     return list(dict.fromkeys(users))
 
 
@@ -252,7 +264,7 @@ def broker_properties(names: BrokerNames, spec: BrokerSpec) -> dict[str, str]:
     return {
         **dict(sorted(spec.config.items())),
         **security_properties(spec),
-        "log.dirs": f"{DATA_DIR}/data",
+        "log.dirs": ",".join(v.log_dir for v in spec.storage.volumes),  # jbod.py
         "metadata.store": metadata_store(names, spec),
         "http.port": str(HTTP_PORT),
     }
@@ -329,6 +341,8 @@ def _broker_container(names: BrokerNames, spec: BrokerSpec) -> Obj:
     if spec.security.tls_secret:
         env += [{"name": "STRATA_TLS_DIR", "value": TLS_DIR},
                 {"name": "STRATA_KEYSTORE", "value": KEYSTORE}]
+        if spec.certificates.source == OPERATOR:  # <pod>.crt + <pod>.key (cluster_ca.py)
+            env.append({"name": "STRATA_TLS_PER_POD", "value": "1"})
         mounts.append({"name": "tls", "mountPath": TLS_DIR, "readOnly": True})
     password = spec.security.inter_broker_password
     if spec.inter_broker_listener.mechanism and password is not None:
@@ -355,7 +369,7 @@ def _broker_container(names: BrokerNames, spec: BrokerSpec) -> Obj:
         "volumeMounts": [
             {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
             {"name": "podinfo", "mountPath": PODINFO_DIR, "readOnly": True},
-            {"name": "data", "mountPath": DATA_DIR},
+            *({"name": v.template, "mountPath": v.mount_path} for v in spec.storage.volumes),
             {"name": "tmp", "mountPath": "/tmp"},
             *mounts,
         ],
@@ -411,14 +425,17 @@ def build_stateful_set(names: BrokerNames, spec: BrokerSpec, replicas: int | Non
         **template["metadata"]["annotations"],
         CONFIG_HASH_ANNOTATION: config_hash(names, spec, secrets_digest),
     }
-    claim: Obj = {
-        "metadata": {"name": "data", "labels": selector_labels(names, "broker")},
-        "spec": {"accessModes": ["ReadWriteOnce"],
-                 "resources": {"requests": {"storage": spec.storage.size}}},
-    }
-    if spec.storage.storage_class_name:
-        claim["spec"]["storageClassName"] = spec.storage.storage_class_name
-    retention = "Delete" if spec.storage.delete_claim else "Retain"
+    claims: list[Obj] = []
+    for volume in spec.storage.volumes:  # one claim template per volume (jbod.py)
+        claim: Obj = {
+            "metadata": {"name": volume.template, "labels": selector_labels(names, "broker")},
+            "spec": {"accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": volume.size}}},
+        }
+        if volume.storage_class_name:
+            claim["spec"]["storageClassName"] = volume.storage_class_name
+        claims.append(claim)
+    retention = jbod.retention(spec.storage.volumes)
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -430,7 +447,7 @@ def build_stateful_set(names: BrokerNames, spec: BrokerSpec, replicas: int | Non
             "updateStrategy": {"type": "OnDelete"},
             "selector": {"matchLabels": selector_labels(names, "broker")},
             "template": template,
-            "volumeClaimTemplates": [claim],
+            "volumeClaimTemplates": claims,
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": retention,
                                                      "whenScaled": retention},
         },

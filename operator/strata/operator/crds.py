@@ -86,7 +86,39 @@ BROKER_SPEC: Final[Schema] = obj(
             "storageClassName": string("storageClassName; default: the cluster's default."),
             "deleteClaim": boolean("deleteClaim: delete the claims with the Broker, and a "
                                    "removed broker's claim on scale-down.", False),
-        }),
+            "type": string("type: persistent-claim (one volume: size, storageClassName, "
+                           "deleteClaim) or jbod (volumes, each a log dir).",
+                           enum=["persistent-claim", "jbod"], default="persistent-claim"),
+            "volumes": {
+                "type": "array", "minItems": 1, "maxItems": 16,
+                "description": "volumes of a jbod broker: each a claim data-<id> mounted at "
+                               "/var/lib/strata/data-<id> and listed in log.dirs.",
+                "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["id"],
+                "items": obj("A JBOD volume.", {
+                    "id": integer("id of the volume (fixed for the Broker's life).", 0),
+                    "size": string("size of the volume; raising it expands the claims; it "
+                                   "cannot be lowered.", pattern=QUANTITY_PATTERN, **{
+                                       "x-kubernetes-validations": [{
+                                           "rule": "!quantity(self).isLessThan("
+                                                   "quantity(oldSelf))",
+                                           "message": "a volume's size cannot be decreased",
+                                           "reason": "FieldValueForbidden"}]}),
+                    "storageClassName": string("storageClassName; default: the cluster's "
+                                               "default."),
+                    "deleteClaim": boolean("deleteClaim: delete this volume's claims with "
+                                           "the Broker and with a scaled-away broker.", False),
+                }, ("id", "size")),
+            },
+        }, (), **{"x-kubernetes-validations": [
+            {"rule": "(has(self.type) && self.type == 'jbod') == has(self.volumes)",
+             "message": "storage.volumes is for storage.type jbod, and jbod needs it"},
+            {"rule": "(has(self.type) ? self.type : 'persistent-claim') == "
+                     "(has(oldSelf.type) ? oldSelf.type : 'persistent-claim')",
+             "message": "storage.type cannot change (a StatefulSet's claims are fixed)"},
+            {"rule": "!has(oldSelf.volumes) || (has(self.volumes) && "
+                     "self.volumes.map(v, v.id) == oldSelf.volumes.map(v, v.id))",
+             "message": "storage.volumes ids cannot change (a StatefulSet's claims are fixed)"},
+        ]}),
         "config": {**kafka_config("config: broker settings by Kafka name (num.partitions, "
                                   "default.replication.factor, log.retention.ms...)."),
                    "x-kubernetes-validations": [{
@@ -176,12 +208,34 @@ BROKER_SPEC: Final[Schema] = obj(
                  "message": "every listener needs its own port"},
             ],
         },
-        "tls": obj("tls: the brokers' TLS material.", {
+        "tls": obj("tls: the brokers' TLS material. Without secretName or certManager, the "
+                   "operator makes a cluster CA and per-broker certificates itself.", {
             "secretName": string("secretName: a Secret with tls.crt, tls.key and ca.crt "
                                  "(cert-manager's layout); the certificate must name "
                                  "*.<name>-brokers.<namespace>.svc and "
                                  "<name>-bootstrap.<namespace>.svc."),
-        }),
+            "certManager": obj("certManager: cert-manager issues the brokers' certificate "
+                               "(a Certificate <name>-broker-certs).", {
+                "issuerRef": obj("issuerRef: cert-manager's Issuer or ClusterIssuer.", {
+                    "name": string("name of the issuer.", minLength=1),
+                    "kind": string("kind of the issuer.", enum=["Issuer", "ClusterIssuer"],
+                                   default="Issuer"),
+                    "group": string("group of the issuer.", default="cert-manager.io"),
+                }, ("name",)),
+            }),
+            "alternativeNames": {"type": "array", "maxItems": 32,
+                                 "items": {"type": "string", "minLength": 1},
+                                 "description": "alternativeNames: extra DNS names or IP "
+                                                "addresses of every broker certificate."},
+            "validityDays": integer("validityDays of broker and user certificates.", 1,
+                                    default=365),
+            "renewalDays": integer("renewalDays: renew (or rotate the CA) this long before "
+                                   "the end.", 1, default=30),
+            "caValidityDays": integer("caValidityDays of the CAs the operator makes.", 1,
+                                      default=1825),
+        }, (), **{"x-kubernetes-validations": [
+            {"rule": "!(has(self.secretName) && has(self.certManager))",
+             "message": "set either tls.secretName or tls.certManager, not both"}]}),
         "interBroker": obj("interBroker: how brokers (and the operator and admin service) "
                            "connect to each other.", {
             "listener": string("listener: the listener brokers replicate over; default: "
@@ -230,12 +284,6 @@ BROKER_SPEC: Final[Schema] = obj(
         {"rule": "!has(self.interBroker) || !has(self.interBroker.listener) || "
                  "(has(self.listeners) && self.interBroker.listener in self.listeners)",
          "message": "interBroker.listener must be one of listeners"},
-        {"rule": "!has(self.listeners) || has(self.tls) || !self.listeners.exists(k, "
-                 "(has(self.listeners[k].tls) && self.listeners[k].tls) || "
-                 "(has(self.listeners[k].authentication) && "
-                 "has(self.listeners[k].authentication.type) && "
-                 "self.listeners[k].authentication.type == 'tls'))",
-         "message": "a TLS listener needs tls.secretName"},
         {"rule": "!has(self.users) || !has(self.interBroker) || "
                  "!has(self.interBroker.username) || "
                  "self.users.all(u, u.name != self.interBroker.username)",
@@ -251,6 +299,12 @@ BROKER_STATUS: Final[Schema] = obj("Observed state, written by the operator.", {
     "selector": string("Label selector of the broker pods (for the scale subresource)."),
     "bootstrapServers": string("Kafka bootstrap address for clients in the cluster."),
     "adminUrl": string("URL of the REST admin service."),
+    "certificates": obj("Where the brokers' certificates come from and the cluster CA.", {
+        "source": string("operator or cert-manager."),
+        "caNotAfter": string("When the cluster CA ends (RFC 3339)."),
+        "caRotation": string("The CA rotation stage under way: TrustNewCa, "
+                             "ReissueCertificates or DropOldCa (\"\": none)."),
+    }),
     "rebalance": obj("The last self-balancing run (after a scale-up or a scale-down, or "
                      "asked by the annotation strata.dev/rebalance: \"true\").", {
         "state": string("Pending, Moving or Done.", enum=["Pending", "Moving", "Done"]),

@@ -41,6 +41,7 @@ KINDS: Final[dict[str, tuple[str, str, bool]]] = {
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets", True),
     "ClusterKopfPeering": ("kopf.dev/v1", "clusterkopfpeerings", False),
     "KopfPeering": ("kopf.dev/v1", "kopfpeerings", True),
+    "Certificate": ("cert-manager.io/v1", "certificates", True),
     "Broker": (API_VERSION, "brokers", True),
     "Topic": (API_VERSION, "topics", True),
     "User": (API_VERSION, "users", True),

@@ -21,10 +21,19 @@ inter-broker user is not one of them (the brokers' entrypoint owns it).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
+
+from strata.operator import jbod
+from strata.operator.tls_spec import (
+    CertificatesSpec,
+    TlsSpecError,
+    generated_secret_name,
+    parse_certificates,
+)
 
 GROUP: Final = "strata.dev"
 VERSION: Final = "v1beta1"  # served and stored
@@ -113,6 +122,14 @@ class StorageSpec:
     size: str = "10Gi"
     storage_class_name: str | None = None
     delete_claim: bool = False
+    type: str = jbod.PERSISTENT_CLAIM
+    jbod_volumes: tuple[jbod.Volume, ...] = ()
+
+    @property
+    def volumes(self) -> tuple[jbod.Volume, ...]:
+        """Every volume of a broker (``jbod.py``): the JBOD ones, else the single claim."""
+        return jbod.volumes_of(self.size, self.storage_class_name, self.delete_claim,
+                               self.jbod_volumes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +265,8 @@ def _listeners(raw: Any) -> dict[str, ListenerSpec]:
     return out
 
 
-def _security(spec: Mapping[str, Any], listeners: Mapping[str, ListenerSpec]) -> SecuritySpec:
+def _security(spec: Mapping[str, Any], listeners: Mapping[str, ListenerSpec],
+              broker_name: str | None) -> SecuritySpec:
     tls = spec.get("tls") or {}
     inter = spec.get("interBroker") or {}
     authz = spec.get("authorization") or {}
@@ -261,7 +279,7 @@ def _security(spec: Mapping[str, Any], listeners: Mapping[str, ListenerSpec]) ->
     if authorization not in AUTHORIZATION_TYPES:
         raise SpecError(f"authorization.type must be one of {', '.join(AUTHORIZATION_TYPES)}")
     security = SecuritySpec(
-        tls_secret=(tls.get("secretName") or None),
+        tls_secret=(tls.get("secretName") or None),  # operator-made: set by _parse
         inter_broker_listener=listener,
         inter_broker_username=inter.get("username") or None,
         inter_broker_password=(SecretKeyRef(str(password["name"]),
@@ -273,10 +291,14 @@ def _security(spec: Mapping[str, Any], listeners: Mapping[str, ListenerSpec]) ->
         admin_auth_secret=((admin.get("authentication") or {}).get("secretName") or None),
         admin_tls_secret=((admin.get("tls") or {}).get("secretName") or None),
     )
-    if any(lst.tls or lst.authentication == "tls" for lst in listeners.values()) and \
-            security.tls_secret is None:
-        raise SpecError("a TLS listener needs tls.secretName (tls.crt, tls.key, ca.crt)")
+    if _tls_needed(listeners) and security.tls_secret is None and broker_name is None:
+        raise SpecError("a TLS listener needs tls.secretName (tls.crt, tls.key, ca.crt), or "
+                        "the Broker's name (the operator makes the certificates)")
     return security
+
+
+def _tls_needed(listeners: Mapping[str, ListenerSpec]) -> bool:
+    return any(lst.tls or lst.authentication == "tls" for lst in listeners.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +319,7 @@ class BrokerSpec:
     security: SecuritySpec = SecuritySpec()
     users: tuple[ScramUserSpec, ...] = ()
     placement: PlacementSpec = PlacementSpec()
+    certificates: CertificatesSpec = field(default_factory=CertificatesSpec)
 
     @property
     def client_listener(self) -> ListenerSpec:
@@ -332,13 +355,15 @@ class BrokerSpec:
                             "interBroker.username and interBroker.passwordSecret")
 
     @classmethod
-    def parse(cls, spec: Mapping[str, Any]) -> BrokerSpec:
-        parsed = cls._parse(spec)
+    def parse(cls, spec: Mapping[str, Any], broker_name: str | None = None) -> BrokerSpec:
+        """``broker_name``: the Broker's name, which names the Secret of certificates the
+        operator or cert-manager makes (``tls_spec``); without it such a spec is refused."""
+        parsed = cls._parse(spec, broker_name)
         parsed.validate_inter_broker()
         return parsed
 
     @classmethod
-    def _parse(cls, spec: Mapping[str, Any]) -> BrokerSpec:
+    def _parse(cls, spec: Mapping[str, Any], broker_name: str | None = None) -> BrokerSpec:
         storage = spec.get("storage") or {}
         rack = spec.get("rack") or {}
         meta = spec.get("metadata") or {}
@@ -348,7 +373,18 @@ class BrokerSpec:
         etcd = meta.get("etcd") or {}
         config = {k: v for k, v in _config(spec.get("config")).items()
                   if k not in OPERATOR_OWNED_CONFIG}
-        security = _security(spec, listeners)
+        security = _security(spec, listeners, broker_name)
+        try:
+            storage_type, volumes = jbod.parse_volumes(storage)
+        except jbod.VolumeSpecError as exc:
+            raise SpecError(str(exc)) from exc
+        try:
+            certificates = parse_certificates(spec.get("tls"), _tls_needed(listeners))
+        except TlsSpecError as exc:
+            raise SpecError(str(exc)) from exc
+        if certificates.generated and broker_name is not None:
+            security = dataclasses.replace(security,
+                                           tls_secret=generated_secret_name(broker_name))
         return cls(
             replicas=_int(spec, "replicas", 3, 0),
             image=str(spec.get("image", DEFAULT_IMAGE)),
@@ -358,6 +394,7 @@ class BrokerSpec:
                 size=str(storage.get("size", "10Gi")),
                 storage_class_name=storage.get("storageClassName"),
                 delete_claim=bool(storage.get("deleteClaim", False)),
+                type=storage_type, jbod_volumes=volumes,
             ),
             config=config,
             rack_topology_key=rack.get("topologyKey") or None,
@@ -377,6 +414,7 @@ class BrokerSpec:
             security=security,
             users=_users(spec.get("users"), security.inter_broker_username),
             placement=_placement(spec),
+            certificates=certificates,
         )
 
 

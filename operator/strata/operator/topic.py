@@ -63,7 +63,7 @@ def _cluster(kube: Kube, names: BrokerNames, broker: Obj, cluster_factory: Clust
              ) -> Cluster:
     """The Kafka cluster of ``broker`` (a Broker whose spec does not parse: its defaults)."""
     try:
-        broker_spec = BrokerSpec.parse(broker.get("spec") or {})
+        broker_spec = BrokerSpec.parse(broker.get("spec") or {}, names.name)
     except SpecError:
         broker_spec = BrokerSpec()
     return connect(kube, names, broker_spec, cluster_factory)

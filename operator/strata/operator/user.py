@@ -34,7 +34,7 @@ from typing import Any, Final, Protocol
 
 import kopf
 
-from strata.operator import conditions, events, user_sync
+from strata.operator import conditions, events, tls_users, user_sync
 from strata.operator.broker import bootstrap_for, client_config
 from strata.operator.kafka import KafkaCluster, KafkaOperationError
 from strata.operator.kube import Kube, Obj
@@ -99,7 +99,7 @@ def _connect(kube: Kube, namespace: str, broker: Obj, factory: UserClusterFactor
              ) -> UserCluster:
     names = BrokerNames(broker["metadata"]["name"], namespace)
     try:
-        broker_spec = BrokerSpec.parse(broker.get("spec") or {})
+        broker_spec = BrokerSpec.parse(broker.get("spec") or {}, names.name)
     except SpecError:
         broker_spec = BrokerSpec()
     return factory(bootstrap_for(names, broker_spec), client_config(kube, names, broker_spec))
@@ -171,12 +171,18 @@ def reconcile(body: Mapping[str, Any], kube: Kube,
             reason, _, message = problem.partition(":")
             return write(False, reason, message, **shown)
         version = found_version
+    if spec.tls:
+        secret, problem = tls_users.ensure_certificate(kube, body, spec, broker)
+        shown["secret"] = secret
+        if problem:
+            reason, _, message = problem.partition(":")
+            return write(False, reason, message, **shown)
     cluster = _connect(kube, namespace, broker, cluster_factory)
     try:
         observed = user_sync.Observed(
             mechanisms=cluster.scram_mechanisms([spec.user_name]).get(spec.user_name,
                                                                       frozenset()),
-            acls=cluster.acls(spec.principal), quotas=cluster.user_quotas(spec.user_name))
+            acls=cluster.acls(spec.principal), quotas=cluster.user_quotas(spec.kafka_user))
         changes = user_sync.decide(spec, observed, version,
                                    old_status.get("secretVersion"),
                                    old_status.get("mechanism"))
@@ -186,7 +192,7 @@ def reconcile(body: Mapping[str, Any], kube: Kube,
             cluster.delete_scram_credential(spec.user_name, mechanism)
         cluster.delete_acls(spec.principal, changes.delete_acls)
         cluster.create_acls(spec.principal, changes.create_acls)
-        cluster.alter_user_quotas(spec.user_name, changes.set_quotas, changes.remove_quotas)
+        cluster.alter_user_quotas(spec.kafka_user, changes.set_quotas, changes.remove_quotas)
     except KafkaOperationError as exc:
         write(False, conditions.KAFKA_ERROR, str(exc), **shown)
         raise kopf.TemporaryError(str(exc), delay=SETTINGS.reconcile_interval) from None
@@ -198,7 +204,9 @@ def reconcile(body: Mapping[str, Any], kube: Kube,
     return write(True, USER_READY,
                  f"{spec.principal}: "
                  + (f"{spec.mechanism} credential from Secret {shown['secret']}, "
-                    if spec.mechanism else "no credential managed, ")
+                    if spec.mechanism else
+                    f"client certificate in Secret {shown['secret']}, " if spec.tls else
+                    "no credential managed, ")
                  + f"{len(spec.acls)} ACLs, "
                  + (", ".join(f"{k}={v:g}" for k, v in sorted(spec.quotas.items()))
                     or "no quotas"), **shown)
@@ -232,8 +240,8 @@ def delete(body: Mapping[str, Any], kube: Kube, runtime_seconds: float,
         for mechanism in sorted(mechanisms & {m for m in (spec.mechanism, applied) if m}):
             cluster.delete_scram_credential(spec.user_name, mechanism)
         cluster.delete_acls(spec.principal, None)
-        quotas = cluster.user_quotas(spec.user_name)
-        cluster.alter_user_quotas(spec.user_name, {}, sorted(quotas))
+        quotas = cluster.user_quotas(spec.kafka_user)
+        cluster.alter_user_quotas(spec.kafka_user, {}, sorted(quotas))
     except KafkaOperationError as exc:
         if runtime_seconds >= timeout():
             logger.warning("giving up removing user %r after %.0fs: %s", spec.user_name,

@@ -29,6 +29,7 @@ from strata.operator.user_spec import (
     PERMISSIONS,
     QUOTA_KEYS,
     RESOURCE_TYPES,
+    TLS,
 )
 
 _ACL: Final[Schema] = obj("An ACL rule of the user's principal (User:<userName>).", {
@@ -59,9 +60,12 @@ USER_SPEC: Final[Schema] = obj("A Kafka user: its credential, ACLs and quotas.",
     "broker": string("broker: the name of the Broker (same namespace) the user lives in."),
     "userName": string("userName in Kafka (principal User:<userName>); default: this "
                        "resource's name.", minLength=1, maxLength=255),
-    "authentication": obj("authentication: a SCRAM credential; absent: none managed.", {
-        "type": string("type: the SCRAM mechanism.", enum=list(AUTHENTICATION),
-                       default=DEFAULT_AUTHENTICATION),
+    "authentication": obj("authentication: a SCRAM credential or a client certificate; "
+                          "absent: none managed.", {
+        "type": string("type: the SCRAM mechanism, or tls: a client certificate CN=<userName> "
+                       "from the Broker's clients CA in a Secret named after this User "
+                       "(user.crt, user.key, ca.crt; principal User:CN=<userName>).",
+                       enum=[*AUTHENTICATION, TLS], default=DEFAULT_AUTHENTICATION),
         "passwordSecret": obj("passwordSecret: the Secret key holding the password; absent: "
                               "the operator generates one into a Secret named after this "
                               "User (keys password and sasl.jaas.config).", {

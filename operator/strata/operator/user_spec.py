@@ -9,7 +9,11 @@ Defaults match the CRD (``user_crd.py``): the Kafka user name is the resource's 
 mechanism SCRAM-SHA-512, an ACL's pattern type literal, host ``*``, type allow. Parsing never
 raises on unknown keys; it raises ``SpecError`` on a value the schema would have refused.
 Without ``authentication`` the User has no credential the operator manages (ACLs and quotas
-only, e.g. for a principal that logs in with a client certificate).
+only, e.g. for a principal that logs in with a client certificate). ``authentication.type:
+tls`` (Strimzi's KafkaUser ``tls``): the operator issues a client certificate with subject
+``CN=<userName>`` from the Broker's clients CA (``tls_users.py``); with Kafka's default
+``ssl.principal.mapping.rules`` the principal is ``User:CN=<userName>``, and its quotas are
+those of the user ``CN=<userName>`` (``kafka_user``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from strata.operator.model import SecretKeyRef, SpecError
 # authentication.type -> the SCRAM mechanism.
 AUTHENTICATION: Final = {"scram-sha-512": "SCRAM-SHA-512", "scram-sha-256": "SCRAM-SHA-256"}
 DEFAULT_AUTHENTICATION: Final = "scram-sha-512"
+TLS: Final = "tls"  # authentication.type: a client certificate the operator issues
 
 # ACL vocabulary (Strimzi's spelling in the CR, Kafka's enum names inside).
 RESOURCE_TYPES: Final = {"topic": "TOPIC", "group": "GROUP", "cluster": "CLUSTER",
@@ -66,10 +71,16 @@ class UserSpec:
     password: SecretKeyRef | None = None  # None: generated into the User's own Secret
     acls: frozenset[AclRule] = frozenset()
     quotas: Mapping[str, float] = field(default_factory=dict)
+    tls: bool = False  # a client certificate (CN=<userName>) instead of a SCRAM credential
+
+    @property
+    def kafka_user(self) -> str:
+        """The user as Kafka names it: the principal's name (quotas' user entity)."""
+        return f"CN={self.user_name}" if self.tls else self.user_name
 
     @property
     def principal(self) -> str:
-        return f"User:{self.user_name}"
+        return f"User:{self.kafka_user}"
 
     @classmethod
     def parse(cls, spec: Mapping[str, Any], resource_name: str) -> UserSpec:
@@ -77,9 +88,11 @@ class UserSpec:
         if not isinstance(broker, str) or not broker:
             raise SpecError("broker (the Broker's name) is required")
         user_name = str(spec.get("userName") or resource_name)
-        mechanism, password = _authentication(spec.get("authentication"))
+        tls = (spec.get("authentication") or {}).get("type") == TLS
+        mechanism, password = _authentication(None if tls else spec.get("authentication"))
         return cls(broker=broker, user_name=user_name, mechanism=mechanism, password=password,
-                   acls=_acls(spec.get("authorization")), quotas=_quotas(spec.get("quotas")))
+                   acls=_acls(spec.get("authorization")), quotas=_quotas(spec.get("quotas")),
+                   tls=tls)
 
 
 def _authentication(raw: Any) -> tuple[str | None, SecretKeyRef | None]:
@@ -89,7 +102,8 @@ def _authentication(raw: Any) -> tuple[str | None, SecretKeyRef | None]:
         raise SpecError(f"authentication must be an object, got {raw!r}")
     kind = str(raw.get("type", DEFAULT_AUTHENTICATION))
     if kind not in AUTHENTICATION:
-        raise SpecError(f"authentication.type must be one of {', '.join(AUTHENTICATION)}")
+        raise SpecError(f"authentication.type must be one of {', '.join(AUTHENTICATION)}, "
+                        f"{TLS}")
     secret = raw.get("passwordSecret")
     if secret is None:
         return AUTHENTICATION[kind], None

@@ -60,6 +60,8 @@ RESOURCES: dict[str, dict[str, Any]] = {
     "kopf.dev/v1/kopfpeerings": {"kind": "KopfPeering"},
     "apiextensions.k8s.io/v1/customresourcedefinitions": {"kind": "CustomResourceDefinition",
                                                           "namespaced": False},
+    # tls.certManager: the Broker's cert-manager Certificate (no cert-manager runs here).
+    "cert-manager.io/v1/certificates": {"kind": "Certificate"},
 }
 
 

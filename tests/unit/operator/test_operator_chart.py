@@ -189,8 +189,10 @@ def test_users_have_rbac_everywhere_the_operator_watches() -> None:
         rules = grants(one(objects, kind)["rules"])
         assert {"get", "list", "watch", "patch"} <= rules["users"]
         assert "patch" in rules["users/status"]
-        # A generated password: the Secret is created, and deleted with the User.
-        assert rules["secrets"] == {"get", "create", "delete"}
+        # A generated password: the Secret is created, and deleted with the User; operator-made
+        # certificates: their Secrets are patched too; cert-manager Certificates applied.
+        assert rules["secrets"] == {"get", "create", "patch", "delete"}
+        assert rules["certificates"] == {"get", "create", "patch"}
 
 
 @pytest.mark.parametrize("version", NEWEST)
@@ -198,3 +200,32 @@ def test_the_crds_are_valid_at_the_newest_kubernetes(version: str) -> None:
     for path in sorted((CHART / "crds").glob("*.yaml")):
         kubernetes_validate.validate(yaml.safe_load(path.read_text(encoding="utf-8")), version,
                                      strict=True)
+
+
+def test_jbod_and_certificate_values_render_a_valid_broker(tmp_path: Path) -> None:
+    values = values_file(tmp_path, """
+broker:
+  create: true
+  jbodVolumes: [{id: 0, size: 100Gi}, {id: 1, size: 200Gi, deleteClaim: true}]
+  listeners: [{name: secure, port: 9093, tls: true, authentication: {type: tls}}]
+  tlsCertManagerIssuer: {name: cluster-issuer, kind: ClusterIssuer}
+  tlsAlternativeNames: [kafka.example.com]
+""")
+    broker = one(render(*values), "Broker")
+    validate(broker)
+    assert admitted(crds.BROKER_CRD, broker, None) == []
+    assert broker["spec"]["storage"]["type"] == "jbod"
+    assert broker["spec"]["tls"] == {"certManager": {"issuerRef": {
+        "name": "cluster-issuer", "kind": "ClusterIssuer"}},
+        "alternativeNames": ["kafka.example.com"]}
+    spec = BrokerSpec.parse(broker["spec"], "strata")
+    assert [v.template for v in spec.storage.volumes] == ["data-0", "data-1"]
+    assert spec.certificates.source == "cert-manager"
+    # Neither an issuer nor a Secret: the operator makes the certificates.
+    operator_made = one(render(*values_file(tmp_path, """
+broker:
+  create: true
+  listeners: [{name: secure, port: 9093, tls: true, authentication: {type: tls}}]
+""")), "Broker")
+    assert "tls" not in operator_made["spec"]
+    assert BrokerSpec.parse(operator_made["spec"], "strata").certificates.source == "operator"

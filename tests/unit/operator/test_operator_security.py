@@ -75,6 +75,9 @@ def test_invalid_security_specs_are_refused(spec: dict[str, Any], message: str) 
 
 def test_admission_schema_and_cel() -> None:
     validate(broker(**{k: v for k, v in SECURE.items() if k != "metadata"}))
+    # Without tls.secretName the operator makes the certificates: admitted.
+    assert admitted(crds.BROKER_CRD, broker(listeners={"a": {"port": 9, "tls": True}}),
+                    None) == []
     assert admitted(crds.BROKER_CRD, broker(**{k: v for k, v in SECURE.items()
                                                if k != "metadata"}), None) == []
     refused = {
@@ -84,8 +87,9 @@ def test_admission_schema_and_cel() -> None:
             broker(listeners={"a": {"port": 9}, "b": {"port": 9}}),
         "interBroker.listener must be one of listeners":
             broker(listeners={"a": {"port": 9}}, interBroker={"listener": "b"}),
-        "a TLS listener needs tls.secretName":
-            broker(listeners={"a": {"port": 9, "tls": True}}),
+        "set either tls.secretName or tls.certManager, not both":
+            broker(listeners={"a": {"port": 9, "tls": True}},
+                   tls={"secretName": "s", "certManager": {"issuerRef": {"name": "ca"}}}),
     }
     for message, cr in refused.items():
         assert admitted(crds.BROKER_CRD, cr, None) == [message], message
