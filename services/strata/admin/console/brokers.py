@@ -22,7 +22,6 @@ shown), a change Cluster AlterConfigs (the forms are shown only with it; a POST 
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Final
 
 from fastapi import APIRouter, Path
@@ -91,15 +90,12 @@ async def render_broker(console: ConsoleDep, broker_id: int, error: ProblemError
     may_describe_configs = await access.allowed(AclOperation.DESCRIBE_CONFIGS,
                                                 ResourceType.CLUSTER)
     sampler = sampler_of(console)
-    if may_describe_configs:
-        cluster, entries = await asyncio.gather(
-            gateway.run(describe_cluster, gateway),
-            gateway.run(gateway.kafka.broker_configs, broker_id))
-    else:
-        cluster, entries = await gateway.run(describe_cluster, gateway), {}
+    cluster = await gateway.run(describe_cluster, gateway)
     found = {b.id: b for b in cluster.brokers}.get(broker_id)
-    if found is None:
+    if found is None:  # before DescribeConfigs, which would wait for it until its timeout
         raise ProblemError.kafka("BROKER_NOT_FOUND", f"no live broker has id {broker_id}")
+    entries = (await gateway.run(gateway.kafka.broker_configs, broker_id)
+               if may_describe_configs else {})
     broker = BrokerDescription(**found.model_dump(), configs=config_values(entries))
     latest = sampler.latest_log_dirs
     dirs = sorted((d for d in latest.dirs if d.broker == broker_id),
