@@ -67,6 +67,7 @@ def _until(check: Callable[[], str], wanted: Callable[[str], bool], what: str,
     while not wanted(last := check()):
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {timeout_s:.0f} s: {what} (last: {last})")
+        time.sleep(0.2)  # the next attempt of a polled condition, bounded by the deadline
     return last
 
 
