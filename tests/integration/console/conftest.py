@@ -1,7 +1,9 @@
 """Fixtures of the web console's browser tests: one real cluster, admin service and Chromium.
 
 * ``console_stack`` (one for the package): a real 3-broker cluster (``ClusterProcesses``, SQLite
-  store, racks ``rack-0..2``) with the brokers' authorizer on (``strata.acl``; the PLAINTEXT
+  store, racks ``rack-0..2``; each broker also serves a SASL_PLAINTEXT listener with
+  SCRAM-SHA-256 and SCRAM-SHA-512, ``sasl_bootstrap``, for the users the console creates)
+  with the brokers' authorizer on (``strata.acl``; the PLAINTEXT
   principal ``User:ANONYMOUS`` — the brokers themselves, the test's clients and the admin
   service — is a super user), and the real ``strata admin`` in front of it with a credentials
   file: ``ops`` (a super user of the admin service) and ``viewer``, whose ACLs allow Describe,
@@ -41,6 +43,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
 from ..admin.admin_process import running_admin
 from ..admin.test_admin_security import write_auth_file
+from ..broker_process import free_port
 from ..cluster.cluster_processes import ClusterProcesses
 
 OPS: Final = ("ops", "ops-password")
@@ -54,6 +57,7 @@ GRAFANA_URL: Final = "http://grafana.invalid:3000"
 class ConsoleStack:
     cluster: ClusterProcesses
     url: str  # the admin service's base URL; the console is at url + "/console/"
+    sasl_bootstrap: str  # the brokers' SASL_PLAINTEXT listeners
 
     @property
     def bootstrap(self) -> str:
@@ -84,8 +88,15 @@ def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleS
     workdir = tmp_path_factory.mktemp("console-cluster")
     cluster = ClusterProcesses(workdir, f"sqlite:///{workdir / 'meta.db'}", 3, {
         "authorizer.class.name": "strata.acl", "super.users": "User:ANONYMOUS"})
+    sasl = []
     for i, broker in enumerate(cluster.brokers):
         broker.config["broker.rack"] = f"rack-{i}"
+        sasl_port = free_port()
+        sasl.append(f"127.0.0.1:{sasl_port}")
+        listeners = (f"PLAINTEXT://127.0.0.1:{broker.port},"
+                     f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}")
+        broker.config.update({"listeners": listeners, "advertised.listeners": listeners,
+                              "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512"})
     try:
         cluster.start()
         futures = cluster.admin().create_acls(_viewer_acls(), request_timeout=20)
@@ -97,7 +108,7 @@ def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleS
                                  "--acl-cache", "0"],
                            env={"STRATA_CONSOLE_SAMPLE_INTERVAL_S": str(SAMPLE_INTERVAL_S),
                                 "STRATA_CONSOLE_GRAFANA_URL": GRAFANA_URL}) as admin:
-            yield ConsoleStack(cluster, admin.url)
+            yield ConsoleStack(cluster, admin.url, ",".join(sasl))
     finally:
         cluster.stop()
 

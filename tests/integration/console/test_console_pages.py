@@ -208,7 +208,8 @@ def test_every_page_with_1000_partitions_reports_its_first_paint(
              f"{base}/topics/wide?page=10", f"{base}/topics/wide/records?partition=999",
              f"{base}/topics/{orders}/records", f"{base}/topics/{orders}/records?seek=end",
              f"{base}/groups", f"{base}/groups/{GROUP}", f"{base}/transactions",
-             f"{base}/acls", f"{base}/users", f"{base}/quotas"]
+             f"{base}/acls", f"{base}/users", f"{base}/quotas", f"{base}/brokers/0",
+             f"{base}/reassignments"]
     # The first visit after the topic's creation includes the admin service's clients
     # learning 1,000 new leaders; it is printed, the budget applies to the median of the
     # next five (this machine's cores are shared with other test runs).

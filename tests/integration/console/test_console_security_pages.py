@@ -1,7 +1,8 @@
 """The console's security pages in a real Chromium against a real 3-broker cluster: an ACL
 created in the console is listed by ``strata acls list`` and gone after its delete; an invalid
 one is refused with the reason; a SCRAM user created and updated is what
-DescribeUserScramCredentials reports (the test cluster has no SASL listener), then deleted; a
+DescribeUserScramCredentials reports, and a confluent-kafka client logs in with it over the
+brokers' SASL_PLAINTEXT listener (and is refused once the console deleted it); a
 quota set is read back from the REST API, a fractional byte rate is refused with Kafka's
 error, and removed; a user without Cluster Alter sees no forms and gets 403 posting anyway."""
 
@@ -9,11 +10,15 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
 from playwright.sync_api import Page
 
 from ..broker_process import STRATA
@@ -36,6 +41,34 @@ def _scram_users(stack: ConsoleStack) -> dict[str, list[tuple[str, int]]]:
     return {user: sorted((info.mechanism.name, info.iterations)
                          for info in d.scram_credential_infos)
             for user, d in described.items()}
+
+
+def _sasl_login(stack: ConsoleStack, user: str, password: str) -> str:
+    """Log in as ``user`` with SCRAM-SHA-256 over the SASL listener and ask for metadata:
+    "ok", or the Kafka error the login failed with (bounded by a 5 s metadata request)."""
+    errors: list[KafkaError] = []
+    client = AdminClient({"bootstrap.servers": stack.sasl_bootstrap,
+                          "security.protocol": "SASL_PLAINTEXT",
+                          "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": user,
+                          "sasl.password": password, "error_cb": errors.append,
+                          "log_level": 0})
+    try:
+        client.list_topics(timeout=5)
+    except KafkaException as exc:
+        client.poll(1)  # serves error_cb: the login's own error
+        named = [e.name() for e in errors] or [exc.args[0].name()]
+        return ",".join(dict.fromkeys(named))
+    return "ok"
+
+
+def _until(check: Callable[[], str], wanted: Callable[[str], bool], what: str,
+           timeout_s: float = 60.0) -> str:
+    deadline = time.monotonic() + timeout_s
+    while not wanted(last := check()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s:.0f} s: {what} (last: {last})")
+        time.sleep(0.2)  # the next attempt of a polled condition, bounded by the deadline
+    return last
 
 
 def _rest_quotas(stack: ConsoleStack, user: str) -> list[dict[str, Any]]:
@@ -104,10 +137,15 @@ def test_a_scram_user_is_created_updated_and_deleted(console_stack: ConsoleStack
     assert row.locator("td.num").inner_text() == "4096"
     assert "alice-secret" not in ops.content()
     ops.screenshot(path=str(shots / "users-created.png"), full_page=True)
+    _until(lambda: _sasl_login(console_stack, "alice", "alice-secret"), lambda r: r == "ok",
+           "alice logs in over SASL_PLAINTEXT with the password set in the console")
+    assert "AUTHENTICATION" in _sasl_login(console_stack, "alice", "not-her-password")
     ops.once("dialog", lambda dialog: dialog.accept())
     row.locator(".delete-user").click()
     assert "credential of alice deleted" in ops.inner_text("#change-done")
     assert "alice" not in _scram_users(console_stack)
+    _until(lambda: _sasl_login(console_stack, "alice", "alice-secret"),
+           lambda r: "AUTHENTICATION" in r, "alice refused once deleted in the console")
 
 
 def test_a_quota_is_set_read_back_refused_when_fractional_and_removed(

@@ -62,6 +62,9 @@ def test_configs_are_set_and_reset_and_a_bad_value_shows_kafkas_error(
     assert "INVALID_CONFIG" in ops.inner_text("#change-error")
     ops.screenshot(path=str(shots / "topic-config-error.png"), full_page=True)
     assert _topic_configs(console_stack, "tuned")["retention.ms"] == "3600000"
+    ops.goto(f"{console_stack.url}/console/topics?q=tuned")  # the list shows the override
+    assert "retention.ms=3600000" in ops.inner_text("#topics tr[data-name='tuned'] .overrides")
+    ops.goto(url)
 
     ops.once("dialog", lambda dialog: dialog.accept())
     ops.click("#configs tr[data-config='retention.ms'] button")

@@ -194,6 +194,13 @@ async def test_login_redirects_sets_strict_cookies_and_checks_every_form(
                                  data={"csrf_token": csrf_token, "confirm": "orders"})
     assert refused.status_code == 403 and "TOPIC_AUTHORIZATION_FAILED" in refused.text
     assert "text/html" in refused.headers["content-type"]
+    for path, form in (("/console/brokers/0/configs", {"set_name": "x", "set_value": "1"}),
+                       ("/console/reassignments", {"topic": "orders", "partition": "0",
+                                                   "replicas": "1"}),
+                       ("/console/reassignments/cancel", {"topic": "orders", "partition": "0"}),
+                       ("/console/elections", {"topic": "orders"})):
+        refused = await console.post(path, data={"csrf_token": csrf_token, **form})
+        assert refused.status_code == 403 and "CLUSTER_AUTHORIZATION_FAILED" in refused.text
     no_token = await console.post("/console/topics/orders/delete", data={"confirm": "orders"})
     assert no_token.status_code == 403 and "CSRF_TOKEN_INVALID" in no_token.text
     bad_query = await console.get("/console/topics/orders/records?partition=x")

@@ -8,6 +8,9 @@ module renders the REST route of the same action and checks the same rights:
 * ``login``: the login form (token or user and password) and logout;
 * ``overview``: brokers, controller, partitions and leaders per broker, under-replicated and
   offline partitions;
+* ``brokers``: one broker's charts, log dirs and configs (view, set, reset);
+* ``reassignments``: moving a partition's replicas, the moves in progress, cancelling one,
+  and preferred-leader election;
 * ``topics``: list, search, create; a topic's partitions and configs; delete;
 * ``records``: the record browser (seek, filter, text/JSON/hex) and the produce form;
 * ``groups``: consumer groups, lag and its chart, reset offsets with a dry-run preview, delete;
@@ -34,11 +37,13 @@ from fastapi.staticfiles import StaticFiles
 
 from strata.admin.console import (
     acls,
+    brokers,
     charts,
     groups,
     login,
     overview,
     quotas,
+    reassignments,
     records,
     topics,
     transactions,
@@ -60,8 +65,8 @@ def install(app: FastAPI, sessions: SessionStore | None = None,
     app.state.console_reader = RecordReader(app.state.gateway)
     app.state.console_sampler = MetricsSampler(app.state.gateway,
                                                interval_s=settings.sample_interval_s)
-    for module in (login, overview, topics, records, groups, transactions, acls, users,
-                   quotas, charts):
+    for module in (login, overview, brokers, reassignments, topics, records, groups,
+                   transactions, acls, users, quotas, charts):
         app.include_router(module.router)
     app.mount(f"{PREFIX}/static", StaticFiles(directory=PACKAGE_DIR / "static"),
               name="console-static")

@@ -9,6 +9,9 @@ charts are read (every other line is skipped by its name before anything is pars
   ``MessagesInPerSec``), summed per topic and per broker;
 * ``strata_log_read_bytes_total`` (bytes fetches read: consumers' and followers', Kafka's
   ``BytesOutPerSec``), summed per broker;
+* ``strata_request_total{api}`` (requests handled, Kafka's ``RequestsPerSec``), summed per
+  broker, and ``strata_replication_under_replicated_partitions`` (the partitions the broker
+  leads whose ISR is smaller than their replicas: Kafka's ``UnderReplicatedPartitions``);
 * ``strata_group_lag_records{group, topic, partition}`` and
   ``strata_group_committed_offset{...}``: reported by a group's coordinator for the
   partitions it holds a replica of. How far the committed offsets moved between two scrapes
@@ -32,7 +35,10 @@ APPENDED_RECORDS: Final = "strata_log_appended_records_total"
 READ_BYTES: Final = "strata_log_read_bytes_total"
 GROUP_LAG: Final = "strata_group_lag_records"
 GROUP_COMMITTED: Final = "strata_group_committed_offset"
-_WANTED: Final = (APPENDED_BYTES, APPENDED_RECORDS, READ_BYTES, GROUP_LAG, GROUP_COMMITTED)
+REQUESTS: Final = "strata_request_total"
+UNDER_REPLICATED: Final = "strata_replication_under_replicated_partitions"
+_WANTED: Final = (APPENDED_BYTES, APPENDED_RECORDS, READ_BYTES, GROUP_LAG, GROUP_COMMITTED,
+                  REQUESTS, UNDER_REPLICATED)
 _LABEL: Final = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 _UNESCAPE: Final = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 
@@ -46,6 +52,8 @@ class Scrape:
     bytes_in: float = 0.0
     records_in: float = 0.0
     bytes_out: float = 0.0
+    requests: float = 0.0
+    under_replicated: float | None = None  # None: the page had no such gauge
     topic_bytes_in: dict[str, float] = field(default_factory=dict)
     topic_records_in: dict[str, float] = field(default_factory=dict)
     group_lag: dict[GroupPartition, float] = field(default_factory=dict)
@@ -99,7 +107,11 @@ def parse(text: str) -> Scrape:
             out.topic_records_in[topic] = out.topic_records_in.get(topic, 0.0) + value
         elif name == READ_BYTES:
             out.bytes_out += value
-        else:
+        elif name == REQUESTS:
+            out.requests += value
+        elif name == UNDER_REPLICATED:
+            out.under_replicated = value
+        elif name in (GROUP_LAG, GROUP_COMMITTED):
             try:
                 key = (labels["group"], topic, int(labels.get("partition", "")))
             except (KeyError, ValueError):

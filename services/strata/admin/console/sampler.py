@@ -9,7 +9,8 @@ series the console draws in a ``SeriesStore`` (``strata.admin.console.series``):
 * every ``interval_s``: each broker's page (``broker_scrape.parse``) and DescribeLogDirs
   (``strata.client.log_dirs``), then
 
-  - ``broker:<id>:bytes_in|records_in|bytes_out``: counters (rates);
+  - ``broker:<id>:bytes_in|records_in|bytes_out|requests``: counters (rates);
+  - ``broker:<id>:under_replicated``: the partitions it leads that are under-replicated;
   - ``cluster:bytes_in|records_in|bytes_out``: the sum of the brokers' rates at this tick;
   - ``cluster:records_out``: records the consumer groups committed past per second (their
     committed offsets' forward moves, ``broker_scrape.committed_increase``);
@@ -58,7 +59,7 @@ DEFAULT_INTERVAL_S: Final = 5.0
 DISCOVERY_S: Final = 60.0
 BUSY_FACTOR: Final = 2.0  # idle at least twice as long as a tick took (a loaded cluster)
 HTTP_PORT_KEY: Final = "http.port"
-TRAFFIC: Final = ("bytes_in", "records_in", "bytes_out")
+TRAFFIC: Final = ("bytes_in", "records_in", "bytes_out", "requests")
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +197,8 @@ class MetricsSampler:
         sums = dict.fromkeys(TRAFFIC, 0.0)
         known = dict.fromkeys(TRAFFIC, True)
         for broker, scrape in scrapes.items():
+            if scrape.under_replicated is not None:
+                store.gauge(f"broker:{broker}:under_replicated", t, scrape.under_replicated)
             for name in TRAFFIC:
                 rate = store.counter(f"broker:{broker}:{name}", t, getattr(scrape, name))
                 if rate is None:

@@ -5,7 +5,8 @@ Each page is the REST route of the same action, rendered (``strata.admin.routers
 
 * ``GET /console/topics?q=``: Metadata — name, partitions, replication factor; ``q`` keeps the
   names containing it; only topics the caller may Describe are listed; each topic's size
-  (bytes on disk over its replicas) and messages in per second from the console's
+  (bytes on disk over its replicas), its configs that differ from the defaults (one
+  DescribeConfigs call for every listed topic) and messages in per second from the console's
   ``MetricsSampler`` (its latest DescribeLogDirs and the brokers' metrics; the first page
   waits up to ``FIRST_SAMPLE_WAIT_S`` for a first sample);
 * ``POST /console/topics``: CreateTopics (Cluster or Topic Create), then the new topic's page
@@ -29,11 +30,12 @@ Each page is the REST route of the same action, rendered (``strata.admin.routers
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from typing import Annotated, Final
 
 from confluent_kafka import KafkaException
+from confluent_kafka.admin import ConfigResource, ConfigSource, TopicMetadata
 from confluent_kafka.admin import NewTopic as KafkaNewTopic
-from confluent_kafka.admin import TopicMetadata
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 from pydantic import ValidationError
@@ -61,7 +63,7 @@ from strata.admin.routers.topics import (
     require_topic,
     topic_configs,
 )
-from strata.client.kafka_admin import topic_of
+from strata.client.kafka_admin import config_source_name, topic_of
 from strata.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 router = APIRouter(prefix=PREFIX, route_class=ConsoleRoute, include_in_schema=False)
@@ -69,6 +71,7 @@ router = APIRouter(prefix=PREFIX, route_class=ConsoleRoute, include_in_schema=Fa
 TopicName = Annotated[str, Path(pattern=TOPIC_NAME_PATTERN, max_length=249)]
 PAGE_SIZE: Final = 100
 FIRST_SAMPLE_WAIT_S: Final = 2.0
+MAX_OVERRIDE_TOPICS: Final = 1_000  # the list describes the configs of at most so many
 # Kafka's topic configs, offered as suggestions in the edit form (the broker decides).
 TOPIC_CONFIG_NAMES: Final = (
     "cleanup.policy", "compression.type", "delete.retention.ms", "file.delete.delay.ms",
@@ -88,6 +91,28 @@ def _create_only(gateway: KafkaGateway, body: NewTopic) -> None:
                                      replication_factor=body.replication_factor))
 
 
+def topic_overrides(gateway: KafkaGateway, names: list[str]) -> dict[str, dict[str, str]]:
+    """Each topic's configs that differ from the defaults (the topic page's rule), for every
+    one of ``names`` in one DescribeConfigs call; a topic whose answer failed (deleted
+    meanwhile...) is left out."""
+    if not names:
+        return {}
+    kafka = gateway.kafka
+    resources = [ConfigResource("topic", name) for name in names]
+    futures = kafka.client.describe_configs(resources, request_timeout=kafka.timeout_s)
+    out: dict[str, dict[str, str]] = {}
+    for resource, future in futures.items():
+        try:
+            entries = future.result(timeout=kafka.timeout_s)
+        except (KafkaException, concurrent.futures.TimeoutError):
+            continue
+        out[resource.name] = {
+            key: "" if entry.value is None else str(entry.value)
+            for key, entry in sorted(entries.items())
+            if config_source_name(entry.source) != ConfigSource.DEFAULT_CONFIG.name}
+    return out
+
+
 @router.get("/topics")
 async def topics(console: ConsoleDep, q: Annotated[str, Query(max_length=249)] = ""
                  ) -> Response:
@@ -99,10 +124,13 @@ async def topics(console: ConsoleDep, q: Annotated[str, Query(max_length=249)] =
     visible = await console.allowed_names(AclOperation.DESCRIBE, ResourceType.TOPIC,
                                           [row.name for row in rows])
     rows = [row for row in rows if row.name in visible]
+    overrides = await console.gateway.run(
+        topic_overrides, console.gateway,
+        [row.name for row in rows if not row.internal][:MAX_OVERRIDE_TOPICS])
     store = sampler.store
     rates = {row.name: store.latest(f"topic:{row.name}:records_in") for row in rows}
     return console.render("topics.html", topics=rows, q=needle, section="topics",
-                          sizes=sampler.topic_sizes, rates=rates)
+                          sizes=sampler.topic_sizes, rates=rates, overrides=overrides)
 
 
 @router.post("/topics")
