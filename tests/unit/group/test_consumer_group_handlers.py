@@ -176,7 +176,10 @@ async def test_classic_apis_see_a_consumer_group(state: BrokerState) -> None:
         "groups": ["g"], "include_authorized_operations": False})
     assert described.groups[0].error_code == ErrorCode.group_id_not_found
     joined = await round_trip(state, ApiKey.JOIN_GROUP, 5, join_fields(5, group_id="g"))
-    assert joined.error_code == ErrorCode.inconsistent_group_protocol
+    assert joined.error_code == ErrorCode.member_id_required  # a classic member may join
+    other = await round_trip(state, ApiKey.JOIN_GROUP, 5,
+                             {**join_fields(5, group_id="g"), "protocol_type": "connect"})
+    assert other.error_code == ErrorCode.inconsistent_group_protocol
     deleted = await round_trip(state, ApiKey.DELETE_GROUPS, 2, {"groups_names": ["g"]})
     assert deleted.results[0].error_code == ErrorCode.non_empty_group
     left = await round_trip(state, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, beat("m1", -1))

@@ -16,7 +16,8 @@ with a tagged-field section, written empty, read and skipped)::
             value: instanceId string?, rackId string?, clientId string, clientHost string,
                    subscribedTopicNames []string, subscribedTopicRegex string?,
                    rebalanceTimeoutMs int32, serverAssignor string?
-                   (tag 0: classicMemberMetadata, a classic member's; skipped)
+                   tag 0: classicMemberMetadata? (a classic member's: sessionTimeoutMs
+                   int32, supportedProtocols [name string, metadata bytes])
     key v6  ConsumerGroupTargetAssignmentMetadataKey group
             value: assignmentEpoch int32
     key v7  ConsumerGroupTargetAssignmentMemberKey   group, memberId
@@ -34,6 +35,7 @@ Pure functions over bytes; ``GroupRecordError`` for bytes that do not parse.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import uuid
 from collections.abc import Iterable, Mapping
@@ -43,6 +45,7 @@ from typing import Final
 from strata.broker.group.consumer_group import ConsumerGroup
 from strata.broker.group.consumer_group_member import (
     Assignment,
+    ClassicMemberMetadata,
     ConsumerGroupMember,
     MemberState,
 )
@@ -70,8 +73,9 @@ _I8 = struct.Struct(">b")
 class _Value:
     """A flexible (KIP-482) value body."""
 
-    def __init__(self) -> None:
-        self._out = bytearray(_I16.pack(VALUE_VERSION))
+    def __init__(self, version: int | None = VALUE_VERSION) -> None:
+        self._out = bytearray() if version is None else bytearray(_I16.pack(version))
+        self._tagged = False
 
     def uvarint(self, value: int) -> None:
         while value >= 0x80:
@@ -102,6 +106,18 @@ class _Value:
     def no_tags(self) -> None:
         self.uvarint(0)
 
+    def bytes_(self, value: bytes) -> None:
+        self.uvarint(len(value) + 1)
+        self._out += value
+
+    def tagged(self, tag: int, body: bytes) -> None:
+        """One tagged field as the struct's tag section (which ends the value)."""
+        self.uvarint(1)
+        self.uvarint(tag)
+        self.uvarint(len(body))
+        self._out += body
+        self._tagged = True
+
     def assignment(self, assignment: Assignment) -> None:
         self.array(len(assignment))
         for topic_id, partitions in sorted(assignment.items(), key=lambda kv: kv[0].bytes):
@@ -112,7 +128,8 @@ class _Value:
             self.no_tags()
 
     def done(self) -> bytes:
-        self.no_tags()
+        if not self._tagged:
+            self.no_tags()
         return bytes(self._out)
 
 
@@ -176,6 +193,16 @@ def _member_metadata(member: ConsumerGroupMember) -> bytes:
     value.string(member.subscribed_topic_regex)
     value.int32(member.rebalance_timeout_ms)
     value.string(member.server_assignor)
+    classic = member.classic
+    if classic is not None:
+        body = _Value(version=None)
+        body.int32(classic.session_timeout_ms)
+        body.array(len(classic.supported_protocols))
+        for name, metadata in classic.supported_protocols:
+            body.string(name)
+            body.bytes_(metadata)
+            body.no_tags()
+        value.tagged(0, body.done())
     return value.done()
 
 
@@ -240,10 +267,16 @@ class _Reader:
     def array(self) -> int:
         return max(0, self.uvarint() - 1)
 
-    def tags(self) -> None:
+    def tags(self) -> dict[int, bytes]:
+        found: dict[int, bytes] = {}
         for _ in range(self.uvarint()):
-            self.uvarint()
-            self._take(self.uvarint())
+            tag = self.uvarint()
+            found[tag] = self._take(self.uvarint())
+        return found
+
+    def bytes_(self) -> bytes:
+        size = self.uvarint()
+        return b"" if size == 0 else self._take(size - 1)
 
     def assignment(self) -> dict[uuid.UUID, frozenset[int]]:
         result: dict[uuid.UUID, frozenset[int]] = {}
@@ -338,12 +371,10 @@ class ConsumerGroupReplay:
                 current = state.current.get(member_id)
                 if current is not None:
                     epoch, previous, member_state, assigned, revoking = current
-                    member = ConsumerGroupMember(
-                        member.member_id, member.instance_id, member.rack_id, member.client_id,
-                        member.client_host, member.rebalance_timeout_ms,
-                        member.subscribed_topic_names, member.subscribed_topic_regex,
-                        member.server_assignor, member_state, epoch, previous, assigned,
-                        revoking)
+                    member = dataclasses.replace(
+                        member, state=member_state, member_epoch=epoch,
+                        previous_member_epoch=previous, assigned_partitions=assigned,
+                        partitions_pending_revocation=revoking)
                 group.update_member(member)
             group.target_assignment = {m: a for m, a in state.targets.items()
                                        if m in group.members}
@@ -374,8 +405,22 @@ def _member(member_id: str, reader: _Reader) -> ConsumerGroupMember:
     regex = reader.string()
     rebalance_timeout_ms = reader.int32()
     assignor = reader.string()
+    classic = None
+    body = reader.tags().get(0)
+    if body is not None:
+        tagged = _Reader(body)
+        session_timeout_ms = tagged.int32()
+        protocols = tuple((tagged.string() or "", _protocol_metadata(tagged))
+                          for _ in range(tagged.array()))
+        classic = ClassicMemberMetadata(session_timeout_ms, protocols)
     return ConsumerGroupMember(member_id, instance_id, rack_id, client_id, client_host,
-                               rebalance_timeout_ms, names, regex, assignor)
+                               rebalance_timeout_ms, names, regex, assignor, classic=classic)
+
+
+def _protocol_metadata(reader: _Reader) -> bytes:
+    metadata = reader.bytes_()
+    reader.tags()
+    return metadata
 
 
 def is_consumer_group_key(key: bytes | None) -> bool:

@@ -40,6 +40,7 @@ from typing import Final, TypeVar
 from strata.broker.config import BrokerConfig
 from strata.broker.coordinator_partition import partition_for
 from strata.broker.group.classic_group import (
+    CONSUMER_PROTOCOL_TYPE,
     DEAD_GROUP_SUMMARY,
     ClassicGroup,
     GroupSummary,
@@ -287,6 +288,8 @@ class GroupCoordinator(OffsetMetadataManager):
         if not (config.min_session_timeout_ms <= request.session_timeout_ms
                 <= config.max_session_timeout_ms):
             return JoinGroupResult(ErrorCode.invalid_session_timeout, request.member_id)
+        if self.consumer_groups.is_mixed(group_id):  # classic members of a consumer group
+            return self.consumer_groups.classic_join(group_id, request)
         group = self._groups.get(group_id)
         if group is None:
             if request.member_id != UNKNOWN_MEMBER_ID:
@@ -311,6 +314,10 @@ class GroupCoordinator(OffsetMetadataManager):
             return SyncGroupResult(ErrorCode.rebalance_in_progress)
         if error is not None:
             return SyncGroupResult(error)
+        if self.consumer_groups.is_mixed(group_id):
+            return self.consumer_groups.classic_sync(group_id, generation_id, member_id,
+                                                     group_instance_id, protocol_type,
+                                                     protocol_name)
         group = self._groups.get(group_id)
         if group is None:
             return SyncGroupResult(ErrorCode.unknown_member_id)
@@ -327,6 +334,9 @@ class GroupCoordinator(OffsetMetadataManager):
             return ErrorCode.none  # the group is loading: answer blindly (Kafka's rule)
         if error is not None:
             return error
+        if self.consumer_groups.is_mixed(group_id):
+            return self.consumer_groups.classic_heartbeat(group_id, member_id,
+                                                          group_instance_id, generation_id)
         group = self._groups.get(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
@@ -339,12 +349,41 @@ class GroupCoordinator(OffsetMetadataManager):
         error = self._group_status(group_id, allow_empty=False)
         if error is not None:
             return error, []
+        if self.consumer_groups.is_mixed(group_id):
+            return self.consumer_groups.classic_leave(group_id, list(members))
         group = self._groups.get(group_id)
         if group is None:
             return ErrorCode.none, [ErrorCode.unknown_member_id] * len(members)
         result = self.membership.leave_group(group, members)
         self._after(group)
         return result
+
+    # ------------------------------------------------------- online migration
+    def on_upgraded(self, classic: ClassicGroup) -> None:
+        """``classic`` became a consumer group: its parked requests are answered
+        REBALANCE_IN_PROGRESS (they rejoin the consumer group) and an empty group keeps its
+        offsets (the consumer group's offsets holder)."""
+        for member in list(classic.members.values()):
+            classic.maybe_invoke_join_callback(
+                member, JoinGroupResult(ErrorCode.rebalance_in_progress, member.member_id))
+            classic.maybe_invoke_sync_callback(
+                member, SyncGroupResult(ErrorCode.rebalance_in_progress))
+        holder = ClassicGroup(classic.group_id, self.clock)
+        holder.offsets = classic.offsets
+        holder.protocol_type = CONSUMER_PROTOCOL_TYPE
+        self._groups[classic.group_id] = holder
+
+    def on_downgraded(self, classic: ClassicGroup) -> None:
+        """A consumer group became ``classic`` (members, Stable): it takes the offsets, its
+        members' sessions start now, and it rebalances (Kafka's ``convertToClassicGroup``)."""
+        holder = self._groups.get(classic.group_id)
+        if holder is not None:
+            classic.offsets = holder.offsets
+        self._groups[classic.group_id] = classic
+        self.membership.on_group_loaded(classic)
+        self.membership.prepare_rebalance(
+            classic, f"Downgrade group {classic.group_id} from consumer to classic.")
+        self._after(classic)
 
     # ------------------------------------------------------------------- admin
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
