@@ -285,3 +285,25 @@ async def test_transactional_commits_are_checked_against_member_epochs(
         == {("t", 0): ErrorCode.stale_member_epoch}
     assert coordinator.commit_transactional_offsets("g", 1, 0, "m1", None, 1, offsets) \
         == {("t", 0): ErrorCode.none}
+
+
+async def test_racks_reach_the_assignor_once_a_member_has_one(state: BrokerState) -> None:
+    """A member with ``rack_id``: the group's topics carry their partitions' replica racks
+    (the cluster's image; here a stand-in), the assignor puts each partition on its member's
+    rack, and the records keep them."""
+    consumer_groups = state.group_coordinator.consumer_groups
+    consumer_groups.partition_racks = lambda _t, i: frozenset({f"r{i}"})
+    first = await round_trip(state, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, join("m1"))
+    assert first.error_code == ErrorCode.none
+    group = consumer_groups.group("g")
+    assert group is not None and group.subscription_metadata["t"].partition_racks == ()
+    left = await round_trip(state, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, beat("m1", -1))
+    assert left.error_code == ErrorCode.none
+    for member, rack in (("a", "r1"), ("b", "r0")):
+        answer = await round_trip(state, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1,
+                                  join(member, rack_id=rack))
+        assert answer.error_code == ErrorCode.none, answer
+    assert group.subscription_metadata["t"].partition_racks \
+        == (frozenset({"r0"}), frozenset({"r1"}))
+    assert {m: sorted(p for ps in a.values() for p in ps)
+            for m, a in group.target_assignment.items()} == {"a": [1], "b": [0]}

@@ -35,12 +35,13 @@ uses. Owns:
   coordinator replays them (``on_loaded``): members keep their epochs and assignments, and
   every member's session starts again from the load (Kafka's ``onLoaded``).
 
-Not yet: rack-aware assignment. Event-loop only; no locks.
+Event-loop only; no locks.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -115,7 +116,8 @@ def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
                                       HEARTBEAT_INTERVAL_BOUNDS),
         max_size=config.get_int("group.consumer.max.size"),
         assignors=assignors, migration_policy=migration_policy(config),
-        classic_max_size=config.get_int("group.max.size"))
+        classic_max_size=config.get_int("group.max.size"),
+        broker_rack=config.get("broker.rack") or None)
 
 
 def migration_policy(config: BrokerConfig) -> MigrationPolicy:
@@ -148,6 +150,10 @@ class ConsumerGroupCoordinator:
         self.membership = ConsumerGroupMembership(config)
         self.classic_members = ClassicMembers(self.membership)
         self._groups: dict[str, ConsumerGroup] = {}
+        # the racks of a partition's replicas: set by the cluster (its metadata image); a
+        # single broker holds every replica, on its own ``broker.rack``
+        rack = frozenset({config.broker_rack}) if config.broker_rack else frozenset()
+        self.partition_racks: Callable[[str, int], frozenset[str]] = lambda _t, _i: rack
         # records to write before a group's own in its next batch (an upgrade's tombstone)
         self._prefix: dict[str, list[tuple[bytes, bytes | None]]] = {}
         self._stored: dict[str, dict[bytes, bytes]] = {}  # group id -> records last written
@@ -161,10 +167,19 @@ class ConsumerGroupCoordinator:
     def groups(self) -> list[ConsumerGroup]:
         return list(self._groups.values())
 
-    def topics(self) -> dict[str, TopicMetadata]:
-        """The broker's topics as the groups see them (name -> id, partition count)."""
-        return {name: TopicMetadata(record.topic_id, name, record.partitions)
+    def topics(self, racks: bool = False) -> dict[str, TopicMetadata]:
+        """The broker's topics as the groups see them (name -> id, partition count), with
+        ``racks`` the racks of each partition's replicas (for rack-aware assignment)."""
+        lookup = self.partition_racks if racks else None
+        return {name: TopicMetadata(
+                    record.topic_id, name, record.partitions,
+                    tuple(lookup(name, i) for i in range(record.partitions)) if lookup else ())
                 for name, record in self._coordinator.topic_store.topics().items()}
+
+    def _topics_for(self, group: ConsumerGroup, rack_id: str | None) -> dict[str, TopicMetadata]:
+        """``topics``, with racks once a member of ``group`` (or the one asking) has a rack."""
+        return self.topics(racks=rack_id is not None
+                           or any(m.rack_id is not None for m in group.members.values()))
 
     # ---------------------------------------------------------------- requests
     def heartbeat(self, group_id: str, request: HeartbeatRequest) -> HeartbeatResult:
@@ -195,7 +210,8 @@ class ConsumerGroupCoordinator:
                 logger.info("created consumer group %s", group_id)
         now = self._coordinator.clock.monotonic_ms()
         epoch_before, had_consumer_members = group.group_epoch, _has_consumer_members(group)
-        result = self.membership.heartbeat(group, request, now, self.topics())
+        result = self.membership.heartbeat(group, request, now,
+                                           self._topics_for(group, request.rack_id))
         if not group.members and group_id not in self._stored \
                 and group_id not in self._prefix:  # created for nothing
             self._groups.pop(group_id, None)
@@ -217,7 +233,7 @@ class ConsumerGroupCoordinator:
     def classic_join(self, group_id: str, request: JoinRequest) -> JoinGroupResult:
         group = self._groups[group_id]
         now = self._coordinator.clock.monotonic_ms()
-        result = self.classic_members.join(group, request, now, self.topics())
+        result = self.classic_members.join(group, request, now, self._topics_for(group, None))
         error = self._persist(group)
         self._after(group)
         if error != ErrorCode.none and result.error == ErrorCode.none:
@@ -246,7 +262,7 @@ class ConsumerGroupCoordinator:
     def classic_leave(self, group_id: str, members: list[tuple[str, str | None]]
                       ) -> tuple[ErrorCode, list[ErrorCode]]:
         group = self._groups[group_id]
-        result = self.classic_members.leave(group, members, self.topics())
+        result = self.classic_members.leave(group, members, self._topics_for(group, None))
         error = self._persist(group)
         self._after(group)
         return (error, []) if error != ErrorCode.none else result

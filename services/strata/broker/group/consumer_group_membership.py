@@ -78,6 +78,8 @@ class ConsumerGroupConfig:
     """``group.consumer.migration.policy``: online upgrade / downgrade of groups with members."""
     classic_max_size: int = 2_147_483_647
     """``group.max.size``: a downgrade making a larger classic group is not done."""
+    broker_rack: str | None = None
+    """``broker.rack``: the rack of every replica when this broker is alone."""
 
     @property
     def default_assignor(self) -> str:

@@ -12,6 +12,7 @@ with a tagged-field section, written empty, read and skipped)::
     key v4  ConsumerGroupPartitionMetadataKey        group
             value: topics [topicId uuid, topicName string, numPartitions int32,
                            partitionMetadata [partition int32, racks []string]]
+                   (racks: those of the partition's replicas, when known)
     key v5  ConsumerGroupMemberMetadataKey           group, memberId
             value: instanceId string?, rackId string?, clientId string, clientHost string,
                    subscribedTopicNames []string, subscribedTopicRegex string?,
@@ -159,7 +160,14 @@ def records_of(group: ConsumerGroup) -> dict[bytes, bytes]:
         value.topic_id(topic.topic_id)
         value.string(topic.name)
         value.int32(topic.num_partitions)
-        value.array(0)  # partitionMetadata: racks are not used
+        racks = [(i, r) for i, r in enumerate(topic.partition_racks) if r]
+        value.array(len(racks))  # partitionMetadata: the racks of each partition's replicas
+        for index, partition_racks in racks:
+            value.int32(index)
+            value.array(len(partition_racks))
+            for rack in sorted(partition_racks):
+                value.string(rack)
+            value.no_tags()
         value.no_tags()
     records[_key(PARTITION_METADATA_KEY, group_id)] = value.done()
     value = _Value()
@@ -388,13 +396,15 @@ def _topics(reader: _Reader) -> dict[str, TopicMetadata]:
         topic_id = reader.topic_id()
         name = reader.string() or ""
         partitions = reader.int32()
-        for _ in range(reader.array()):  # partitionMetadata: racks, unused
-            reader.int32()
-            for _ in range(reader.array()):
-                reader.string()
+        racks: dict[int, frozenset[str]] = {}
+        for _ in range(reader.array()):  # partitionMetadata: the racks of the replicas
+            index = reader.int32()
+            racks[index] = frozenset(reader.string() or "" for _ in range(reader.array()))
             reader.tags()
         reader.tags()
-        topics[name] = TopicMetadata(topic_id, name, partitions)
+        topics[name] = TopicMetadata(
+            topic_id, name, partitions,
+            tuple(racks.get(i, frozenset()) for i in range(partitions)) if racks else ())
     return topics
 
 
