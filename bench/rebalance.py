@@ -11,7 +11,8 @@ protocol:
   partitions revoked);
 * ``consumer``: ``group.protocol=consumer`` (KIP-848; the broker's ``uniform`` assignor);
 
-the group is formed and left to settle (every partition held once, loads within one), then:
+each measurement's group (a group of its own, from the end of one shared topic) is formed and
+left to settle (every partition held once, loads within one), then:
 
 * ``join``: one more member starts;
 * ``leave``: one member closes (LeaveGroup / heartbeat -1);
@@ -21,8 +22,10 @@ the group is formed and left to settle (every partition held once, loads within 
 Measured from the event: the time until the assignment is stable again
 (``rebalance_figures.is_stable``, from each member's ``assignment()``), and each member's
 records-processing pause — the longest stretch without a processed record in the window from
-the event to one second after stability — while a producer writes ``--rate`` records/s
-spread over every partition (members present throughout; for the rolling restart, the longest
+the event to one second after stability — while a producer writes ``--rate`` (2,000)
+records/s spread over every partition and each member spends ``--work-ms`` (100) on every
+batch it gets, as an application does (a member serves a rebalance only between batches)
+(members present throughout; for the rolling restart, the longest
 per-partition gap instead). Members are threads of this process, one confluent-kafka consumer
 each (librdkafka does the work on its own threads). Printed: one perf-test-like line per
 measurement, then a table with the speed-up over classic-eager. Nothing asserted: timings on
@@ -30,7 +33,7 @@ a shared machine move.
 
 Run: ``.venv/bin/python -m bench.rebalance [--members 10 50] [--partitions 100]
 [--protocols classic-eager classic-cooperative consumer] [--events join leave
-rolling-restart] [--rate 2000]``.
+rolling-restart] [--rate 2000] [--work-ms 100]``.
 """
 
 from __future__ import annotations
@@ -83,7 +86,7 @@ class Member(threading.Thread):
     """One consumer polling in a loop; ``assigned`` and the batch times as it goes."""
 
     def __init__(self, name: str, bootstrap: str, group: str, topic: str,
-                 protocol: str) -> None:
+                 protocol: str, work_ms: int) -> None:
         super().__init__(name=f"member-{name}", daemon=True)
         self.member = name
         self.config = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
@@ -91,6 +94,7 @@ class Member(threading.Thread):
                        "fetch.wait.max.ms": 100, "max.poll.interval.ms": 20000,
                        **PROTOCOLS[protocol]}
         self.topic = topic
+        self.work_s = work_ms / 1000
         self.assigned: frozenset[TP] = frozenset()
         self.batches: list[tuple[float, frozenset[TP]]] = []
         self.stopping = threading.Event()
@@ -106,6 +110,8 @@ class Member(threading.Thread):
                 if records:
                     self.batches.append((time.monotonic(), frozenset(
                         (m.topic() or "", m.partition() or 0) for m in records)))
+                    if self.work_s:
+                        time.sleep(self.work_s)  # the application's work on the batch
                 self.assigned = frozenset((tp.topic, tp.partition)
                                           for tp in consumer.assignment())
         finally:
@@ -132,11 +138,16 @@ class Load(threading.Thread):
         self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
         self.topic, self.partitions, self.rate = topic, partitions, rate
         self.stopping = threading.Event()
+        self.longest_gap_s = 0.0
 
     def run(self) -> None:
         sent, started = 0, time.monotonic()
+        last = started
         while not self.stopping.is_set():
-            due = int((time.monotonic() - started) * self.rate)
+            now = time.monotonic()
+            self.longest_gap_s = max(self.longest_gap_s, now - last)
+            last = now
+            due = int((now - started) * self.rate)
             while sent < due:
                 with contextlib.suppress(BufferError):
                     self.producer.produce(self.topic, b"x" * 100, partition=sent % self.partitions)
@@ -149,8 +160,10 @@ class Load(threading.Thread):
 class Group:
     """The members of one measurement."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, protocol: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int, protocol: str,
+                 work_ms: int) -> None:
         self.bootstrap, self.topic, self.protocol = bootstrap, topic, protocol
+        self.work_ms = work_ms
         self.group = f"bench-rebalance-{uuid.uuid4().hex[:8]}"
         self.all_partitions = [(topic, p) for p in range(partitions)]
         self.members: dict[str, Member] = {}
@@ -159,7 +172,7 @@ class Group:
     def start(self) -> Member:
         self._count += 1
         member = Member(f"m{self._count}", self.bootstrap, self.group, self.topic,
-                        self.protocol)
+                        self.protocol, self.work_ms)
         self.members[member.member] = member
         member.start()
         return member
@@ -189,14 +202,10 @@ class Group:
             member.closed.wait(60)
 
 
-def measure(bootstrap: str, protocol: str, members: int, partitions: int, event: str,
-            rate: int) -> Measurement:
-    topic = f"bench-rebalance-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
-    load = Load(bootstrap, topic, partitions, rate)
-    load.start()
-    group = Group(bootstrap, topic, partitions, protocol)
+def measure(bootstrap: str, topic: str, protocol: str, members: int, partitions: int,
+            event: str, work_ms: int) -> Measurement:
+    """One measurement, by a group of its own on the shared topic (from its end)."""
+    group = Group(bootstrap, topic, partitions, protocol, work_ms)
     try:
         for _ in range(members):
             group.start()
@@ -231,9 +240,6 @@ def measure(bootstrap: str, protocol: str, members: int, partitions: int, event:
         return Measurement(protocol, event, members, partitions, stable_s, pauses)
     finally:
         group.close()
-        load.stopping.set()
-        load.join(30)
-        admin.delete_topics([topic])
 
 
 @contextlib.contextmanager
@@ -251,20 +257,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", nargs="+", choices=EVENTS, default=list(EVENTS))
     parser.add_argument("--rolling-max-members", type=int, default=10)
     parser.add_argument("--rate", type=int, default=2000, help="records/s produced meanwhile")
+    parser.add_argument("--work-ms", type=int, default=100,
+                        help="each member's processing time per batch")
     args = parser.parse_args(argv)
     results: list[Measurement] = []
     with broker() as bootstrap:
+        topic = "bench-rebalance"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, args.partitions, 1)])[topic].result(30)
+        load = Load(bootstrap, topic, args.partitions, args.rate)
+        load.start()
         print(f"# broker at {bootstrap}; heartbeats 500 ms, sessions 6 s; {args.rate} records/s "
-              f"over {args.partitions} partitions", flush=True)
-        for members in args.members:
-            for event in args.events:
-                if event == "rolling-restart" and members > args.rolling_max_members:
-                    continue
-                for protocol in args.protocols:
-                    result = measure(bootstrap, protocol, members, args.partitions, event,
-                                     args.rate)
-                    results.append(result)
-                    print(figure_line(result), flush=True)
+              f"over {args.partitions} partitions; {args.work_ms} ms of work per batch",
+              flush=True)
+        try:
+            for members in args.members:
+                for event in args.events:
+                    if event == "rolling-restart" and members > args.rolling_max_members:
+                        continue
+                    for protocol in args.protocols:
+                        result = measure(bootstrap, topic, protocol, members, args.partitions,
+                                         event, args.work_ms)
+                        results.append(result)
+                        print(figure_line(result), flush=True)
+        finally:
+            load.stopping.set()
+            load.join(30)
+        print(f"# producer: longest gap between sends {load.longest_gap_s:.2f} s "
+              "(a stall there pauses every member alike)", flush=True)
     print()
     print(table(results))
     return 0
