@@ -9,7 +9,8 @@ uses. Owns:
   consumer group (Kafka's ``getOrMaybeCreateConsumerGroup`` / ``classicGroupJoin``): a
   ConsumerGroupHeartbeat to an empty classic group (offsets only) makes it a consumer group;
   a JoinGroup to an empty consumer group makes it a classic group again;
-* online migration (``group.consumer.migration.policy``, ``consumer_group_migration``): a
+* online migration (``group.consumer.migration.policy``; the conversions are
+  ``consumer_group_conversion``'s, over the pure ``consumer_group_migration``): a
   ConsumerGroupHeartbeat joining a classic group with members *upgrades* it (when the policy
   allows, the group speaks the ``consumer`` embedded protocol and fits
   ``group.consumer.max.size``; else GROUP_ID_NOT_FOUND, "is not a consumer group"): parked
@@ -52,9 +53,9 @@ from strata.broker.group.consumer_group import (
     CONSUMER_GROUP_TYPE,
     CONSUMER_PROTOCOL_TYPE,
     ConsumerGroup,
-    IllegalGroupStateError,
 )
 from strata.broker.group.consumer_group_classic_members import ClassicMembers
+from strata.broker.group.consumer_group_conversion import GroupConversion
 from strata.broker.group.consumer_group_member import MemberState
 from strata.broker.group.consumer_group_membership import (
     ASSIGNORS,
@@ -66,15 +67,12 @@ from strata.broker.group.consumer_group_membership import (
 )
 from strata.broker.group.consumer_group_migration import (
     MigrationPolicy,
-    from_classic_group,
-    to_classic_group,
 )
 from strata.broker.group.consumer_group_records import changes, records_of, replay
-from strata.broker.group.consumer_protocol import ConsumerProtocolError
 from strata.broker.group.member import JoinGroupResult, SyncGroupResult
 from strata.broker.group.membership import JoinRequest
-from strata.broker.group.metadata_codec import GroupRecordError, group_metadata_key
-from strata.broker.group.metadata_manager import append_error, group_metadata_record
+from strata.broker.group.metadata_codec import GroupRecordError
+from strata.broker.group.metadata_manager import append_error
 from strata.broker.group.partition_assignor import TopicMetadata
 from strata.broker.group.state import GroupState
 from strata.protocol.error_codes import ErrorCode
@@ -149,6 +147,7 @@ class ConsumerGroupCoordinator:
         self._coordinator = coordinator
         self.membership = ConsumerGroupMembership(config)
         self.classic_members = ClassicMembers(self.membership)
+        self.conversion = GroupConversion(coordinator, self)
         self._groups: dict[str, ConsumerGroup] = {}
         # the racks of a partition's replicas: set by the cluster (its metadata image); a
         # single broker holds every replica, on its own ``broker.rack``
@@ -197,7 +196,7 @@ class ConsumerGroupCoordinator:
                               f"Consumer group {group_id} not found.")
             classic = self._coordinator.group(group_id)
             if classic is not None and classic.state not in (GroupState.EMPTY, GroupState.DEAD):
-                upgraded = self._upgrade(classic)
+                upgraded = self.conversion.upgrade(classic)
                 if upgraded is None:
                     return failed(request, ErrorCode.group_id_not_found,
                                   f"Group {group_id} is not a consumer group")
@@ -216,7 +215,7 @@ class ConsumerGroupCoordinator:
                 and group_id not in self._prefix:  # created for nothing
             self._groups.pop(group_id, None)
             return result
-        if had_consumer_members and self._maybe_downgrade(group, epoch_before):
+        if had_consumer_members and self.conversion.maybe_downgrade(group, epoch_before):
             return result
         stored = self._persist(group)
         self._after(group)
@@ -387,63 +386,20 @@ class ConsumerGroupCoordinator:
             self._stored.pop(group_id, None)
 
     # ---------------------------------------------------------------- migration
-    def _upgrade(self, classic: ClassicGroup) -> ConsumerGroup | None:
-        """The consumer group a live classic group becomes (None: it cannot be upgraded)."""
-        config = self.membership.config
-        group_id = classic.group_id
-        if not config.migration_policy.upgrade_enabled:
-            reason = "the online upgrade is disabled"
-        elif classic.protocol_type != CONSUMER_PROTOCOL_TYPE:
-            reason = "the group does not use the consumer embedded protocol"
-        elif classic.size > config.max_size:
-            reason = "the group size exceeds the consumer group maximum size"
-        else:
-            try:
-                group = from_classic_group(classic, self.topics())
-            except (ConsumerProtocolError, IllegalGroupStateError, KeyError) as exc:
-                reason = f"its embedded consumer protocol is malformed ({exc})"
-            else:
-                now = self._coordinator.clock.monotonic_ms()
-                for member in group.members.values():
-                    timeout = member.classic.session_timeout_ms if member.classic else 0
-                    group.session_deadlines[member.member_id] = now + timeout
-                self._coordinator.on_upgraded(classic)
-                self._groups[group_id] = group
-                self._prefix[group_id] = [(group_metadata_key(group_id), None)]
-                logger.info("upgraded classic group %s (generation %d, %d members) to a "
-                            "consumer group", group_id, classic.generation_id, classic.size)
-                return group
-        logger.info("cannot upgrade classic group %s to consumer group because %s",
-                    group_id, reason)
-        return None
+    def adopt(self, group: ConsumerGroup, first: list[tuple[bytes, bytes | None]]) -> None:
+        """An upgraded group: coordinated here, ``first`` written before its own records."""
+        self._groups[group.group_id] = group
+        self._prefix[group.group_id] = first
 
-    def _maybe_downgrade(self, group: ConsumerGroup, epoch_before: int) -> bool:
-        """After a member of the consumer protocol left or was fenced: if only classic members
-        remain and the policy allows, the group becomes a classic group (True)."""
-        config = self.membership.config
-        if not group.members or _has_consumer_members(group) \
-                or not config.migration_policy.downgrade_enabled \
-                or len(group.members) > config.classic_max_size:
-            return False
-        names = {t.topic_id: t.name for t in self.topics().values()}
-        classic, assignments = to_classic_group(group, self._coordinator.clock, names)
-        classic.generation_id = epoch_before
-        group_id = group.group_id
-        written = changes(self._stored.get(group_id, {}), {})
-        written.append((group_metadata_key(group_id), group_metadata_record(classic, assignments)))
-        coordinator = self._coordinator
-        error = append_error(coordinator.manager.append(
-            coordinator.partition_for(group_id), self._prefix.pop(group_id, []) + written),
-            offsets=False)
-        if error != ErrorCode.none:
-            logger.warning("cannot downgrade consumer group %s: %s", group_id, error.name)
-            return False
+    def deletion_records(self, group_id: str) -> list[tuple[bytes, bytes | None]]:
+        """What deletes every record of ``group_id`` written (or queued) so far."""
+        return self._prefix.get(group_id, []) + changes(self._stored.get(group_id, {}), {})
+
+    def forget(self, group_id: str) -> None:
+        """A downgraded group, whose ``deletion_records`` were written."""
         self._groups.pop(group_id, None)
         self._stored.pop(group_id, None)
-        logger.info("downgraded consumer group %s to a classic group (generation %d, %d "
-                    "members)", group_id, classic.generation_id, classic.size)
-        coordinator.on_downgraded(classic)
-        return True
+        self._prefix.pop(group_id, None)
 
     def _persist(self, group: ConsumerGroup) -> ErrorCode:
         """Append what changed in ``group``'s records since the last write (all tombstones
@@ -483,7 +439,7 @@ class ConsumerGroupCoordinator:
             logger.info("member %s of consumer group %s expired (group epoch %d)", member_id,
                         group.group_id, group.group_epoch)
         if expired and not (had_consumer_members
-                            and self._maybe_downgrade(group, epoch_before)):
+                            and self.conversion.maybe_downgrade(group, epoch_before)):
             self._persist(group)
 
     def _after(self, group: ConsumerGroup) -> None:

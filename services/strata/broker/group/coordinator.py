@@ -40,7 +40,6 @@ from typing import Final, TypeVar
 from strata.broker.config import BrokerConfig
 from strata.broker.coordinator_partition import partition_for
 from strata.broker.group.classic_group import (
-    CONSUMER_PROTOCOL_TYPE,
     DEAD_GROUP_SUMMARY,
     ClassicGroup,
     GroupSummary,
@@ -279,6 +278,10 @@ class GroupCoordinator(OffsetMetadataManager):
     def group(self, group_id: str) -> ClassicGroup | None:
         return self._groups.get(group_id)
 
+    def put_group(self, group: ClassicGroup) -> None:
+        """``group`` replaces the group of its id (online migration's conversions)."""
+        self._groups[group.group_id] = group
+
     # ================================================================= requests
     async def join_group(self, group_id: str, request: JoinRequest) -> JoinGroupResult:
         error = self._group_status(group_id, allow_empty=False)
@@ -357,33 +360,6 @@ class GroupCoordinator(OffsetMetadataManager):
         result = self.membership.leave_group(group, members)
         self._after(group)
         return result
-
-    # ------------------------------------------------------- online migration
-    def on_upgraded(self, classic: ClassicGroup) -> None:
-        """``classic`` became a consumer group: its parked requests are answered
-        REBALANCE_IN_PROGRESS (they rejoin the consumer group) and an empty group keeps its
-        offsets (the consumer group's offsets holder)."""
-        for member in list(classic.members.values()):
-            classic.maybe_invoke_join_callback(
-                member, JoinGroupResult(ErrorCode.rebalance_in_progress, member.member_id))
-            classic.maybe_invoke_sync_callback(
-                member, SyncGroupResult(ErrorCode.rebalance_in_progress))
-        holder = ClassicGroup(classic.group_id, self.clock)
-        holder.offsets = classic.offsets
-        holder.protocol_type = CONSUMER_PROTOCOL_TYPE
-        self._groups[classic.group_id] = holder
-
-    def on_downgraded(self, classic: ClassicGroup) -> None:
-        """A consumer group became ``classic`` (members, Stable): it takes the offsets, its
-        members' sessions start now, and it rebalances (Kafka's ``convertToClassicGroup``)."""
-        holder = self._groups.get(classic.group_id)
-        if holder is not None:
-            classic.offsets = holder.offsets
-        self._groups[classic.group_id] = classic
-        self.membership.on_group_loaded(classic)
-        self.membership.prepare_rebalance(
-            classic, f"Downgrade group {classic.group_id} from consumer to classic.")
-        self._after(classic)
 
     # ------------------------------------------------------------------- admin
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
