@@ -322,3 +322,12 @@ async def test_downgrade_when_the_last_consumer_member_leaves(tmp_path: Path) ->
         assert committed(state) == 7
     finally:
         await _stop(state)
+
+
+async def test_describe_tells_classic_members_apart(state: BrokerState) -> None:
+    a = await classic_group_of_one(state)
+    await consumer_beat(state, "b", 0)
+    described = await round_trip(state, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
+        "group_ids": ["g"], "include_authorized_operations": False})
+    types = {m.member_id: m.member_type for m in described.groups[0].members}
+    assert types == {a: 0, "b": 1}
