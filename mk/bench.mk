@@ -3,7 +3,7 @@
 # only where missing; `make test` needs them too (tests/integration/bench). Debian puts
 # nats-server in /usr/sbin, so that is checked as well as PATH.
 .PHONY: bench-deps redis-server nats-server bench-storage bench-suite bench-quick
-.PHONY: librdkafka-dev native-perf bench-native bench-transactions bench-scale
+.PHONY: librdkafka-dev native-perf bench-native bench-transactions bench-scale bench-rebalance
 
 redis-server: ## Debian's redis-server and redis-tools, where missing
 	@{ command -v redis-server && command -v redis-benchmark; } >/dev/null 2>&1 || { \
@@ -70,3 +70,9 @@ bench: bench-storage bench-deps native-perf ## every benchmark: storage, Spark, 
 	$(BIN)/python -m bench.suite
 
 test: redis-server nats-server native-perf
+
+# Issue 20's rebalance figures (bench/rebalance.py): 10 and 50 confluent-kafka members over 100
+# partitions, a member joining / leaving / a rolling restart, classic eager and cooperative vs
+# KIP-848: time to a stable assignment and each member's processing pause. Never asserted.
+bench-rebalance: $(STAMP) ## rebalance time: classic eager / cooperative vs KIP-848 (10, 50 members)
+	$(BIN)/python -m bench.rebalance

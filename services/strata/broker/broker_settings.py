@@ -158,6 +158,9 @@ BROKER_SETTINGS: Final[tuple[BrokerSetting, ...]] = (
     BrokerSetting("group.consumer.assignors", "uniform,range", ConfigType.LIST,
                   "The server-side assignors (names or Kafka's class names); the first is "
                   "the default."),
+    BrokerSetting("group.consumer.migration.policy", "bidirectional", ConfigType.STRING,
+                  "Online migration between classic and consumer groups: bidirectional, "
+                  "upgrade, downgrade or disabled."),
     BrokerSetting("offsets.topic.num.partitions", "50", ConfigType.INT,
                   "Partitions of __consumer_offsets (fixed once the topic exists)."),
     BrokerSetting("offsets.topic.replication.factor", "3", ConfigType.INT,

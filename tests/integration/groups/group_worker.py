@@ -207,10 +207,10 @@ def run_kafka_python(spec: dict[str, Any], stop: threading.Event) -> None:
 
     class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         def on_partitions_revoked(self, revoked: Any) -> None:
-            emit("revoked", tps=tps(revoked))
+            emit("revoked", tps=tps(revoked), t=time.monotonic())
 
         def on_partitions_assigned(self, assigned: Any) -> None:
-            emit("assigned", tps=tps(assigned), incremental=False)
+            emit("assigned", tps=tps(assigned), incremental=False, t=time.monotonic())
 
     consumer = KafkaConsumer(**python_client_config(spec),
                              request_timeout_ms=MAX_POLL_INTERVAL_MS + 5000)
@@ -263,10 +263,10 @@ async def _aiokafka(spec: dict[str, Any], stop: threading.Event) -> None:
 
     class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         async def on_partitions_revoked(self, revoked: Any) -> None:
-            emit("revoked", tps=tps(revoked))
+            emit("revoked", tps=tps(revoked), t=time.monotonic())
 
         async def on_partitions_assigned(self, assigned: Any) -> None:
-            emit("assigned", tps=tps(assigned), incremental=False)
+            emit("assigned", tps=tps(assigned), incremental=False, t=time.monotonic())
 
     consumer = AIOKafkaConsumer(**python_client_config(spec),
                                 rebalance_timeout_ms=MAX_POLL_INTERVAL_MS)

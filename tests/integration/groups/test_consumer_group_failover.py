@@ -5,7 +5,8 @@ factor 3). When its broker is killed, another replica becomes leader, replays th
 records (``consumer_group_records``) and coordinates: the members (confluent-kafka,
 ``group.protocol=consumer``, worker processes of ``workers.py``) find it and go on at their
 member epochs — no callback fires, no partition moves — and no committed offset goes
-backwards. The cluster comes from the cluster suite's ``cluster_on`` (SQLite store).
+backwards. The cluster comes from the cluster suite's ``cluster_on``, once on each metadata
+store (SQLite and etcd), as the cluster suite runs its tests.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ CLUSTER_SETTINGS: Final = {k: v for k, v in CONSUMER_SETTINGS.items()
                            if k != "offsets.topic.replication.factor"}
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
-    with cluster_on("sqlite", tmp_path / "cluster", 3, CLUSTER_SETTINGS) as started:
+@pytest.fixture(params=["sqlite", "etcd"])
+def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ClusterProcesses]:
+    with cluster_on(str(request.param), tmp_path / "cluster", 3, CLUSTER_SETTINGS) as started:
         yield started
 
 

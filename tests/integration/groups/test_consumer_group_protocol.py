@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -138,9 +138,8 @@ def _check_described(bootstrap: str, group_id: str, members: list[str]) -> None:
 
 @pytest.mark.parametrize("hard", [False, True], ids=["sigterm", "kill-9"])
 def test_a_restarted_coordinator_resumes_the_group_without_a_rebalance(
-        make_broker: Callable[[Mapping[str, str] | None], BrokerProcess], hard: bool,
-        tmp_path: Path) -> None:
-    broker = make_broker(CONSUMER_SETTINGS)
+        consumer_broker: BrokerProcess, hard: bool, tmp_path: Path) -> None:
+    broker = consumer_broker  # the module's broker, restarted on its data dir and port
     bootstrap = broker.bootstrap
     topic, group_id, everything = fresh_topic(bootstrap, "kip848-restart", PARTITIONS,
                                               STEP_RECORDS)
@@ -190,11 +189,11 @@ def _members(bootstrap: str, group_id: str) -> dict[str, set[TP]]:
 
 
 def test_regex_subscription_is_resolved_by_the_broker(
-        make_broker: Callable[[Mapping[str, str] | None], BrokerProcess],
-        tmp_path: Path) -> None:
+        consumer_broker: BrokerProcess, tmp_path: Path) -> None:
     """``^orders-.*`` sent as ``SubscribedTopicRegex``: the broker resolves it over its topics,
-    and a matching topic created later joins the assignment at the next heartbeat."""
-    broker = make_broker(CONSUMER_SETTINGS)  # a namespace of its own: the regex sees all
+    and a matching topic created later joins the assignment at the next heartbeat. (The
+    module's other tests name their topics ``kip848-*``: the regex sees only these.)"""
+    broker = consumer_broker
     bootstrap = broker.bootstrap
     create_topic(bootstrap, "orders-eu", 3)
     create_topic(bootstrap, "payments-eu", 3)
@@ -262,3 +261,54 @@ def test_a_static_member_restarts_into_its_own_partitions(
         assert moved == [], f"s2 saw a rebalance: {moved}"
         for name in ("s1-again", "s2"):
             group.members[name].stop()
+
+
+def test_rolling_upgrade_to_the_consumer_protocol_and_back(
+        consumer_broker: BrokerProcess, tmp_path: Path) -> None:
+    """KIP-848's online migration, as Kafka's upgrade guide rolls it: three classic members
+    (``group.protocol=classic``) replaced one by one by consumer-protocol members while records
+    flow — the group is upgraded when the first one joins, the classic members go on inside
+    it — then back one by one: the group is downgraded when the last consumer-protocol member
+    leaves (one of the classic members of the mixed group is kafka-python). Every record
+    processed, none twice beyond what the commit points allow (the count is printed), never
+    one partition in two members at once, the committed offsets carried through both
+    conversions."""
+    bootstrap = consumer_broker.bootstrap
+    topic, group_id, everything = fresh_topic(bootstrap, "kip848-migrate", PARTITIONS,
+                                              STEP_RECORDS)
+    classic = {"topics": [topic], "work_ms": WORK_MS}
+    modern = {**classic, **SPEC}
+    produced = STEP_RECORDS
+    with Group(bootstrap, group_id, tmp_path) as group:
+        ledger = group.ledger
+        current = ["c1", "c2", "c3"]
+        group.start_sharing(current, "confluent", everything, **classic)
+        # d2 is a kafka-python member (range and roundrobin; the group agrees on range)
+        steps = [("c1", "k1", "confluent", modern), ("c2", "k2", "confluent", modern),
+                 ("c3", "k3", "confluent", modern), ("k1", "d1", "confluent", classic),
+                 ("k2", "d2", "kafka-python", classic), ("k3", "d3", "confluent", classic)]
+        for old, new, client, spec in steps:
+            group.members[old].stop()
+            current = [n for n in current if n != old] + [new]
+            group.start(new, client, **spec)
+            ledger.wait_until(lambda lg, names=list(current): lg.covers(names, everything),
+                              WAIT_S, f"{old} replaced by {new}: {current} sharing")
+            if new == "k1":
+                assert _group_type(bootstrap, group_id) == ConsumerGroupType.CONSUMER
+            produce(bootstrap, topic, PARTITIONS, STEP_RECORDS, start=produced)
+            produced += STEP_RECORDS
+        assert _group_type(bootstrap, group_id) == ConsumerGroupType.CLASSIC
+        ends = end_offsets(topic, PARTITIONS, produced)
+        group.wait_processed(ends, f"all {produced} records processed")
+        redelivered = check_processing(ledger, ends)
+        print(f"rolling upgrade and downgrade: {redelivered} records processed twice")
+        assert holding_overlaps(ledger) == []
+        assert committed(bootstrap, group_id, ends) == ends
+        for name in current:
+            group.members[name].stop()
+
+
+def _group_type(bootstrap: str, group_id: str) -> Any:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    listed = admin.list_consumer_groups(request_timeout=10).result(10)
+    return {g.group_id: g.type for g in listed.valid}[group_id]

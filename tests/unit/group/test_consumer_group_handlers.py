@@ -176,7 +176,10 @@ async def test_classic_apis_see_a_consumer_group(state: BrokerState) -> None:
         "groups": ["g"], "include_authorized_operations": False})
     assert described.groups[0].error_code == ErrorCode.group_id_not_found
     joined = await round_trip(state, ApiKey.JOIN_GROUP, 5, join_fields(5, group_id="g"))
-    assert joined.error_code == ErrorCode.inconsistent_group_protocol
+    assert joined.error_code == ErrorCode.member_id_required  # a classic member may join
+    other = await round_trip(state, ApiKey.JOIN_GROUP, 5,
+                             {**join_fields(5, group_id="g"), "protocol_type": "connect"})
+    assert other.error_code == ErrorCode.inconsistent_group_protocol
     deleted = await round_trip(state, ApiKey.DELETE_GROUPS, 2, {"groups_names": ["g"]})
     assert deleted.results[0].error_code == ErrorCode.non_empty_group
     left = await round_trip(state, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, beat("m1", -1))
@@ -282,3 +285,25 @@ async def test_transactional_commits_are_checked_against_member_epochs(
         == {("t", 0): ErrorCode.stale_member_epoch}
     assert coordinator.commit_transactional_offsets("g", 1, 0, "m1", None, 1, offsets) \
         == {("t", 0): ErrorCode.none}
+
+
+async def test_racks_reach_the_assignor_once_a_member_has_one(state: BrokerState) -> None:
+    """A member with ``rack_id``: the group's topics carry their partitions' replica racks
+    (the cluster's image; here a stand-in), the assignor puts each partition on its member's
+    rack, and the records keep them."""
+    consumer_groups = state.group_coordinator.consumer_groups
+    consumer_groups.partition_racks = lambda _t, i: frozenset({f"r{i}"})
+    first = await round_trip(state, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, join("m1"))
+    assert first.error_code == ErrorCode.none
+    group = consumer_groups.group("g")
+    assert group is not None and group.subscription_metadata["t"].partition_racks == ()
+    left = await round_trip(state, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, beat("m1", -1))
+    assert left.error_code == ErrorCode.none
+    for member, rack in (("a", "r1"), ("b", "r0")):
+        answer = await round_trip(state, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1,
+                                  join(member, rack_id=rack))
+        assert answer.error_code == ErrorCode.none, answer
+    assert group.subscription_metadata["t"].partition_racks \
+        == (frozenset({"r0"}), frozenset({"r1"}))
+    assert {m: sorted(p for ps in a.values() for p in ps)
+            for m, a in group.target_assignment.items()} == {"a": [1], "b": [0]}

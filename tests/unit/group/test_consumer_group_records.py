@@ -18,6 +18,7 @@ from strata.broker.group.consumer_group_records import (
     replay,
 )
 from strata.broker.group.metadata_codec import group_metadata_key, offset_commit_key
+from strata.broker.group.partition_assignor import TopicMetadata
 from tests.unit.group.consumer_group_sim import TOPICS, Client
 
 
@@ -93,3 +94,16 @@ def test_changes_and_tombstones_replay_to_the_latest_state() -> None:
     deleted = changes(stored, {})
     assert deleted[-1] == (metadata_key("g"), None)  # the group's own record goes last
     assert replay([*log, *deleted]) == {}
+
+
+def test_partition_racks_are_recorded_and_replayed() -> None:
+    """``partitionMetadata``: the racks of each partition's replicas, for rack-aware
+    assignment after a coordinator failover."""
+    group = ConsumerGroup("g")
+    group.group_epoch = 1
+    racked = TopicMetadata(uuid.UUID(int=7), "t", 3,
+                           (frozenset({"r1", "r2"}), frozenset(), frozenset({"r0"})))
+    plain = TopicMetadata(uuid.UUID(int=8), "u", 2)
+    group.subscription_metadata = {"t": racked, "u": plain}
+    replayed = replay(list(records_of(group).items()))["g"]
+    assert replayed.subscription_metadata == {"t": racked, "u": plain}

@@ -114,6 +114,15 @@ class Cluster:
             return None
         return registration.leader
 
+    def partition_racks(self, topic: str, index: int) -> frozenset[str]:
+        """The racks of a partition's live replicas (rack-aware group assignment)."""
+        image = self.image
+        registration = image.partitions.get((topic, index))
+        if registration is None:
+            return frozenset()
+        brokers = (image.brokers.get(r) for r in registration.replicas)
+        return frozenset(b.rack for b in brokers if b is not None and b.rack)
+
     async def attach(self, *, host: str, port: int,
                      endpoints: tuple[tuple[str, str, int], ...] = (),
                      replica_manager: ReplicaManager,
@@ -137,6 +146,7 @@ class Cluster:
         await asyncio.to_thread(publisher.remove_stray_logs, self.image)
         replica_manager.isr_change_handler = lifecycle.propose_isr
         group_coordinator.leader_lookup = self.leader_of
+        group_coordinator.consumer_groups.partition_racks = self.partition_racks
         replica_manager.partition_exists = lambda tp: tp in self.cache.image.partitions
         lifecycle.replica_manager = replica_manager
         await lifecycle.leave_isrs_on_restart()

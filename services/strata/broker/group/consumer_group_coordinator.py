@@ -7,11 +7,21 @@ uses. Owns:
 
 * the consumer groups by id, and the rule that a group id is either a classic group or a
   consumer group (Kafka's ``getOrMaybeCreateConsumerGroup`` / ``classicGroupJoin``): a
-  ConsumerGroupHeartbeat to a classic group with members is GROUP_ID_NOT_FOUND ("is not a
-  consumer group"); to an empty classic group (offsets only) it makes it a consumer group; a
-  JoinGroup to a consumer group with members is INCONSISTENT_GROUP_PROTOCOL, to an empty one
-  it makes it a classic group again. Online migration of a group with members (KIP-848's
-  upgrade path, ``group.consumer.migration.policy``) is not built;
+  ConsumerGroupHeartbeat to an empty classic group (offsets only) makes it a consumer group;
+  a JoinGroup to an empty consumer group makes it a classic group again;
+* online migration (``group.consumer.migration.policy``; the conversions are
+  ``consumer_group_conversion``'s, over the pure ``consumer_group_migration``): a
+  ConsumerGroupHeartbeat joining a classic group with members *upgrades* it (when the policy
+  allows, the group speaks the ``consumer`` embedded protocol and fits
+  ``group.consumer.max.size``; else GROUP_ID_NOT_FOUND, "is not a consumer group"): parked
+  JoinGroup/SyncGroup requests are answered REBALANCE_IN_PROGRESS, the classic members become
+  classic members of the consumer group (``consumer_group_classic_members`` answers their
+  JoinGroup, SyncGroup, Heartbeat and LeaveGroup), and the classic group's metadata record is
+  deleted in the same batch as the consumer group's records are written. When the last
+  member of the consumer protocol leaves (or is fenced) and classic members remain, the group
+  is *downgraded* (when the policy allows): the consumer group's records are deleted and a
+  classic group metadata record written at generation = the group epoch before the leave,
+  then the classic group rebalances (its members rejoin with JoinGroup);
 * the committed offsets of a consumer group: they stay where every offset API finds them, in
   a classic group of the same id with no members (the *offsets holder*, protocol type
   ``consumer``), which ListGroups, DescribeGroups and DeleteGroups never show as a classic
@@ -26,16 +36,17 @@ uses. Owns:
   coordinator replays them (``on_loaded``): members keep their epochs and assignments, and
   every member's session starts again from the load (Kafka's ``onLoaded``).
 
-Not yet: rack-aware assignment. Event-loop only; no locks.
+Event-loop only; no locks.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from strata.broker.config import BrokerConfig
+from strata.broker.config import BrokerConfig, ConfigError
 from strata.broker.coordinator_partition import partition_for
 from strata.broker.group.classic_group import ClassicGroup, TopicPartition
 from strata.broker.group.consumer_group import (
@@ -43,6 +54,8 @@ from strata.broker.group.consumer_group import (
     CONSUMER_PROTOCOL_TYPE,
     ConsumerGroup,
 )
+from strata.broker.group.consumer_group_classic_members import ClassicMembers
+from strata.broker.group.consumer_group_conversion import GroupConversion
 from strata.broker.group.consumer_group_member import MemberState
 from strata.broker.group.consumer_group_membership import (
     ASSIGNORS,
@@ -52,7 +65,12 @@ from strata.broker.group.consumer_group_membership import (
     HeartbeatResult,
     failed,
 )
+from strata.broker.group.consumer_group_migration import (
+    MigrationPolicy,
+)
 from strata.broker.group.consumer_group_records import changes, records_of, replay
+from strata.broker.group.member import JoinGroupResult, SyncGroupResult
+from strata.broker.group.membership import JoinRequest
 from strata.broker.group.metadata_codec import GroupRecordError
 from strata.broker.group.metadata_manager import append_error
 from strata.broker.group.partition_assignor import TopicMetadata
@@ -72,7 +90,8 @@ HEARTBEAT_INTERVAL_BOUNDS = ("group.consumer.min.heartbeat.interval.ms",
 
 def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
     """The ``group.consumer.*`` settings; a timeout outside its min/max bounds is brought
-    within them (Kafka refuses to start; a broker here logs and serves)."""
+    within them (Kafka refuses to start; a broker here logs and serves). An unknown
+    ``group.consumer.migration.policy`` is a ``ConfigError`` (Kafka refuses it too)."""
     def bounded(key: str, bounds: tuple[str, str]) -> int:
         value = config.get_int(key)
         low, high = (config.get_int(b) for b in bounds)
@@ -94,7 +113,17 @@ def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
         heartbeat_interval_ms=bounded("group.consumer.heartbeat.interval.ms",
                                       HEARTBEAT_INTERVAL_BOUNDS),
         max_size=config.get_int("group.consumer.max.size"),
-        assignors=assignors)
+        assignors=assignors, migration_policy=migration_policy(config),
+        classic_max_size=config.get_int("group.max.size"),
+        broker_rack=config.get("broker.rack") or None)
+
+
+def migration_policy(config: BrokerConfig) -> MigrationPolicy:
+    try:
+        return MigrationPolicy.parse(config.get("group.consumer.migration.policy")
+                                     or str(MigrationPolicy.BIDIRECTIONAL))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def assignor_name(configured: str) -> str:
@@ -117,7 +146,15 @@ class ConsumerGroupCoordinator:
     def __init__(self, coordinator: GroupCoordinator, config: ConsumerGroupConfig) -> None:
         self._coordinator = coordinator
         self.membership = ConsumerGroupMembership(config)
+        self.classic_members = ClassicMembers(self.membership)
+        self.conversion = GroupConversion(coordinator, self)
         self._groups: dict[str, ConsumerGroup] = {}
+        # the racks of a partition's replicas: set by the cluster (its metadata image); a
+        # single broker holds every replica, on its own ``broker.rack``
+        rack = frozenset({config.broker_rack}) if config.broker_rack else frozenset()
+        self.partition_racks: Callable[[str, int], frozenset[str]] = lambda _t, _i: rack
+        # records to write before a group's own in its next batch (an upgrade's tombstone)
+        self._prefix: dict[str, list[tuple[bytes, bytes | None]]] = {}
         self._stored: dict[str, dict[bytes, bytes]] = {}  # group id -> records last written
 
     def __contains__(self, group_id: object) -> bool:
@@ -129,10 +166,19 @@ class ConsumerGroupCoordinator:
     def groups(self) -> list[ConsumerGroup]:
         return list(self._groups.values())
 
-    def topics(self) -> dict[str, TopicMetadata]:
-        """The broker's topics as the groups see them (name -> id, partition count)."""
-        return {name: TopicMetadata(record.topic_id, name, record.partitions)
+    def topics(self, racks: bool = False) -> dict[str, TopicMetadata]:
+        """The broker's topics as the groups see them (name -> id, partition count), with
+        ``racks`` the racks of each partition's replicas (for rack-aware assignment)."""
+        lookup = self.partition_racks if racks else None
+        return {name: TopicMetadata(
+                    record.topic_id, name, record.partitions,
+                    tuple(lookup(name, i) for i in range(record.partitions)) if lookup else ())
                 for name, record in self._coordinator.topic_store.topics().items()}
+
+    def _topics_for(self, group: ConsumerGroup, rack_id: str | None) -> dict[str, TopicMetadata]:
+        """``topics``, with racks once a member of ``group`` (or the one asking) has a rack."""
+        return self.topics(racks=rack_id is not None
+                           or any(m.rack_id is not None for m in group.members.values()))
 
     # ---------------------------------------------------------------- requests
     def heartbeat(self, group_id: str, request: HeartbeatRequest) -> HeartbeatResult:
@@ -150,17 +196,26 @@ class ConsumerGroupCoordinator:
                               f"Consumer group {group_id} not found.")
             classic = self._coordinator.group(group_id)
             if classic is not None and classic.state not in (GroupState.EMPTY, GroupState.DEAD):
-                return failed(request, ErrorCode.group_id_not_found,
-                              f"Group {group_id} is not a consumer group")
-            group = ConsumerGroup(group_id)
-            self._groups[group_id] = group
-            if classic is not None:
-                classic.protocol_type = CONSUMER_PROTOCOL_TYPE
-            logger.info("created consumer group %s", group_id)
+                upgraded = self.conversion.upgrade(classic)
+                if upgraded is None:
+                    return failed(request, ErrorCode.group_id_not_found,
+                                  f"Group {group_id} is not a consumer group")
+                group = upgraded
+            else:
+                group = ConsumerGroup(group_id)
+                self._groups[group_id] = group
+                if classic is not None:
+                    classic.protocol_type = CONSUMER_PROTOCOL_TYPE
+                logger.info("created consumer group %s", group_id)
         now = self._coordinator.clock.monotonic_ms()
-        result = self.membership.heartbeat(group, request, now, self.topics())
-        if not group.members and group_id not in self._stored:  # created for nothing
+        epoch_before, had_consumer_members = group.group_epoch, _has_consumer_members(group)
+        result = self.membership.heartbeat(group, request, now,
+                                           self._topics_for(group, request.rack_id))
+        if not group.members and group_id not in self._stored \
+                and group_id not in self._prefix:  # created for nothing
             self._groups.pop(group_id, None)
+            return result
+        if had_consumer_members and self.conversion.maybe_downgrade(group, epoch_before):
             return result
         stored = self._persist(group)
         self._after(group)
@@ -168,9 +223,52 @@ class ConsumerGroupCoordinator:
             return failed(request, stored)
         return result
 
+    def is_mixed(self, group_id: str) -> bool:
+        """Whether ``group_id`` is a consumer group with members: the classic protocol's
+        requests go to ``classic_*`` then."""
+        group = self._groups.get(group_id)
+        return group is not None and bool(group.members)
+
+    def classic_join(self, group_id: str, request: JoinRequest) -> JoinGroupResult:
+        group = self._groups[group_id]
+        now = self._coordinator.clock.monotonic_ms()
+        result = self.classic_members.join(group, request, now, self._topics_for(group, None))
+        error = self._persist(group)
+        self._after(group)
+        if error != ErrorCode.none and result.error == ErrorCode.none:
+            return JoinGroupResult(error, request.member_id)
+        return result
+
+    def classic_sync(self, group_id: str, generation_id: int, member_id: str,
+                     instance_id: str | None, protocol_type: str | None,
+                     protocol_name: str | None) -> SyncGroupResult:
+        group = self._groups[group_id]
+        names = {t.topic_id: t.name for t in self.topics().values()}
+        result = self.classic_members.sync(group, generation_id, member_id, instance_id,
+                                           protocol_type, protocol_name, names,
+                                           self._coordinator.clock.monotonic_ms())
+        self._after(group)
+        return result
+
+    def classic_heartbeat(self, group_id: str, member_id: str, instance_id: str | None,
+                          generation_id: int) -> ErrorCode:
+        group = self._groups[group_id]
+        result = self.classic_members.heartbeat(group, member_id, instance_id, generation_id,
+                                                self._coordinator.clock.monotonic_ms())
+        self._after(group)
+        return result
+
+    def classic_leave(self, group_id: str, members: list[tuple[str, str | None]]
+                      ) -> tuple[ErrorCode, list[ErrorCode]]:
+        group = self._groups[group_id]
+        result = self.classic_members.leave(group, members, self._topics_for(group, None))
+        error = self._persist(group)
+        self._after(group)
+        return (error, []) if error != ErrorCode.none else result
+
     def on_classic_join(self, group_id: str) -> ErrorCode | None:
-        """A JoinGroup for ``group_id``: INCONSISTENT_GROUP_PROTOCOL while it is a consumer
-        group with members; an empty consumer group becomes a classic group (None)."""
+        """A JoinGroup for ``group_id`` (no members: ``is_mixed`` is false): an empty
+        consumer group becomes a classic group (None)."""
         group = self._groups.get(group_id)
         if group is None:
             return None
@@ -266,7 +364,9 @@ class ConsumerGroupCoordinator:
         config = self.membership.config
         for group_id, group in groups.items():
             for member_id, member in group.members.items():
-                group.session_deadlines[member_id] = now + config.session_timeout_ms
+                group.session_deadlines[member_id] = now + (
+                    member.classic.session_timeout_ms if member.classic is not None
+                    else config.session_timeout_ms)
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     group.rebalance_deadlines[member_id] = (
                         now + max(0, member.rebalance_timeout_ms), member.member_epoch)
@@ -285,12 +385,28 @@ class ConsumerGroupCoordinator:
             self._groups.pop(group_id)
             self._stored.pop(group_id, None)
 
+    # ---------------------------------------------------------------- migration
+    def adopt(self, group: ConsumerGroup, first: list[tuple[bytes, bytes | None]]) -> None:
+        """An upgraded group: coordinated here, ``first`` written before its own records."""
+        self._groups[group.group_id] = group
+        self._prefix[group.group_id] = first
+
+    def deletion_records(self, group_id: str) -> list[tuple[bytes, bytes | None]]:
+        """What deletes every record of ``group_id`` written (or queued) so far."""
+        return self._prefix.get(group_id, []) + changes(self._stored.get(group_id, {}), {})
+
+    def forget(self, group_id: str) -> None:
+        """A downgraded group, whose ``deletion_records`` were written."""
+        self._groups.pop(group_id, None)
+        self._stored.pop(group_id, None)
+        self._prefix.pop(group_id, None)
+
     def _persist(self, group: ConsumerGroup) -> ErrorCode:
         """Append what changed in ``group``'s records since the last write (all tombstones
-        once it is deleted)."""
+        once it is deleted), after an upgrade's classic tombstone."""
         before = self._stored.get(group.group_id, {})
         after = {} if group.deleted else records_of(group)
-        written = changes(before, after)
+        written = self._prefix.get(group.group_id, []) + changes(before, after)
         if not written:
             return ErrorCode.none
         coordinator = self._coordinator
@@ -300,6 +416,7 @@ class ConsumerGroupCoordinator:
             logger.warning("cannot write the records of consumer group %s: %s",
                            group.group_id, error.name)
             return error
+        self._prefix.pop(group.group_id, None)
         if group.deleted:
             self._stored.pop(group.group_id, None)
         else:
@@ -316,13 +433,21 @@ class ConsumerGroupCoordinator:
         return min((d for d in deadlines if d is not None), default=None)
 
     def _expire(self, group: ConsumerGroup, now: float) -> None:
+        epoch_before, had_consumer_members = group.group_epoch, _has_consumer_members(group)
         expired = self.membership.expire_due(group, now)
         for member_id in expired:
             logger.info("member %s of consumer group %s expired (group epoch %d)", member_id,
                         group.group_id, group.group_epoch)
-        if expired:
+        if expired and not (had_consumer_members
+                            and self.conversion.maybe_downgrade(group, epoch_before)):
             self._persist(group)
 
     def _after(self, group: ConsumerGroup) -> None:
+        if group.group_id not in self._groups:  # downgraded
+            return
         self._expire(group, self._coordinator.clock.monotonic_ms())
         self._coordinator._wake_timers(self.membership.next_deadline(group))
+
+
+def _has_consumer_members(group: ConsumerGroup) -> bool:
+    return any(not m.uses_classic_protocol for m in group.members.values())

@@ -14,7 +14,11 @@ Fields:
 * reconciliation (``current_assignment_builder``): ``state``, ``member_epoch`` and
   ``previous_member_epoch`` (the epoch before the last change, so that a member whose last
   answer was lost is not fenced), ``assigned_partitions`` (what it may use now) and
-  ``partitions_pending_revocation`` (what it must give up before it gets anything new).
+  ``partitions_pending_revocation`` (what it must give up before it gets anything new);
+* ``classic``: set for a member that speaks the classic protocol (JoinGroup, SyncGroup,
+  Heartbeat, LeaveGroup) inside a consumer group — online migration — with its session
+  timeout and its JoinGroup protocols (Kafka's ``ClassicMemberMetadata``); None for a member
+  of the consumer protocol.
 
 An assignment is a mapping topic id -> frozenset of partition indexes, with no empty sets.
 """
@@ -57,6 +61,15 @@ class MemberState(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """What a classic member brought in its JoinGroup (Kafka's ``ClassicMemberMetadata``)."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+    """(name, ``ConsumerProtocolSubscription`` bytes) in the member's order of preference."""
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMember:
     """See the module docstring."""
 
@@ -74,6 +87,11 @@ class ConsumerGroupMember:
     previous_member_epoch: int = 0
     assigned_partitions: Assignment = field(default_factory=dict)
     partitions_pending_revocation: Assignment = field(default_factory=dict)
+    classic: ClassicMemberMetadata | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def is_reconciled_to(self, epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == epoch

@@ -48,6 +48,7 @@ from strata.broker.group.consumer_group_member import (
     MemberState,
     pairs_of,
 )
+from strata.broker.group.consumer_group_migration import MigrationPolicy
 from strata.broker.group.current_assignment_builder import reconcile
 from strata.broker.group.partition_assignor import (
     MemberSubscription,
@@ -73,6 +74,12 @@ class ConsumerGroupConfig:
     assignors: tuple[str, ...] = ("uniform", "range")
     """``group.consumer.assignors``: the first is the default (a member may name another,
     ``group.remote.assignor`` on the client)."""
+    migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
+    """``group.consumer.migration.policy``: online upgrade / downgrade of groups with members."""
+    classic_max_size: int = 2_147_483_647
+    """``group.max.size``: a downgrade making a larger classic group is not done."""
+    broker_rack: str | None = None
+    """``broker.rack``: the rack of every replica when this broker is alone."""
 
     @property
     def default_assignor(self) -> str:
@@ -173,8 +180,9 @@ class ConsumerGroupMembership:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
-        if member_epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
+        if member_epoch != member.member_epoch:  # a classic member's epoch is its generation
+            return ErrorCode.illegal_generation if member.uses_classic_protocol \
+                else ErrorCode.stale_member_epoch
         return ErrorCode.none
 
     def validate_offset_fetch(self, group: ConsumerGroup, member_id: str | None,

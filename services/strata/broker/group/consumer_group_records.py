@@ -12,11 +12,13 @@ with a tagged-field section, written empty, read and skipped)::
     key v4  ConsumerGroupPartitionMetadataKey        group
             value: topics [topicId uuid, topicName string, numPartitions int32,
                            partitionMetadata [partition int32, racks []string]]
+                   (racks: those of the partition's replicas, when known)
     key v5  ConsumerGroupMemberMetadataKey           group, memberId
             value: instanceId string?, rackId string?, clientId string, clientHost string,
                    subscribedTopicNames []string, subscribedTopicRegex string?,
                    rebalanceTimeoutMs int32, serverAssignor string?
-                   (tag 0: classicMemberMetadata, a classic member's; skipped)
+                   tag 0: classicMemberMetadata? (a classic member's: sessionTimeoutMs
+                   int32, supportedProtocols [name string, metadata bytes])
     key v6  ConsumerGroupTargetAssignmentMetadataKey group
             value: assignmentEpoch int32
     key v7  ConsumerGroupTargetAssignmentMemberKey   group, memberId
@@ -34,6 +36,7 @@ Pure functions over bytes; ``GroupRecordError`` for bytes that do not parse.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import uuid
 from collections.abc import Iterable, Mapping
@@ -43,6 +46,7 @@ from typing import Final
 from strata.broker.group.consumer_group import ConsumerGroup
 from strata.broker.group.consumer_group_member import (
     Assignment,
+    ClassicMemberMetadata,
     ConsumerGroupMember,
     MemberState,
 )
@@ -70,8 +74,9 @@ _I8 = struct.Struct(">b")
 class _Value:
     """A flexible (KIP-482) value body."""
 
-    def __init__(self) -> None:
-        self._out = bytearray(_I16.pack(VALUE_VERSION))
+    def __init__(self, version: int | None = VALUE_VERSION) -> None:
+        self._out = bytearray() if version is None else bytearray(_I16.pack(version))
+        self._tagged = False
 
     def uvarint(self, value: int) -> None:
         while value >= 0x80:
@@ -102,6 +107,18 @@ class _Value:
     def no_tags(self) -> None:
         self.uvarint(0)
 
+    def bytes_(self, value: bytes) -> None:
+        self.uvarint(len(value) + 1)
+        self._out += value
+
+    def tagged(self, tag: int, body: bytes) -> None:
+        """One tagged field as the struct's tag section (which ends the value)."""
+        self.uvarint(1)
+        self.uvarint(tag)
+        self.uvarint(len(body))
+        self._out += body
+        self._tagged = True
+
     def assignment(self, assignment: Assignment) -> None:
         self.array(len(assignment))
         for topic_id, partitions in sorted(assignment.items(), key=lambda kv: kv[0].bytes):
@@ -112,7 +129,8 @@ class _Value:
             self.no_tags()
 
     def done(self) -> bytes:
-        self.no_tags()
+        if not self._tagged:
+            self.no_tags()
         return bytes(self._out)
 
 
@@ -142,7 +160,14 @@ def records_of(group: ConsumerGroup) -> dict[bytes, bytes]:
         value.topic_id(topic.topic_id)
         value.string(topic.name)
         value.int32(topic.num_partitions)
-        value.array(0)  # partitionMetadata: racks are not used
+        racks = [(i, r) for i, r in enumerate(topic.partition_racks) if r]
+        value.array(len(racks))  # partitionMetadata: the racks of each partition's replicas
+        for index, partition_racks in racks:
+            value.int32(index)
+            value.array(len(partition_racks))
+            for rack in sorted(partition_racks):
+                value.string(rack)
+            value.no_tags()
         value.no_tags()
     records[_key(PARTITION_METADATA_KEY, group_id)] = value.done()
     value = _Value()
@@ -176,6 +201,16 @@ def _member_metadata(member: ConsumerGroupMember) -> bytes:
     value.string(member.subscribed_topic_regex)
     value.int32(member.rebalance_timeout_ms)
     value.string(member.server_assignor)
+    classic = member.classic
+    if classic is not None:
+        body = _Value(version=None)
+        body.int32(classic.session_timeout_ms)
+        body.array(len(classic.supported_protocols))
+        for name, metadata in classic.supported_protocols:
+            body.string(name)
+            body.bytes_(metadata)
+            body.no_tags()
+        value.tagged(0, body.done())
     return value.done()
 
 
@@ -240,10 +275,16 @@ class _Reader:
     def array(self) -> int:
         return max(0, self.uvarint() - 1)
 
-    def tags(self) -> None:
+    def tags(self) -> dict[int, bytes]:
+        found: dict[int, bytes] = {}
         for _ in range(self.uvarint()):
-            self.uvarint()
-            self._take(self.uvarint())
+            tag = self.uvarint()
+            found[tag] = self._take(self.uvarint())
+        return found
+
+    def bytes_(self) -> bytes:
+        size = self.uvarint()
+        return b"" if size == 0 else self._take(size - 1)
 
     def assignment(self) -> dict[uuid.UUID, frozenset[int]]:
         result: dict[uuid.UUID, frozenset[int]] = {}
@@ -338,12 +379,10 @@ class ConsumerGroupReplay:
                 current = state.current.get(member_id)
                 if current is not None:
                     epoch, previous, member_state, assigned, revoking = current
-                    member = ConsumerGroupMember(
-                        member.member_id, member.instance_id, member.rack_id, member.client_id,
-                        member.client_host, member.rebalance_timeout_ms,
-                        member.subscribed_topic_names, member.subscribed_topic_regex,
-                        member.server_assignor, member_state, epoch, previous, assigned,
-                        revoking)
+                    member = dataclasses.replace(
+                        member, state=member_state, member_epoch=epoch,
+                        previous_member_epoch=previous, assigned_partitions=assigned,
+                        partitions_pending_revocation=revoking)
                 group.update_member(member)
             group.target_assignment = {m: a for m, a in state.targets.items()
                                        if m in group.members}
@@ -357,13 +396,15 @@ def _topics(reader: _Reader) -> dict[str, TopicMetadata]:
         topic_id = reader.topic_id()
         name = reader.string() or ""
         partitions = reader.int32()
-        for _ in range(reader.array()):  # partitionMetadata: racks, unused
-            reader.int32()
-            for _ in range(reader.array()):
-                reader.string()
+        racks: dict[int, frozenset[str]] = {}
+        for _ in range(reader.array()):  # partitionMetadata: the racks of the replicas
+            index = reader.int32()
+            racks[index] = frozenset(reader.string() or "" for _ in range(reader.array()))
             reader.tags()
         reader.tags()
-        topics[name] = TopicMetadata(topic_id, name, partitions)
+        topics[name] = TopicMetadata(
+            topic_id, name, partitions,
+            tuple(racks.get(i, frozenset()) for i in range(partitions)) if racks else ())
     return topics
 
 
@@ -374,8 +415,22 @@ def _member(member_id: str, reader: _Reader) -> ConsumerGroupMember:
     regex = reader.string()
     rebalance_timeout_ms = reader.int32()
     assignor = reader.string()
+    classic = None
+    body = reader.tags().get(0)
+    if body is not None:
+        tagged = _Reader(body)
+        session_timeout_ms = tagged.int32()
+        protocols = tuple((tagged.string() or "", _protocol_metadata(tagged))
+                          for _ in range(tagged.array()))
+        classic = ClassicMemberMetadata(session_timeout_ms, protocols)
     return ConsumerGroupMember(member_id, instance_id, rack_id, client_id, client_host,
-                               rebalance_timeout_ms, names, regex, assignor)
+                               rebalance_timeout_ms, names, regex, assignor, classic=classic)
+
+
+def _protocol_metadata(reader: _Reader) -> bytes:
+    metadata = reader.bytes_()
+    reader.tags()
+    return metadata
 
 
 def is_consumer_group_key(key: bytes | None) -> bool:

@@ -278,6 +278,10 @@ class GroupCoordinator(OffsetMetadataManager):
     def group(self, group_id: str) -> ClassicGroup | None:
         return self._groups.get(group_id)
 
+    def put_group(self, group: ClassicGroup) -> None:
+        """``group`` replaces the group of its id (online migration's conversions)."""
+        self._groups[group.group_id] = group
+
     # ================================================================= requests
     async def join_group(self, group_id: str, request: JoinRequest) -> JoinGroupResult:
         error = self._group_status(group_id, allow_empty=False)
@@ -287,6 +291,8 @@ class GroupCoordinator(OffsetMetadataManager):
         if not (config.min_session_timeout_ms <= request.session_timeout_ms
                 <= config.max_session_timeout_ms):
             return JoinGroupResult(ErrorCode.invalid_session_timeout, request.member_id)
+        if self.consumer_groups.is_mixed(group_id):  # classic members of a consumer group
+            return self.consumer_groups.classic_join(group_id, request)
         group = self._groups.get(group_id)
         if group is None:
             if request.member_id != UNKNOWN_MEMBER_ID:
@@ -311,6 +317,10 @@ class GroupCoordinator(OffsetMetadataManager):
             return SyncGroupResult(ErrorCode.rebalance_in_progress)
         if error is not None:
             return SyncGroupResult(error)
+        if self.consumer_groups.is_mixed(group_id):
+            return self.consumer_groups.classic_sync(group_id, generation_id, member_id,
+                                                     group_instance_id, protocol_type,
+                                                     protocol_name)
         group = self._groups.get(group_id)
         if group is None:
             return SyncGroupResult(ErrorCode.unknown_member_id)
@@ -327,6 +337,9 @@ class GroupCoordinator(OffsetMetadataManager):
             return ErrorCode.none  # the group is loading: answer blindly (Kafka's rule)
         if error is not None:
             return error
+        if self.consumer_groups.is_mixed(group_id):
+            return self.consumer_groups.classic_heartbeat(group_id, member_id,
+                                                          group_instance_id, generation_id)
         group = self._groups.get(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
@@ -339,6 +352,8 @@ class GroupCoordinator(OffsetMetadataManager):
         error = self._group_status(group_id, allow_empty=False)
         if error is not None:
             return error, []
+        if self.consumer_groups.is_mixed(group_id):
+            return self.consumer_groups.classic_leave(group_id, list(members))
         group = self._groups.get(group_id)
         if group is None:
             return ErrorCode.none, [ErrorCode.unknown_member_id] * len(members)

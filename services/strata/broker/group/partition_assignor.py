@@ -5,7 +5,8 @@ Kafka's ``ConsumerGroupPartitionAssignor`` with its ``GroupSpec`` and
 
 * ``members``: member id -> ``MemberSubscription`` (the topic ids it subscribes to, its rack,
   and its current *target* assignment, the base a sticky assignor keeps what it can of);
-* ``topics``: topic id -> ``TopicMetadata`` of every subscribed topic that exists.
+* ``topics``: topic id -> ``TopicMetadata`` of every subscribed topic that exists, with the
+  racks of each partition's replicas when the broker knows them.
 
 It answers member id -> ``Assignment`` for every member (empty for a member with nothing),
 giving each partition of a subscribed topic to exactly one member subscribed to it. Assignors
@@ -25,11 +26,17 @@ from strata.broker.group.consumer_group_member import Assignment
 
 @dataclass(frozen=True, slots=True)
 class TopicMetadata:
-    """A topic as the group sees it: id, name, partition count."""
+    """A topic as the group sees it: id, name, partition count, and per partition the racks
+    of its replicas (empty: unknown; Kafka's ``partitionMetadata``)."""
 
     topic_id: uuid.UUID
     name: str
     num_partitions: int
+    partition_racks: tuple[frozenset[str], ...] = ()
+
+    def racks(self, index: int) -> frozenset[str]:
+        racks = self.partition_racks
+        return racks[index] if index < len(racks) else frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +60,22 @@ class PartitionAssignor(Protocol):
 
 class PartitionAssignorError(Exception):
     """An assignor could not assign (Kafka's ``PartitionAssignorException``)."""
+
+
+def rack_matches(member: MemberSubscription, topic: TopicMetadata, index: int) -> bool:
+    """Whether a replica of the partition is on the member's rack (False when either is
+    unknown)."""
+    return member.rack_id is not None and member.rack_id in topic.racks(index)
+
+
+def rack_aware(members: Mapping[str, MemberSubscription],
+               topics: Mapping[uuid.UUID, TopicMetadata]) -> bool:
+    """Whether racks can matter: some member has a rack and some partition's racks are known
+    (with every replica on every rack, nothing to prefer either)."""
+    racks = {m.rack_id for m in members.values() if m.rack_id is not None}
+    if not racks:
+        return False
+    return any(r and not racks <= r for t in topics.values() for r in t.partition_racks)
 
 
 def sorted_partitions(topics: Mapping[uuid.UUID, TopicMetadata],

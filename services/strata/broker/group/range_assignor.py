@@ -7,6 +7,11 @@ its current target assignment up to its quota (lowest indexes first), and the pa
 over fill the members below their quota in member order, lowest indexes first. Without a
 current assignment this is the classic range layout: members with the same subscriptions get
 the same partition indexes of co-partitioned topics.
+
+*Rack-aware* when members send their rack and the partitions' replica racks are known
+(``partition_assignor.rack_aware``): before the leftovers are handed out in order, each member
+below its quota first takes free partitions with a replica on its rack (lowest indexes first).
+Quotas and stickiness are unchanged (co-partitioning then holds only where the racks agree).
 """
 
 from __future__ import annotations
@@ -16,7 +21,12 @@ from collections.abc import Mapping
 from typing import Final
 
 from strata.broker.group.consumer_group_member import Assignment
-from strata.broker.group.partition_assignor import MemberSubscription, TopicMetadata
+from strata.broker.group.partition_assignor import (
+    MemberSubscription,
+    TopicMetadata,
+    rack_aware,
+    rack_matches,
+)
 
 RANGE_ASSIGNOR_NAME: Final = "range"
 
@@ -29,6 +39,7 @@ class RangeAssignor:
     def assign(self, members: Mapping[str, MemberSubscription],
                topics: Mapping[uuid.UUID, TopicMetadata]) -> dict[str, Assignment]:
         result: dict[str, dict[uuid.UUID, frozenset[int]]] = {m: {} for m in members}
+        aware = rack_aware(members, topics)
         for metadata in sorted(topics.values(), key=lambda t: t.name):
             topic_id = metadata.topic_id
             subscribed = sorted(m for m, spec in members.items()
@@ -46,6 +57,15 @@ class RangeAssignor:
                             and len(chosen[member_id]) < quota[member_id]):
                         chosen[member_id].append(index)
                         taken.add(index)
+            if aware:
+                for member_id in subscribed:
+                    for index in range(metadata.num_partitions):
+                        if len(chosen[member_id]) >= quota[member_id]:
+                            break
+                        if index not in taken and rack_matches(members[member_id], metadata,
+                                                               index):
+                            chosen[member_id].append(index)
+                            taken.add(index)
             free = iter(i for i in range(metadata.num_partitions) if i not in taken)
             for member_id in subscribed:
                 while len(chosen[member_id]) < quota[member_id]:

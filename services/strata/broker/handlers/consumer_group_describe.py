@@ -5,7 +5,8 @@ Assigning, Reconciling, Stable), group epoch, target assignment epoch, the assig
 and per member its epoch, client, subscription, current assignment and target assignment
 (topic ids with their names). A classic group or an unknown id is GROUP_ID_NOT_FOUND ("Group
 <id> is not a consumer group." / "Group <id> not found."), with state Dead. v1 adds each
-member's ``member_type`` (1: a consumer-protocol member). Both versions are flexible.
+member's ``member_type`` (1: a consumer-protocol member, 0: a classic member of a consumer
+group, online migration). Both versions are flexible.
 
 Authorization: Describe on each group, else GROUP_AUTHORIZATION_FAILED for that group;
 ``authorized_operations`` from the ACLs when asked, else ``Integer.MIN_VALUE``.
@@ -28,6 +29,8 @@ from strata.security.acl import AUTHORIZED_OPERATIONS_OMITTED, AclOperation, Res
 
 CONSUMER_MEMBER_TYPE: Final = 1
 """``member_type`` of a member using the consumer protocol (0: classic, -1: unknown)."""
+CLASSIC_MEMBER_TYPE: Final = 0
+"""``member_type`` of a classic member of a consumer group (online migration)."""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -71,7 +74,8 @@ def described(group: ConsumerGroup, names: Mapping[uuid.UUID, str], default_assi
             "assignment": _assignment(m.assigned_partitions, names),
             "target_assignment": _assignment(group.target_assignment.get(m.member_id, {}),
                                              names),
-            "member_type": CONSUMER_MEMBER_TYPE,
+            "member_type": CLASSIC_MEMBER_TYPE if m.uses_classic_protocol
+            else CONSUMER_MEMBER_TYPE,
         } for m in group.members.values()],
         "authorized_operations": operations,
     }
