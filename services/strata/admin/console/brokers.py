@@ -33,11 +33,7 @@ from strata.admin.models import BrokerDescription, ConfigValue
 from strata.admin.problems import ProblemError
 from strata.admin.routers.brokers import config_values
 from strata.admin.routers.cluster import describe_cluster
-from strata.client.bootstrap_request import bootstrap_request
-from strata.client.client_quotas import QuotaTarget
-from strata.client.kafka_errors import KafkaClientError
-from strata.protocol.api_keys import ApiKey
-from strata.protocol.error_codes import kafka_error_name
+from strata.client.broker_configs import alter_broker_config
 from strata.security.acl import AclOperation, ResourceType
 
 router = APIRouter(prefix=PREFIX, route_class=ConsoleRoute, include_in_schema=False)
@@ -46,9 +42,6 @@ BrokerId = Annotated[int, Path(ge=0, le=2**31 - 1)]
 DYNAMIC_SOURCES: Final = ("DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG")
 RATES: Final = ("bytes_in", "bytes_out", "records_in", "requests", "under_replicated")
 MAX_CONFIG_NAME: Final = 255
-BROKER_RESOURCE: Final = 4  # Kafka's ConfigResource.Type.BROKER
-OP_SET: Final = 0
-OP_DELETE: Final = 1
 
 
 def ordered_configs(configs: dict[str, ConfigValue]) -> list[tuple[str, ConfigValue]]:
@@ -60,27 +53,6 @@ def ordered_configs(configs: dict[str, ConfigValue]) -> list[tuple[str, ConfigVa
             return 0, name
         return (2 if value.read_only else 1), name
     return sorted(configs.items(), key=rank)
-
-
-async def alter_broker_config(target: QuotaTarget, address: str | None, resource_name: str,
-                              key: str, value: str | None) -> None:
-    """IncrementalAlterConfigs of one key of the BROKER resource ``resource_name`` (a node
-    id, sent to that broker at ``address`` as Kafka's admin client does; or ``""``: the
-    cluster-wide default, to any broker): SET to ``value``, or DELETE when None. librdkafka
-    cannot name the default resource (an empty name), hence the request of our own."""
-    operation = OP_DELETE if value is None else OP_SET
-    response = await bootstrap_request(
-        address or target.bootstrap, target.security, target.timeout_s, target.client_id,
-        ApiKey.INCREMENTAL_ALTER_CONFIGS, 1,
-        {"resources": [{"resource_type": BROKER_RESOURCE, "resource_name": resource_name,
-                        "configs": [{"name": key, "config_operation": operation,
-                                     "value": value}]}],
-         "validate_only": False})
-    for result in response.responses:
-        if int(result.error_code):
-            raise KafkaClientError(kafka_error_name(int(result.error_code)),
-                                   result.error_message or f"{key}: refused", subject="",
-                                   api="IncrementalAlterConfigs")
 
 
 async def render_broker(console: ConsoleDep, broker_id: int, error: ProblemError | None = None,
