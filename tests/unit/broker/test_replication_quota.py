@@ -42,8 +42,16 @@ def test_simple_rate_is_measured_over_at_least_one_window() -> None:
     assert rate.measure(now_ms=20_000) == 0.0
 
 
+def test_the_rate_starts_at_its_first_use_not_with_the_broker() -> None:
+    quota = ReplicationQuota("LeaderReplication")
+    quota.update_quota(1_000)
+    assert not quota.is_quota_exceeded(now_ms=5_000)  # first use: the measurement starts
+    quota.record(1_500, now_ms=5_000)
+    assert quota.is_quota_exceeded(now_ms=5_100)  # 1,500 bytes over 1 s, not over 5 s
+
+
 def test_quota_is_exceeded_only_above_the_bound() -> None:
-    quota = ReplicationQuota("LeaderReplication", now_ms=0)
+    quota = ReplicationQuota("LeaderReplication")
     quota.record(5_000_000, now_ms=0)
     assert not quota.is_quota_exceeded(now_ms=10)  # unbounded (Long.MAX_VALUE)
     quota.update_quota(5_000_000)
@@ -54,7 +62,7 @@ def test_quota_is_exceeded_only_above_the_bound() -> None:
 
 
 def test_only_out_of_sync_replicas_of_throttled_partitions_are_held_over_the_bound() -> None:
-    quota = ReplicationQuota("FollowerReplication", now_ms=0)
+    quota = ReplicationQuota("FollowerReplication")
     quota.update_quota(100)
     quota.mark_throttled("t", frozenset({0}))
     quota.record(1_000, now_ms=0)
@@ -113,7 +121,7 @@ def test_rates_are_dynamic_broker_configs_at_least_zero() -> None:
 
 
 def test_configure_sets_both_sides_and_forgets_removed_throttles() -> None:
-    quotas = ReplicationQuotas(broker_id=2, now_ms=0)
+    quotas = ReplicationQuotas(broker_id=2)
     quotas.configure({"leader.replication.throttled.rate": "1000",
                       "replication.quota.window.num": "3",
                       "replication.quota.window.size.seconds": "2"},
@@ -121,7 +129,7 @@ def test_configure_sets_both_sides_and_forgets_removed_throttles() -> None:
                             "follower.replication.throttled.replicas": "*"},
                       "u": {"retention.ms": "1"}}, now_ms=0)
     assert quotas.leader.bound == 1000 and quotas.follower.bound == LONG_MAX
-    assert (quotas.leader.rate.samples, quotas.leader.rate.window_ms) == (3, 2_000)
+    assert (quotas.leader.samples, quotas.leader.window_ms) == (3, 2_000)
     assert quotas.leader.is_throttled("t", 0) and not quotas.leader.is_throttled("t", 1)
     assert quotas.follower.is_throttled("t", 5) and not quotas.follower.is_throttled("u", 0)
     quotas.configure({}, {"t": {}}, now_ms=10)
@@ -161,7 +169,7 @@ async def test_the_leader_holds_back_only_an_out_of_sync_follower_over_the_rate(
     isr_size, _ = await follower_fetch(rm, 2, 0)  # in the ISR: served
     _, hw = await follower_fetch(rm, 2, 3)  # the HW moves with the ISR as before
     assert hw == 3 and quota.recorded_bytes == isr_size  # in-sync bytes count too
-    quota.rate = SimpleRate(11, 1_000, rm.clock.milliseconds())  # start measuring afresh
+    quota.set_window(11, 2_000)  # start measuring afresh
     new_size, _ = await follower_fetch(rm, 3, 0)  # nothing recorded yet: served
     partition = rm.get_partition(*TP)
     assert partition is not None and 3 not in partition.isr

@@ -142,7 +142,7 @@ class ReplicaManager:
         # is NOT_LEADER_OR_FOLLOWER, as Kafka answers, not UNKNOWN_TOPIC_OR_PARTITION).
         self.partition_exists: Callable[[TopicPartition], bool] = lambda tp: False
         # Replication throttles (both sides; the fetchers read the follower side from here).
-        self.replication_quotas = ReplicationQuotas(node_id, clock.milliseconds())
+        self.replication_quotas = ReplicationQuotas(node_id)
 
     # ------------------------------------------------------------- partitions
     def make_leader(

@@ -93,12 +93,14 @@ class ReplicationQuota:
     """One side's quota: Kafka's ``ReplicaQuota`` (``record``, ``is_throttled``,
     ``is_quota_exceeded``) plus what the config handlers call."""
 
-    def __init__(self, replication_type: str, now_ms: int,
-                 samples: int = DEFAULT_WINDOW_NUM,
+    def __init__(self, replication_type: str, samples: int = DEFAULT_WINDOW_NUM,
                  window_ms: int = DEFAULT_WINDOW_SIZE_SECONDS * 1000) -> None:
         self.replication_type = replication_type  # LeaderReplication / FollowerReplication
         self.bound = LONG_MAX
-        self.rate = SimpleRate(samples, window_ms, now_ms)
+        self.samples, self.window_ms = samples, window_ms
+        # Kafka's sensor is created at its first use (a fetch), not with the broker: a rate
+        # measured since start-up would count the quiet time before the first move.
+        self._rate: SimpleRate | None = None
         self.recorded_bytes = 0  # total ever recorded (a counter for the metrics)
         self.throttled_count = 0  # times a replica was held back (Strata's counter)
         self._throttled: dict[str, frozenset[int] | None] = {}
@@ -106,10 +108,16 @@ class ReplicationQuota:
     def update_quota(self, bound: int) -> None:
         self.bound = bound
 
-    def set_window(self, samples: int, window_ms: int, now_ms: int) -> None:
+    def set_window(self, samples: int, window_ms: int) -> None:
         """A new window shape (the measurement starts over)."""
-        if (samples, window_ms) != (self.rate.samples, self.rate.window_ms):
-            self.rate = SimpleRate(samples, window_ms, now_ms)
+        if (samples, window_ms) != (self.samples, self.window_ms):
+            self.samples, self.window_ms = samples, window_ms
+            self._rate = None
+
+    def _sensor(self, now_ms: int) -> SimpleRate:
+        if self._rate is None:
+            self._rate = SimpleRate(self.samples, self.window_ms, now_ms)
+        return self._rate
 
     def mark_throttled(self, topic: str, partitions: frozenset[int] | None) -> None:
         self._throttled[topic] = partitions
@@ -128,14 +136,14 @@ class ReplicationQuota:
 
     def record(self, size: int, now_ms: int) -> None:
         if size > 0:
-            self.rate.record(size, now_ms)
+            self._sensor(now_ms).record(size, now_ms)
             self.recorded_bytes += size
 
     def measure(self, now_ms: int) -> float:
-        return self.rate.measure(now_ms)
+        return self._sensor(now_ms).measure(now_ms)
 
     def is_quota_exceeded(self, now_ms: int) -> bool:
-        return self.bound < LONG_MAX and self.rate.measure(now_ms) > self.bound
+        return self.bound < LONG_MAX and self.measure(now_ms) > self.bound
 
     def should_throttle(self, topic: str, partition: int, in_sync: bool, now_ms: int) -> bool:
         """Kafka's ``shouldLeaderThrottle`` / ``shouldFollowerThrottle``; counts the hold."""
@@ -149,10 +157,10 @@ class ReplicationQuota:
 class ReplicationQuotas:
     """The two sides of this broker, and how the configs in force set them."""
 
-    def __init__(self, broker_id: int, now_ms: int) -> None:
+    def __init__(self, broker_id: int) -> None:
         self.broker_id = broker_id
-        self.leader = ReplicationQuota("LeaderReplication", now_ms)
-        self.follower = ReplicationQuota("FollowerReplication", now_ms)
+        self.leader = ReplicationQuota("LeaderReplication")
+        self.follower = ReplicationQuota("FollowerReplication")
 
     def configure(self, broker_config: Mapping[str, str],
                   topic_configs: Mapping[str, Mapping[str, str]], now_ms: int) -> None:
@@ -163,7 +171,7 @@ class ReplicationQuotas:
         window_ms = _int(broker_config.get(WINDOW_SIZE_SECONDS), DEFAULT_WINDOW_SIZE_SECONDS)
         for quota, rate_key, replicas_key in ((self.leader, LEADER_RATE, LEADER_REPLICAS),
                                               (self.follower, FOLLOWER_RATE, FOLLOWER_REPLICAS)):
-            quota.set_window(max(samples, 1), max(window_ms, 1) * 1000, now_ms)
+            quota.set_window(max(samples, 1), max(window_ms, 1) * 1000)
             quota.update_quota(_int(broker_config.get(rate_key), LONG_MAX))
             for topic in [t for t in quota.throttled_topics() if t not in topic_configs]:
                 quota.remove_throttle(topic)

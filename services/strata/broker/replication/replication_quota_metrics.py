@@ -7,6 +7,7 @@ Kafka registers one sensor per side, ``byte-rate`` in the groups ``LeaderReplica
 * ``strata_replication_throttle_byte_rate``: Kafka's ``byte-rate``, the measured rate of
   throttled partitions' bytes over the quota window (bytes per second);
 * ``strata_replication_throttle_bound``: the throttled rate in force (absent when unthrottled);
+* ``strata_replication_throttled_topics``: topics with replicas throttled on this broker;
 * ``strata_replication_throttle_bytes_total``: the bytes recorded against the rate;
 * ``strata_replication_throttled_reads_total``: how often a replica was held back (a
   follower's read answered empty, a partition left out of a fetch) — Strata's counter, which
@@ -45,6 +46,9 @@ class ReplicationQuotaMetrics(Collector):
         bound = GaugeMetricFamily("strata_replication_throttle_bound",
                                   "The replication throttled rate in force (bytes/s).",
                                   labels=LABELS)
+        topics = GaugeMetricFamily("strata_replication_throttled_topics",
+                                   "Topics with replicas throttled on this broker.",
+                                   labels=LABELS)
         recorded = CounterMetricFamily("strata_replication_throttle_bytes",
                                        "Bytes of throttled partitions replicated.",
                                        labels=LABELS)
@@ -57,6 +61,7 @@ class ReplicationQuotaMetrics(Collector):
             rate.add_metric(labels, quota.measure(now))
             if quota.bound < LONG_MAX:
                 bound.add_metric(labels, float(quota.bound))
+            topics.add_metric(labels, float(len(quota.throttled_topics())))
             recorded.add_metric(labels, float(quota.recorded_bytes))
             held.add_metric(labels, float(quota.throttled_count))
-        yield from (rate, bound, recorded, held)
+        yield from (rate, bound, topics, recorded, held)
