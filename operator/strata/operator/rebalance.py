@@ -183,7 +183,9 @@ def run_pass(kube: Kube, body: Mapping[str, Any], spec: BrokerSpec,
     if step.status["state"] == DONE and ANNOTATION in annotations:
         kube.patch("Broker", body["metadata"]["namespace"], body["metadata"]["name"],
                    {"metadata": {"annotations": {ANNOTATION: None}}})
-    return step.status
+    # The status is written as a merge patch: a key dropped this step is deleted with null.
+    return {**step.status, **{key: None for key in ("inFlight", "throttle")
+                              if state.get(key) and key not in step.status}}
 
 
 def condition(state: Mapping[str, Any], generation: int | None,
