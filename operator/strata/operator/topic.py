@@ -8,7 +8,8 @@ AlterPartitionReassignments, re-sent each pass until every partition has that ma
 throttled at ``STRATA_OPERATOR_REBALANCE_THROTTLE`` from its first pass until no reassignment
 is in progress: ``_throttle``), patch status explicitly (``partitions`` and ``replicas`` as
 Kafka has them). A spec Kafka refuses for good (an illegal topic name, more replicas than
-brokers) is a condition, not a retry. Every change of the Ready reason is also posted as an Event (``events.py``).
+brokers) is a condition, not a retry. Every change of the Ready reason is also posted as an
+Event (``events.py``).
 
 Deletion (kopf's finalizer): never leaves a namespace stuck. The finalizer is released when
 this Topic does not own the topic name, when its Broker is gone or being deleted (the topic's
