@@ -480,9 +480,9 @@ class ReplicaManager:
                     if read.high_watermark != partition.high_watermark:  # the fetch moved it
                         read = read._replace(high_watermark=partition.high_watermark,
                                              last_stable_offset=partition.last_stable_offset)
-                    if read.size and self.replication_quotas.leader.should_throttle(
-                            tp[0], tp[1], replica_id in partition.isr,
-                            self.clock.milliseconds()):
+                    if (read.size and replica_id not in partition.isr
+                            and self.replication_quotas.leader.should_throttle(
+                                tp[0], tp[1], False, self.clock.milliseconds())):
                         read = read._replace(slices=(), size=0)  # Kafka: "simply return empty"
             except (StorageError, PartitionError) as exc:
                 results.append(FetchPartitionResult(exc.error_code))
