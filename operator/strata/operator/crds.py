@@ -318,6 +318,9 @@ BROKER_STATUS: Final[Schema] = obj("Observed state, written by the operator.", {
                          "replicas": {"type": "array", "items": {"type": "integer"},
                                       "description": "Target replicas, preferred first."},
                      })},
+        "throttle": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                     "description": "The replication throttles set for the batch being "
+                                    "moved (removed once it is done)."},
     }),
     "users": {
         "type": "array",

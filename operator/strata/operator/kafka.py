@@ -34,7 +34,10 @@ from confluent_kafka.admin import (
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
+    AlterConfigOpType,
     ClusterMetadata,
+    ConfigEntry,
+    ConfigResource,
     ConfigSource,
     NewTopic,
     ResourcePatternType,
@@ -57,6 +60,7 @@ from strata.operator.reassign import (
     security_of,
 )
 from strata.operator.rolling import ClusterHealth, TopicPartition, under_replicated
+from strata.operator.throttle import BROKER_CONFIGS, TOPIC_CONFIGS, ThrottlePlan
 from strata.operator.topic_sync import ObservedTopic
 from strata.operator.user_spec import AclRule
 
@@ -140,6 +144,10 @@ class Cluster(Protocol):
     def ongoing_reassignments(self) -> set[TopicPartition]: ...
 
     def elect_preferred_leaders(self, partitions: Sequence[TopicPartition]) -> None: ...
+
+    def set_throttle(self, plan: ThrottlePlan) -> None: ...
+
+    def clear_throttle(self, plan: ThrottlePlan) -> None: ...
 
 
 @contextmanager
@@ -251,6 +259,40 @@ class KafkaCluster:
         if failed:
             shown = ", ".join(f"{t}-{p}: {name}" for (t, p), name in sorted(failed.items())[:5])
             raise KafkaOperationError(f"ElectLeaders refused {shown}")
+
+    # ------------------------------------------------------------------ throttles
+    def set_throttle(self, plan: ThrottlePlan) -> None:
+        """IncrementalAlterConfigs: the plan's topic configs, then the rate on its brokers."""
+        for topic, configs in plan.topics.items():
+            self.alter_config(topic, configs, ())
+        for broker in plan.brokers:
+            self._alter_broker(broker, plan.broker_configs(), ())
+
+    def clear_throttle(self, plan: ThrottlePlan) -> None:
+        """Delete what ``set_throttle`` set (a topic deleted or a broker gone meanwhile has
+        nothing left to clear)."""
+        for topic in plan.topics:
+            try:
+                self.alter_config(topic, {}, TOPIC_CONFIGS)
+            except KafkaOperationError as exc:
+                if exc.code != "UNKNOWN_TOPIC_OR_PARTITION":
+                    raise
+        registered = self.racks() if plan.brokers else {}
+        for broker in plan.brokers:
+            if broker in registered:
+                self._alter_broker(broker, {}, BROKER_CONFIGS)
+
+    def _alter_broker(self, broker: int, set_config: Mapping[str, str],
+                      delete: Sequence[str]) -> None:
+        entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+                   for k, v in set_config.items()]
+        entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
+                    for k in delete]
+        resource = ConfigResource("broker", str(broker), incremental_configs=entries)
+        with _asking(f"IncrementalAlterConfigs broker {broker}"):
+            futures = self._admin.client.incremental_alter_configs(
+                [resource], request_timeout=self.timeout)
+            self._admin.result(futures[resource], f"broker {broker}", "IncrementalAlterConfigs")
 
     # ------------------------------------------------------------------ topics
     def describe_topic(self, topic: str) -> ObservedTopic | None:

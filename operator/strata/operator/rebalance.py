@@ -20,8 +20,12 @@ States of ``status.rebalance.state``:
 * ``Done``: no move left; a preferred-leader election (ElectLeaders) was run for every
   partition whose leader is not its first replica; the message gives the final spread.
 
-Throttling the moves (``leader.replication.throttled.rate`` and
-``follower.replication.throttled.rate``) is not done yet: batches are the only brake.
+Throttling (``throttle.py``, KIP-73): before a batch is sent, its throttles are set (the
+moving partitions' ``*.replication.throttled.replicas`` topic configs and the
+``*.replication.throttled.rate`` of every broker involved, at ``throttle`` bytes/s: the
+operator's ``STRATA_OPERATOR_REBALANCE_THROTTLE``) and recorded in ``status.rebalance.throttle``;
+once the batch is done they are removed, before the next batch is planned. Kept in the status,
+they are removed by an operator restarted mid-batch too.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from strata.operator.kafka import Cluster, KafkaOperationError
 from strata.operator.kube import Kube, Obj
 from strata.operator.model import BrokerSpec
 from strata.operator.settings import SETTINGS
+from strata.operator.throttle import ThrottlePlan, plan_throttles
 
 TopicPartition = tuple[str, int]
 
@@ -86,7 +91,7 @@ def _in_flight(status: Mapping[str, Any]) -> dict[TopicPartition, tuple[int, ...
 
 
 def advance(cluster: Cluster, status: Mapping[str, Any], replicas: int, batch_size: int,
-            scaling_down: bool) -> Step:
+            scaling_down: bool, throttle: int = 0) -> Step:
     """One step of an active rebalance (see the module docstring). Raises
     ``KafkaOperationError`` when the cluster cannot be asked (the caller keeps the status
     and retries at the next pass)."""
@@ -112,12 +117,24 @@ def advance(cluster: Cluster, status: Mapping[str, Any], replicas: int, batch_si
         return wait(f"batch {current.get('batchesDone', 0)} of "
                     f"{current.get('batchesTotal', 0)}: "
                     f"{len(ongoing) or len(flight)} partitions still moving")
+    if current.get("throttle"):  # the batch is done: its throttles go
+        cluster.clear_throttle(ThrottlePlan.from_status(current["throttle"]))
+        current.pop("throttle")
     plan = balance.plan_balance(racks, assignment)
     if not plan.empty:
         chunks = balance.batches(plan.reassignments, batch_size)
-        if not cluster.reassign(chunks[0]):
-            raise KafkaOperationError("the controller does not serve "
-                                      "AlterPartitionReassignments")
+        throttles = plan_throttles(assignment, chunks[0], throttle)
+        if not throttles.empty:
+            cluster.set_throttle(throttles)
+            current["throttle"] = throttles.to_status()
+        try:
+            if not cluster.reassign(chunks[0]):
+                raise KafkaOperationError("the controller does not serve "
+                                          "AlterPartitionReassignments")
+        except KafkaOperationError:
+            if not throttles.empty:  # nothing moves: nothing stays throttled
+                cluster.clear_throttle(throttles)
+            raise
         done = int(current.get("batchesDone", 0)) + 1
         total = done + len(chunks) - 1
         message = (f"batch {done} of {total}: moving {len(chunks[0])} partitions "
@@ -155,7 +172,8 @@ def run_pass(kube: Kube, body: Mapping[str, Any], spec: BrokerSpec,
         return state
     try:
         step = advance(get_cluster(), state, spec.replicas, SETTINGS.rebalance_batch_size,
-                       scaling_down=replicas > spec.replicas)
+                       scaling_down=replicas > spec.replicas,
+                       throttle=SETTINGS.rebalance_throttle)
     except KafkaOperationError as exc:
         return {**state, "message": f"cannot go on: {exc}"}
     if step.event:
@@ -165,7 +183,9 @@ def run_pass(kube: Kube, body: Mapping[str, Any], spec: BrokerSpec,
     if step.status["state"] == DONE and ANNOTATION in annotations:
         kube.patch("Broker", body["metadata"]["namespace"], body["metadata"]["name"],
                    {"metadata": {"annotations": {ANNOTATION: None}}})
-    return step.status
+    # The status is written as a merge patch: a key dropped this step is deleted with null.
+    return {**step.status, **{key: None for key in ("inFlight", "throttle")
+                              if state.get(key) and key not in step.status}}
 
 
 def condition(state: Mapping[str, Any], generation: int | None,

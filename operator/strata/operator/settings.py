@@ -12,6 +12,8 @@
   kopf peering priority; with ``--peering`` only the highest-priority replica works.
 - ``STRATA_OPERATOR_REBALANCE_BATCH_SIZE`` (default 10): partitions per
   AlterPartitionReassignments batch of a rebalance (``rebalance.py``).
+- ``STRATA_OPERATOR_REBALANCE_THROTTLE`` (bytes/s, default 52428800 = 50 MiB/s; 0 = none): the
+  replication throttle of each batch's moving replicas (``throttle.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class Settings:
     topic_delete_timeout: float = 300.0
     peering_priority: int = 0
     rebalance_batch_size: int = 10
+    rebalance_throttle: int = 50 * 1024 * 1024
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -43,6 +46,7 @@ class Settings:
             topic_delete_timeout=float(env.get(prefix + "TOPIC_DELETE_TIMEOUT", "300")),
             peering_priority=int(env.get(prefix + "PEERING_PRIORITY", "0")),
             rebalance_batch_size=int(env.get(prefix + "REBALANCE_BATCH_SIZE", "10")),
+            rebalance_throttle=int(env.get(prefix + "REBALANCE_THROTTLE", "52428800")),
         )
 
 

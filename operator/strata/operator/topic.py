@@ -4,10 +4,12 @@ Reconcile (on create/update/resume and on a timer, which also reverts changes ma
 the cluster): find who owns the topic name (older Topic wins; the newer one gets
 ``ResourceConflict`` and touches nothing), find the Broker, ask Kafka what the topic looks like,
 apply ``topic_sync.decide``'s changes through the Kafka admin API (a ``replicas`` change as
-AlterPartitionReassignments, re-sent each pass until every partition has that many replicas),
-patch status explicitly (``partitions`` and ``replicas`` as Kafka has them). A spec Kafka
-refuses for good (an illegal topic name, more replicas than brokers) is a condition, not a
-retry. Every change of the Ready reason is also posted as an Event (``events.py``).
+AlterPartitionReassignments, re-sent each pass until every partition has that many replicas,
+throttled at ``STRATA_OPERATOR_REBALANCE_THROTTLE`` from its first pass until no reassignment
+is in progress: ``_throttle``), patch status explicitly (``partitions`` and ``replicas`` as
+Kafka has them). A spec Kafka refuses for good (an illegal topic name, more replicas than
+brokers) is a condition, not a retry. Every change of the Ready reason is also posted as an
+Event (``events.py``).
 
 Deletion (kopf's finalizer): never leaves a namespace stuck. The finalizer is released when
 this Topic does not own the topic name, when its Broker is gone or being deleted (the topic's
@@ -29,6 +31,8 @@ from strata.operator.kafka import Cluster, KafkaOperationError
 from strata.operator.kube import Kube, Obj
 from strata.operator.model import BrokerNames, BrokerSpec, SpecError, TopicSpec
 from strata.operator.settings import SETTINGS
+from strata.operator.throttle import TOPIC_CONFIGS, ThrottlePlan, plan_throttles
+from strata.operator.topic_sync import ObservedTopic
 
 logger = logging.getLogger(__name__)
 
@@ -106,8 +110,13 @@ def reconcile(body: Mapping[str, Any], kube: Kube,
                         dict(changes.set_config), list(changes.delete_config))
         served = True
         if changes.reassign:
-            served = cluster.reassign({(spec.topic_name, p): ids
-                                       for p, ids in changes.reassign.items()})
+            targets = {(spec.topic_name, p): ids for p, ids in changes.reassign.items()}
+            _throttle(cluster, spec.topic_name, observed, targets)
+            served = cluster.reassign(targets)
+        elif _throttled(observed, spec.config) and not cluster.ongoing_reassignments():
+            assert observed is not None
+            cluster.clear_throttle(ThrottlePlan({spec.topic_name: {}}, observed.brokers))
+            logger.info("topic %r: replication throttles removed", spec.topic_name)
             logger.info("topic %r: reassigning %d partitions to replication factor %s",
                         spec.topic_name, len(changes.reassign), spec.replicas)
         after = cluster.describe_topic(spec.topic_name) if not changes.empty else observed
@@ -139,6 +148,27 @@ def reconcile(body: Mapping[str, Any], kube: Kube,
     return write(True, conditions.TOPIC_READY,
                  f"topic {spec.topic_name!r} has {observed_now['partitions']} partitions"
                  + (f" of {factor} replicas" if factor is not None else ""), **observed_now)
+
+
+def _throttled(observed: ObservedTopic | None, spec_config: Mapping[str, str]) -> bool:
+    """Whether the topic carries throttled-replicas configs the spec does not set (the
+    operator's, from a ``replicas`` change)."""
+    return observed is not None and any(
+        observed.dynamic_config.get(key) and key not in spec_config for key in TOPIC_CONFIGS)
+
+
+def _throttle(cluster: Cluster, topic: str, observed: ObservedTopic | None,
+              targets: Mapping[tuple[str, int], tuple[int, ...]]) -> None:
+    """Throttle a ``replicas`` change (``throttle.py``) at its first pass: later passes see
+    the union of old and new replicas, which would plan no follower throttle. Removed once no
+    reassignment is in progress (Kafka's ``--verify``: topic configs and every broker's
+    rates)."""
+    if observed is None or SETTINGS.rebalance_throttle <= 0 or _throttled(observed, {}):
+        return
+    current = {(topic, p): ids for p, ids in observed.assignment.items()}
+    plan = plan_throttles(current, targets, SETTINGS.rebalance_throttle)
+    if not plan.empty:
+        cluster.set_throttle(ThrottlePlan(plan.topics, observed.brokers, plan.rate))
 
 
 def delete(body: Mapping[str, Any], kube: Kube, runtime_seconds: float,

@@ -7,7 +7,8 @@ the same Broker -> the older (``creationTimestamp``, then name) wins; the newer 
 ``decide`` compares the spec with what Kafka reports and returns the changes, in order:
 create the topic; raise partitions (never lower: the CRD's CEL rule rejects a decrease at
 admission, and a decrease done in Kafka cannot be undone, so it is reported); set configs
-that differ; delete dynamic topic configs the spec does not name (back to the default). The
+that differ; delete dynamic topic configs the spec does not name (back to the default), except
+the replication throttles a move of the operator's sets meanwhile. The
 same function reverts changes made directly in the cluster, run on a timer.
 
 A ``replicas`` (replication factor) change is carried out by partition reassignment
@@ -23,7 +24,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
+
+OPERATOR_MANAGED_CONFIGS: Final = frozenset({"leader.replication.throttled.replicas",
+                                             "follower.replication.throttled.replicas"})
+"""Set and removed by the operator's throttled moves (``throttle.py``): never drift."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +129,8 @@ def decide(spec_partitions: int, spec_config: Mapping[str, str],
                    f"{spec_partitions}; Kafka cannot remove partitions: raise spec.partitions")
     set_config = {k: v for k, v in sorted(spec_config.items())
                   if observed.dynamic_config.get(k) != v}
-    delete_config = tuple(sorted(k for k in observed.dynamic_config if k not in spec_config))
+    delete_config = tuple(sorted(k for k in observed.dynamic_config if k not in spec_config
+                                 and k not in OPERATOR_MANAGED_CONFIGS))
     return TopicChanges(partitions=grow, set_config=set_config, delete_config=delete_config,
                         problem=problem, reassign=reassign, replicas_problem=replicas_problem)
 

@@ -191,10 +191,14 @@ class BrokerState:
         return effective_broker_config(self.config, self.topic_store, self.node_id)
 
     def apply_broker_defaults(self) -> None:
-        """Push ``broker_defaults()`` and every topic's overrides to the logs (after a change)."""
-        self.log_manager.broker_config = self.broker_defaults()
-        for record in self.topic_store.topics().values():
+        """Push ``broker_defaults()`` and every topic's overrides to the logs and the
+        replication throttles (after a change)."""
+        self.log_manager.broker_config = defaults = self.broker_defaults()
+        topics = self.topic_store.topics().values()
+        for record in topics:
             self.log_manager.set_topic_config(record.name, record.configs)
+        self.replica_manager.replication_quotas.configure(
+            defaults, {r.name: r.configs for r in topics}, self.clock.milliseconds())
 
 
 @dataclass(slots=True)

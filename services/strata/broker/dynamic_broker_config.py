@@ -102,10 +102,16 @@ CLUSTER_LEVEL_LISTENER_CONFIGS: Final = frozenset({
     "max.connections", "max.connection.creation.rate", "num.network.threads",
 })
 
+REPLICATION_QUOTA_CONFIGS: Final = frozenset({
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+})
+"""Kafka's ``DynamicConfig.Broker``: the replication throttles (KIP-73), LONG, at least 0."""
+
 DYNAMIC_BROKER_CONFIGS: Final = (
     LOG_DEFAULT_KEYS | UNIT_SYNONYM_KEYS | DYNAMIC_SECURITY_CONFIGS | LOG_CLEANER_CONFIGS
     | THREAD_POOL_CONFIGS | frozenset({"metric.reporters"}) | LISTENER_CONFIGS
     | SOCKET_SERVER_CONFIGS | PRODUCER_STATE_CONFIGS | REMOTE_LOG_CONFIGS
+    | REPLICATION_QUOTA_CONFIGS
 )
 PER_BROKER_CONFIGS: Final = (
     (DYNAMIC_SECURITY_CONFIGS | LISTENER_CONFIGS) - CLUSTER_LEVEL_LISTENER_CONFIGS
@@ -130,7 +136,8 @@ CONFIG_TYPES: Final[Mapping[str, ConfigType]] = {
                      "remote.log.index.file.cache.total.size.bytes",
                      "remote.log.manager.copy.max.bytes.per.second",
                      "remote.log.manager.fetch.max.bytes.per.second",
-                     "remote.list.offsets.request.timeout.ms", "connections.max.reauth.ms"),
+                     "remote.list.offsets.request.timeout.ms", "connections.max.reauth.ms",
+                     *REPLICATION_QUOTA_CONFIGS),
                     ConfigType.LONG),
     **dict.fromkeys(("log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
                      "sasl.kerberos.ticket.renew.window.factor",
@@ -221,3 +228,6 @@ def _check_type(key: str, value: str) -> None:
         raise InvalidDynamicConfig(
             f"Invalid value {value} for configuration {key}: Not a valid "
             f"{kind.name.lower()}") from None
+    if key in REPLICATION_QUOTA_CONFIGS and int(text) < 0:
+        raise InvalidDynamicConfig(
+            f"Invalid value {value} for configuration {key}: Value must be at least 0")

@@ -76,6 +76,7 @@ from strata.broker.producer_id_manager import ClusterProducerIdManager, Producer
 from strata.broker.quotas.broker_quotas import open_quotas
 from strata.broker.quotas.client_quota_manager import QuotaWindow
 from strata.broker.replication.replica_manager import ReplicaManager
+from strata.broker.replication.replication_quota_metrics import ReplicationQuotaMetrics
 from strata.broker.security.authorization import open_authorizer
 from strata.broker.telemetry.client_metrics_collector import ClientMetricsCollector
 from strata.broker.topic_store import FileTopicStore, TopicRecord, TopicStore, TopicStoreError
@@ -200,6 +201,8 @@ class KafkaServer:
         replica_manager.log_metrics = metrics.log
         replica_manager.replication_metrics = metrics.replication
         FetchSessionMetrics(metrics.registry, state.fetch_sessions)
+        ReplicationQuotaMetrics(metrics.registry, replica_manager.replication_quotas,
+                                self.clock.milliseconds)
         state.transaction_coordinator.metrics = TransactionMetrics(
             metrics.registry, state.transaction_coordinator)
         state.client_metrics.exporter = ClientMetricsCollector(state.clock, metrics.registry)

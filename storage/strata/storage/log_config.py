@@ -13,6 +13,7 @@ builds a new ``LogConfig`` and swaps it in (no mutation).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -54,6 +55,19 @@ def _int_range(low: int, high: int) -> Callable[[str], int]:
             raise ValueError(f"must be between {low} and {high}")
         return value
 
+    return parse
+
+
+def _throttled_replicas(name: str) -> Callable[[str], str]:
+    """Kafka's ``ThrottledReplicaListValidator``: ``*`` or ``partition:broker,...``."""
+    def parse(raw: str) -> str:
+        items = [item.strip() for item in raw.split(",")]
+        if not (all(re.fullmatch(r"([0-9]+:[0-9]+)?", i) for i in items)
+                or "".join(items) == "*"):
+            raise ValueError(f"{name} must be the literal '*' or a list of replicas in the "
+                             "following format: [partitionId]:[brokerId],[partitionId]:"
+                             "[brokerId],...")
+        return raw.strip()
     return parse
 
 
@@ -132,6 +146,14 @@ TOPIC_CONFIGS: tuple[ConfigDef, ...] = (
               "Codec the log stores; producer keeps what the producer sent."),
     ConfigDef("preallocate", "preallocate", "log.preallocate", "false", _bool,
               "Preallocate segment files."),
+    # Read by the broker's replication quotas (KIP-73), not by the log.
+    ConfigDef("leader.replication.throttled.replicas", "leader_replication_throttled_replicas",
+              None, "", _throttled_replicas("leader.replication.throttled.replicas"),
+              "Replicas (partition:broker, or *) throttled on the leader side."),
+    ConfigDef("follower.replication.throttled.replicas",
+              "follower_replication_throttled_replicas", None, "",
+              _throttled_replicas("follower.replication.throttled.replicas"),
+              "Replicas (partition:broker, or *) throttled on the follower side."),
 )
 
 CONFIGS_BY_NAME: Mapping[str, ConfigDef] = {c.name: c for c in TOPIC_CONFIGS}
@@ -169,6 +191,8 @@ class LogConfig:
     unclean_leader_election_enable: bool = False
     compression_type: str = "producer"
     preallocate: bool = False
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
 
     @property
     def compact(self) -> bool:

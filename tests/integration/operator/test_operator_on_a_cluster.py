@@ -3,7 +3,8 @@
 * a spec change rolls the broker pods one at a time, and holds while a partition is
   under-replicated because a follower is stopped (SIGSTOP), resuming after SIGCONT;
 * a Topic's ``replicas`` 2 -> 3 -> 2 is carried out by reassignment, the Topic Ready with
-  ``status.replicas`` as Kafka has it only once every partition has that many replicas;
+  ``status.replicas`` as Kafka has it only once every partition has that many replicas, the
+  move's replication throttles removed once no reassignment is in progress;
 * a scale-down first moves the partitions off the leaving broker (AlterPartitionReassignments,
   carried out by the cluster's controller) and only then shrinks the StatefulSet.
 
@@ -17,6 +18,7 @@ import signal
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka.admin import ConfigResource
 
 from strata.operator.kube import Kube
 
@@ -95,6 +97,13 @@ def topic_state(kube: Kube, name: str) -> tuple[str | None, int | None]:
     return reason, status.get("replicas")
 
 
+def throttled_replicas(cluster: ClusterProcesses, topic: str) -> dict[str, str]:
+    resource = ConfigResource("topic", topic)
+    entries = cluster.admin().describe_configs([resource])[resource].result(timeout=30)
+    return {name: entry.value for name, entry in entries.items()
+            if name.endswith(".replication.throttled.replicas") and entry.value}
+
+
 def test_topic_replication_factor_changes_by_reassignment(
         kube: Kube, pods: StatefulSetController, operator: OperatorProcess,
         cluster: ClusterProcesses) -> None:
@@ -112,6 +121,11 @@ def test_topic_replication_factor_changes_by_reassignment(
                    f"the Topic Ready at {factor} replicas", operator.log_tail)
         leaders = {p.leader for i in range(2) if (p := cluster.partition("rf", i)) is not None}
         assert leaders and leaders <= {0, 1, 2}
+        # The move was throttled; once no reassignment is in progress the throttles go.
+        wait_until(lambda: not throttled_replicas(cluster, "rf"), 60,
+                   "the replication throttles of rf removed", operator.log_tail)
+    log = operator.log_path.read_text(encoding="utf-8", errors="replace")
+    assert log.count("topic 'rf': replication throttles removed") >= 2, log[-3000:]
     kube.delete("Topic", NS, "rf")
     wait_until(lambda: "rf" not in cluster.admin().list_topics(timeout=5).topics, 60,
                "the topic deleted", operator.log_tail)

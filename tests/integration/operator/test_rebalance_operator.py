@@ -5,7 +5,10 @@ Scale 3 -> 5 while a confluent-kafka producer writes with acks=all (idempotent):
 waits for the two new brokers to register, moves replicas in batches (AlterPartitionReassignments,
 each batch waited for with ListPartitionReassignments), elects the preferred leaders, and ends
 ``Done`` with replicas and leaders within ±1 of even on the five brokers; every acknowledged
-record is read back. Then the annotation ``strata.dev/rebalance: "true"`` rebalances a topic
+record is read back. Each batch is throttled (the moving replicas' throttled-replicas topic
+configs and the brokers' throttled rates, in ``status.rebalance.throttle`` while it moves) and
+no throttle is left once done. Then the annotation ``strata.dev/rebalance: "true"`` rebalances
+a topic
 created with every preferred leader on broker 0, and is removed once done.
 """
 
@@ -16,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import ConfigResource
 
 from strata.operator.kube import Kube
 
@@ -28,6 +32,7 @@ pytestmark = [pytest.mark.k8s, pytest.mark.integration, pytest.mark.slow,
               pytest.mark.timeout(300)]
 
 PARTITIONS = 10
+THROTTLE = 10 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +46,8 @@ def operator(kube_mock: KubeMock, cluster: ClusterProcesses,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     with running_operator(tmp_path_factory.mktemp("operator"), kube_mock.kubeconfig,
                           {"STRATA_OPERATOR_BOOTSTRAP_SERVERS": cluster.bootstrap,
-                           "STRATA_OPERATOR_REBALANCE_BATCH_SIZE": "4"}) as started:
+                           "STRATA_OPERATOR_REBALANCE_BATCH_SIZE": "4",
+                           "STRATA_OPERATOR_REBALANCE_THROTTLE": str(THROTTLE)}) as started:
         yield started
 
 
@@ -66,6 +72,19 @@ def counts(cluster: ClusterProcesses) -> tuple[Counter[int], Counter[int]]:
     return replicas, leaders
 
 
+def throttle_configs(cluster: ClusterProcesses) -> dict[str, str]:
+    """Every replication throttle still set on a broker or on the topic ``balance``."""
+    resources = [ConfigResource("broker", str(b)) for b in range(5)]
+    resources.append(ConfigResource("topic", "balance"))
+    left = {}
+    for asked in resources:  # librdkafka: one broker resource per call
+        (future,) = cluster.admin().describe_configs([asked]).values()
+        for name, entry in future.result(timeout=30).items():
+            if "replication.throttled" in name and entry.value not in (None, "", str(2**63 - 1)):
+                left[f"{asked.name}/{name}"] = entry.value
+    return left
+
+
 def even(counter: Counter[int], brokers: range) -> bool:
     values = [counter.get(b, 0) for b in brokers]
     return max(values) - min(values) <= 1
@@ -82,9 +101,14 @@ def test_scale_up_rebalances_while_a_producer_writes(
         cluster.add_broker(4)
         kube.patch("Broker", NS, "events", {"spec": {"replicas": 5}})
 
+        throttles: list[dict[str, Any]] = []
+
         def done() -> bool:
             pods.sync()  # the StatefulSet controller creates events-3 and events-4
-            return rebalance_status(kube).get("state") == "Done"
+            status = rebalance_status(kube)
+            if status.get("throttle"):
+                throttles.append(status["throttle"])
+            return status.get("state") == "Done"
 
         wait_until(done, 180, "the rebalance done", operator.log_tail)
         written = producer.acked.count()
@@ -93,6 +117,9 @@ def test_scale_up_rebalances_while_a_producer_writes(
         acked = producer.stop()
     status = rebalance_status(kube)
     assert status["reason"] == "ScaleUp"
+    assert throttles and all(t["rate"] == THROTTLE for t in throttles), throttles
+    assert "throttle" not in status
+    assert not throttle_configs(cluster), "throttles left after the rebalance"
     assert status["batchesDone"] >= 2, status  # 12 replica moves in batches of 4 partitions
     assert status["batchesDone"] == status["batchesTotal"]
     replicas, leaders = counts(cluster)

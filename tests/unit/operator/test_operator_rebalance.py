@@ -13,6 +13,7 @@ import pytest
 from strata.operator import rebalance
 from strata.operator.balance import spread
 from strata.operator.kafka import KafkaOperationError
+from strata.operator.throttle import ThrottlePlan
 
 TP = tuple[str, int]
 
@@ -37,6 +38,8 @@ class Cluster:
         self.sent: list[dict[TP, tuple[int, ...]]] = []
         self.elected: list[TP] = []
         self.refuse_election = False
+        self.throttles: list[ThrottlePlan] = []  # in force
+        self.throttle_log: list[tuple[str, ThrottlePlan]] = []
 
     def racks(self) -> dict[int, str | None]:
         return dict(self.registered)
@@ -59,6 +62,14 @@ class Cluster:
 
     def leaders(self) -> dict[TP, int]:
         return dict(self.leader)
+
+    def set_throttle(self, plan: ThrottlePlan) -> None:
+        self.throttles.append(plan)
+        self.throttle_log.append(("set", plan))
+
+    def clear_throttle(self, plan: ThrottlePlan) -> None:
+        self.throttles = [p for p in self.throttles if p != plan]
+        self.throttle_log.append(("clear", plan))
 
     def elect_preferred_leaders(self, partitions: Sequence[TP]) -> None:
         if self.refuse_election:
@@ -133,3 +144,48 @@ def test_the_condition_follows_the_state() -> None:
         "True", "Rebalancing", "ScaleUp: batch 1")
     done = rebalance.condition({"state": "Done", "reason": "ScaleUp", "message": "ok"}, 3, [])
     assert (done["status"], done["reason"]) == ("False", "RebalanceComplete")
+
+
+def test_each_batch_is_throttled_and_its_throttles_removed_once_it_is_done() -> None:
+    layout = {("t", p): (0, 1) for p in range(6)}
+    cluster = Cluster([0, 1, 2], layout)
+    status = rebalance.trigger(None, {"strata.dev/rebalance": "true"}, 3, 3, False)
+    assert status is not None
+    state = rebalance.advance(cluster, status, 3, 2, scaling_down=False,  # type: ignore[arg-type]
+                              throttle=1_000)
+    assert state.status["state"] == "Moving" and len(cluster.throttles) == 1
+    (first,) = cluster.throttles
+    batch = cluster.sent[-1]
+    assert first.rate == 1_000 and set(first.brokers) == {0, 1, 2}
+    assert ThrottlePlan.from_status(state.status["throttle"]) == first  # survives a restart
+    moving = {tp for tp, target in batch.items() if target != layout[tp]}
+    assert first.topics["t"]["leader.replication.throttled.replicas"] == ",".join(
+        f"{p}:{b}" for _, p in sorted(moving) for b in (0, 1))
+    # Still moving: the throttles stay.
+    held = rebalance.advance(cluster, state.status, 3, 2, scaling_down=False,  # type: ignore[arg-type]
+                             throttle=1_000)
+    assert cluster.throttles == [first] and held.status["throttle"]
+    cluster.finish()
+    # An operator restarted mid-batch knows only the status: it removes the throttles of the
+    # finished batch, then throttles the next one.
+    restarted = dict(held.status)
+    after = rebalance.advance(cluster, restarted, 3, 2, scaling_down=False,  # type: ignore[arg-type]
+                              throttle=1_000)
+    assert cluster.throttle_log[1] == ("clear", first)
+    while after.status["state"] != "Done":
+        cluster.finish()
+        after = rebalance.advance(cluster, after.status, 3, 2,  # type: ignore[arg-type]
+                                  scaling_down=False, throttle=1_000)
+    assert cluster.throttles == [] and "throttle" not in after.status
+    sets = [p for kind, p in cluster.throttle_log if kind == "set"]
+    assert len(sets) == after.status["batchesDone"]
+
+
+def test_without_a_throttle_nothing_is_set() -> None:
+    cluster = Cluster([0, 1, 2], {("t", p): (0, 1) for p in range(4)})
+    status = rebalance.trigger(None, {"strata.dev/rebalance": "true"}, 3, 3, False)
+    assert status is not None
+    state = rebalance.advance(cluster, status, 3, 2, scaling_down=False,  # type: ignore[arg-type]
+                              throttle=0)
+    assert state.status["state"] == "Moving" and "throttle" not in state.status
+    assert not cluster.throttle_log

@@ -15,6 +15,7 @@ import pytest
 from strata.operator import crds, topic
 from strata.operator.kafka import KafkaOperationError
 from strata.operator.model import SpecError, TopicSpec, topic_name_problem
+from strata.operator.throttle import TOPIC_CONFIGS, ThrottlePlan
 from strata.operator.topic_sync import ObservedTopic, decide, plan_replication
 
 from .test_operator_crds import admitted, validate
@@ -136,9 +137,27 @@ class Kafka:
         self.brokers = brokers
         self.moves = moves
         self.sent: list[dict[tuple[str, int], tuple[int, ...]]] = []
+        self.config: dict[str, str] = {}
+        self.rates: dict[int, str] = {}
+        self.ongoing = False
 
     def describe_topic(self, name: str) -> ObservedTopic:
-        return ObservedTopic(len(self.assignment), {}, dict(self.assignment), self.brokers)
+        return ObservedTopic(len(self.assignment), dict(self.config), dict(self.assignment),
+                             self.brokers)
+
+    def set_throttle(self, plan: ThrottlePlan) -> None:
+        for configs in plan.topics.values():
+            self.config.update(configs)
+        self.rates.update(dict.fromkeys(plan.brokers, str(plan.rate)))
+
+    def clear_throttle(self, plan: ThrottlePlan) -> None:
+        for key in TOPIC_CONFIGS:
+            self.config.pop(key, None)
+        for broker in plan.brokers:
+            self.rates.pop(broker, None)
+
+    def ongoing_reassignments(self) -> set[tuple[str, int]]:
+        return {("t", 0)} if self.ongoing else set()
 
     def reassign(self, plan: Mapping[tuple[str, int], tuple[int, ...]]) -> bool:
         self.sent.append(dict(plan))
@@ -220,3 +239,21 @@ def test_a_pass_with_a_stale_body_does_not_post_the_same_event_again() -> None:
     first, _ = run(body, cluster)
     second, _ = run(stale, cluster)  # the timer still holds the body without status
     assert len(first.events) == 1 and second.events == []
+
+
+def test_a_replicas_change_is_throttled_until_no_reassignment_is_in_progress() -> None:
+    body = topic_cr(replicas=3, partitions=1)
+    kafka = Kafka({0: (0, 1)}, (0, 1, 2), moves=False)
+    _, status = run(body, kafka)
+    assert kafka.config == {"leader.replication.throttled.replicas": "0:0,0:1",
+                            "follower.replication.throttled.replicas": "0:2"}
+    assert set(kafka.rates) == {0, 1, 2}
+    # Kafka moving: its replica list is the union; the throttle is not planned again.
+    kafka.assignment[0] = (0, 1, 2)
+    kafka.ongoing = True
+    _, status = run(body, kafka)
+    assert kafka.config["follower.replication.throttled.replicas"] == "0:2"
+    kafka.ongoing = False  # done: the next pass removes the throttles
+    _, status = run(body, kafka)
+    assert kafka.config == {} and kafka.rates == {}
+    assert condition(status)[:2] == ("True", "TopicReady")

@@ -20,6 +20,13 @@ Each partition goes through two phases with its leader:
    Whole batches are appended as the leader wrote them (``Log.append_as_follower``: offsets and
    epochs kept, CRC checked); the high watermark becomes min(leader's HW, our log end offset).
 
+Replication throttles (KIP-73, Kafka's ``shouldFollowerThrottle``): a partition throttled on the
+follower side (``follower.replication.throttled.replicas``) is left out of the request while
+this replica is not in sync (behind the leader's high watermark at its last fetch) and
+``follower.replication.throttled.rate`` is exceeded; when every partition is left out the
+fetcher waits ``replica.fetch.backoff.ms``. Bytes fetched for throttled partitions are recorded
+against that rate, in sync or not.
+
 Errors per partition: FENCED_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER / UNKNOWN_LEADER_EPOCH /
 UNKNOWN_TOPIC_OR_PARTITION pause the partition for ``replica.fetch.backoff.ms`` (the cluster
 layer re-adds it with the new leadership); OFFSET_OUT_OF_RANGE restarts it empty at the leader's
@@ -94,6 +101,11 @@ class _FetchState:
     leader_epoch: int
     truncating: bool = True
     paused_until: float = 0.0
+    lag: int | None = None  # leader's HW - our LEO after the last fetch with records
+
+    @property
+    def in_sync(self) -> bool:  # Kafka's PartitionFetchState.isReplicaInSync
+        return self.lag is not None and self.lag <= 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,11 +252,18 @@ class ReplicaFetcher:
     # ------------------------------------------------------------------- fetching
     async def _fetch(self, states: Mapping[TopicPartition, _FetchState]) -> None:
         offsets: dict[TopicPartition, int] = {}
-        for tp in states:
+        quota = self.replica_manager.replication_quotas.follower
+        now_ms = self.replica_manager.clock.milliseconds()
+        for tp, state in states.items():
             partition = self._hosted(tp)
-            if partition is not None:
+            if partition is not None and not quota.should_throttle(tp[0], tp[1], state.in_sync,
+                                                                   now_ms):
                 offsets[tp] = partition.log_end_offset
         if not offsets:
+            if any(tp in self.partitions for tp in states):  # all throttled: back off
+                self._changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), self.config.backoff_ms / 1000)
             return
         config = self.config
         session = self.session
@@ -298,6 +317,12 @@ class ReplicaFetcher:
             records = rb.whole_batches(answer.records or b"")
             if records and partition.log_end_offset == fetch_offset:
                 log.append_as_follower(records)
+                quota = self.replica_manager.replication_quotas.follower
+                if quota.is_throttled(*tp):
+                    quota.record(len(records), self.replica_manager.clock.milliseconds())
+            state = self.partitions[tp]
+            if records or state.lag is None:
+                state.lag = max(0, answer.high_watermark - log.log_end_offset)
             log.update_high_watermark(min(answer.high_watermark, log.log_end_offset))
         except StorageError as exc:
             logger.error("broker %d stops fetching %s-%d: %s", self.node_id, tp[0], tp[1], exc)

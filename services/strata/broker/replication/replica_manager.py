@@ -20,7 +20,12 @@ Kafka's ``ReplicaManager``. Owns:
   ``max_bytes`` (at least one batch, KIP-74), and the long poll: with fewer than ``min_bytes``
   readable, the fetch waits up to ``max_wait_ms`` in the fetch purgatory and is woken by the
   next append to one of its partitions (``delayed_operation``);
-* ``delete_records``: DeleteRecords on the leader.
+* ``delete_records``: DeleteRecords on the leader;
+* the leader side of replication throttles (KIP-73, ``replication_quota``): a follower's read of
+  a throttled partition while the follower is out of the ISR and ``leader.replication.
+  throttled.rate`` is exceeded is answered with no records (its fetch state still recorded, as
+  Kafka's ``readFromLocalLog`` does); the bytes of throttled partitions sent to followers are
+  recorded against that rate. In-sync followers are never held back.
 
 Results are per partition, in request order; errors never raise out of these methods except
 programming errors. Event-loop only: appends and reads touch only the page cache (``os.write``,
@@ -49,6 +54,7 @@ from strata.broker.replication.partition import (
     PartitionError,
     UnknownTopicOrPartitionError,
 )
+from strata.broker.replication.replication_quota import ReplicationQuotas
 from strata.protocol.error_codes import ErrorCode
 from strata.storage.clock import Clock
 from strata.storage.errors import InvalidRecordError, StorageError
@@ -135,6 +141,8 @@ class ReplicaManager:
         # Whether the cluster has a partition this broker does not host (then a request for it
         # is NOT_LEADER_OR_FOLLOWER, as Kafka answers, not UNKNOWN_TOPIC_OR_PARTITION).
         self.partition_exists: Callable[[TopicPartition], bool] = lambda tp: False
+        # Replication throttles (both sides; the fetchers read the follower side from here).
+        self.replication_quotas = ReplicationQuotas(node_id)
 
     # ------------------------------------------------------------- partitions
     def make_leader(
@@ -383,7 +391,7 @@ class ReplicaManager:
         results, total, failed = self._read_from_local_logs(fetch_infos, max_bytes, isolation,
                                                             replica_id)
         if max_wait_ms <= 0 or not fetch_infos or total >= min_bytes or failed:
-            return results
+            return self._record_replication(fetch_infos, results, replica_id)
 
         def try_complete() -> list[FetchPartitionResult] | None:
             if not self._fetch_has_news(fetch_infos, isolation):
@@ -397,7 +405,21 @@ class ReplicaManager:
 
         keys = [tp for tp, _ in fetch_infos]
         delayed = DelayedFetch(keys, max_wait_ms, try_complete, on_expiration)
-        return await delayed.run(self.fetch_purgatory)
+        return self._record_replication(fetch_infos, await delayed.run(self.fetch_purgatory),
+                                        replica_id)
+
+    def _record_replication(
+        self, fetch_infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]],
+        results: list[FetchPartitionResult], replica_id: int,
+    ) -> list[FetchPartitionResult]:
+        """A follower's answer: record the bytes of its throttled partitions (in sync or not)
+        against ``leader.replication.throttled.rate`` (Kafka's ``sizeOfThrottledPartitions``)."""
+        quota = self.replication_quotas.leader
+        if replica_id >= 0 and quota.throttled_topics():
+            size = sum(result.size for (tp, _), result in zip(fetch_infos, results, strict=True)
+                       if result.size and quota.is_throttled(*tp))
+            quota.record(size, self.clock.milliseconds())
+        return results
 
     def _fetch_has_news(self, fetch_infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]],
                         isolation: FetchIsolation) -> bool:
@@ -475,6 +497,10 @@ class ReplicaManager:
                     if read.high_watermark != partition.high_watermark:  # the fetch moved it
                         read = read._replace(high_watermark=partition.high_watermark,
                                              last_stable_offset=partition.last_stable_offset)
+                    if (read.size and replica_id not in partition.isr
+                            and self.replication_quotas.leader.should_throttle(
+                                tp[0], tp[1], False, self.clock.milliseconds())):
+                        read = read._replace(slices=(), size=0)  # Kafka: "simply return empty"
             except (StorageError, PartitionError) as exc:
                 results.append(FetchPartitionResult(exc.error_code))
                 failed = True
