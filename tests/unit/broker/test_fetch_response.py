@@ -14,7 +14,7 @@ import pytest
 
 from strata.broker.network.fetch_response import encode_fetch_response
 from strata.broker.network.request_context import Response
-from strata.broker.replication.replica_manager import FetchPartitionResult
+from strata.broker.replication.partition_results import FetchPartitionResult
 from strata.protocol import ApiKey, build_response
 from strata.protocol.messages import encode_body
 from strata.storage.file_records import FileSlice

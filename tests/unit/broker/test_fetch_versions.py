@@ -23,7 +23,7 @@ from strata.broker.network.fetch_response import (
     encode_fetch_response,
 )
 from strata.broker.network.request_context import RequestContext, Response
-from strata.broker.replication.replica_manager import FetchPartitionResult
+from strata.broker.replication.partition_results import FetchPartitionResult
 from strata.protocol import ApiKey, build_response
 from strata.protocol.codec import decode_request, encode_request
 from strata.protocol.error_codes import ErrorCode

@@ -10,11 +10,8 @@ import uuid
 from pathlib import Path
 
 from strata.broker.replication.partition import FetchIsolation
-from strata.broker.replication.replica_manager import (
-    FetchPartitionResult,
-    PartitionFetchInfo,
-    ReplicaManager,
-)
+from strata.broker.replication.partition_results import FetchPartitionResult, PartitionFetchInfo
+from strata.broker.replication.replica_manager import ReplicaManager
 from strata.protocol.error_codes import ErrorCode
 from strata.storage.clock import ManualClock
 from strata.storage.log_transactions import AppendOrigin

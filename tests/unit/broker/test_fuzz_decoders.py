@@ -45,7 +45,7 @@ from strata.broker.group.metadata_codec import (
 from strata.broker.network.fetch_response import encode_fetch_response
 from strata.broker.network.listeners import ListenerSecurity
 from strata.broker.network.security_session import AuthenticationFailed, SaslState, SecuritySession
-from strata.broker.replication.replica_manager import FetchPartitionResult
+from strata.broker.replication.partition_results import FetchPartitionResult
 from strata.client.fetch_codec import read_fetch_response
 from strata.security.credentials import FileCredentialStore
 from strata.security.sasl import SecurityProtocol

@@ -11,7 +11,7 @@ from strata.broker.handlers import fetch, produce
 from strata.broker.metrics.broker_metrics import BrokerMetrics
 from strata.broker.network.request_context import Response
 from strata.broker.replication.partition import FetchIsolation
-from strata.broker.replication.replica_manager import PartitionFetchInfo
+from strata.broker.replication.partition_results import PartitionFetchInfo
 from strata.protocol import ApiKey, build_response
 from strata.storage.clock import ManualClock
 

@@ -13,7 +13,7 @@ import pytest
 from strata.broker.broker_state import BrokerState
 from strata.broker.handlers.produce import encode_produce_response, handle
 from strata.broker.network.request_context import Response
-from strata.broker.replication.replica_manager import PartitionAppendResult
+from strata.broker.replication.partition_results import PartitionAppendResult
 from strata.protocol import ApiKey, build_response
 from strata.protocol.messages import decode_response_body, encode_body
 from strata.security.acl import ResourceType

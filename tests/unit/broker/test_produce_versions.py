@@ -22,7 +22,7 @@ from strata.broker.handlers.produce import (
     topic_name,
 )
 from strata.broker.network.request_context import Response
-from strata.broker.replication.replica_manager import PartitionAppendResult
+from strata.broker.replication.partition_results import PartitionAppendResult
 from strata.protocol import ApiKey, build_response
 from strata.protocol.codec import decode_request
 from strata.protocol.header import RequestHeader, encode_request_header, request_header_version

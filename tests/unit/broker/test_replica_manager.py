@@ -6,7 +6,8 @@ import asyncio
 from pathlib import Path
 
 from strata.broker.replication.partition import FetchIsolation
-from strata.broker.replication.replica_manager import PartitionFetchInfo, ReplicaManager
+from strata.broker.replication.partition_results import PartitionFetchInfo
+from strata.broker.replication.replica_manager import ReplicaManager
 
 from .helpers import TOPIC_ID, batch, replica_manager
 

@@ -11,10 +11,8 @@ import pytest
 
 from strata.broker.replication.follower_state import FollowerState
 from strata.broker.replication.partition import FetchIsolation, Partition
-from strata.broker.replication.replica_manager import (
-    PartitionFetchInfo,
-    ReplicaManager,
-)
+from strata.broker.replication.partition_results import PartitionFetchInfo
+from strata.broker.replication.replica_manager import ReplicaManager
 from strata.protocol.error_codes import ErrorCode
 from strata.storage.clock import ManualClock
 

@@ -11,7 +11,8 @@ import pytest
 
 from strata.broker.dynamic_broker_config import InvalidDynamicConfig, check_dynamic_broker_configs
 from strata.broker.replication.partition import FetchIsolation
-from strata.broker.replication.replica_manager import PartitionFetchInfo, ReplicaManager
+from strata.broker.replication.partition_results import PartitionFetchInfo
+from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.replication.replication_quota import (
     ALL_REPLICAS,
     LONG_MAX,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from strata.broker.network.fetch_response import encode_fetch_response
-from strata.broker.replication.replica_manager import FetchPartitionResult
+from strata.broker.replication.partition_results import FetchPartitionResult
 from strata.client.fetch_codec import (
     AbortedTransaction,
     FetchPosition,

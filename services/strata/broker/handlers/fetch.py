@@ -75,7 +75,7 @@ from strata.broker.network.fetch_response import (
 from strata.broker.network.request_context import RequestContext, Response
 from strata.broker.quotas.request_quotas import charge_fetch, quota_user
 from strata.broker.replication.partition import FetchIsolation, PartitionError, error_code_of
-from strata.broker.replication.replica_manager import FetchPartitionResult, PartitionFetchInfo
+from strata.broker.replication.partition_results import FetchPartitionResult, PartitionFetchInfo
 from strata.protocol.error_codes import ErrorCode
 from strata.security.acl import AclOperation, ResourceType
 from strata.storage.errors import StorageError

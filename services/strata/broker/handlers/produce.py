@@ -59,7 +59,7 @@ from strata.broker.broker_state import BrokerEndpoint
 from strata.broker.cluster.image import ClusterImage
 from strata.broker.handlers.produce_verification import verify_produce
 from strata.broker.network.request_context import RequestContext, Response
-from strata.broker.replication.replica_manager import PartitionAppendResult
+from strata.broker.replication.partition_results import PartitionAppendResult
 from strata.broker.topic_store import TopicStore
 from strata.protocol.error_codes import ErrorCode
 from strata.security.acl import AclOperation, ResourceType

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from strata.broker.broker_state import BrokerState
-from strata.broker.replication.replica_manager import PartitionAppendResult
+from strata.broker.replication.partition_results import PartitionAppendResult
 from strata.broker.transaction.transaction_verification import (
     operation_for_produce,
     produce_error,

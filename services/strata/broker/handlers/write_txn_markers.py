@@ -36,7 +36,8 @@ import logging
 from typing import Any, Final
 
 from strata.broker.network.request_context import RequestContext
-from strata.broker.replication.replica_manager import PartitionAppendResult, TopicPartition
+from strata.broker.replication.partition_results import PartitionAppendResult
+from strata.broker.replication.replica_manager import TopicPartition
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_response

@@ -62,7 +62,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from strata.broker.network.request_context import Response
-from strata.broker.replication.replica_manager import FetchPartitionResult
+from strata.broker.replication.partition_results import FetchPartitionResult
 from strata.storage.file_records import FileSlice
 
 MIN_VERSION = 4

@@ -38,7 +38,6 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple
 
 from strata.broker.metrics.log_metrics import LogMetrics
 from strata.broker.metrics.replication_metrics import ReplicationMetrics
@@ -54,11 +53,16 @@ from strata.broker.replication.partition import (
     PartitionError,
     UnknownTopicOrPartitionError,
 )
+from strata.broker.replication.partition_results import (
+    DeleteRecordsResult,
+    FetchPartitionResult,
+    PartitionAppendResult,
+    PartitionFetchInfo,
+)
 from strata.broker.replication.replication_quota import ReplicationQuotas
 from strata.protocol.error_codes import ErrorCode
 from strata.storage.clock import Clock
 from strata.storage.errors import InvalidRecordError, StorageError
-from strata.storage.file_records import FileSlice
 from strata.storage.log_manager import LogManager
 from strata.storage.log_transactions import AppendOrigin
 from strata.storage.verification_state import SENTINEL_GUARD
@@ -68,44 +72,6 @@ logger = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 
 UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartitionError.error_code
-
-
-class PartitionAppendResult(NamedTuple):
-    """One partition of a produce: Kafka's ``PartitionResponse``."""
-
-    error_code: int
-    base_offset: int = -1
-    log_append_time: int = -1
-    log_start_offset: int = -1
-    error_message: str | None = None
-    record_errors: tuple[tuple[int, str | None], ...] = ()  # (batch_index, message), KIP-467
-
-
-class PartitionFetchInfo(NamedTuple):
-    """One partition of a fetch request."""
-
-    fetch_offset: int
-    max_bytes: int
-    current_leader_epoch: int = -1
-
-
-class FetchPartitionResult(NamedTuple):
-    """One partition of a fetch response. Offsets are -1 with an error (Kafka's rule)."""
-
-    error_code: int
-    high_watermark: int = -1
-    last_stable_offset: int = -1
-    log_start_offset: int = -1
-    records: tuple[FileSlice, ...] = ()
-    size: int = 0
-    # read_committed: (producer id, first offset) of the aborted transactions the records
-    # overlap; None for other reads (the response then says empty or null by isolation).
-    aborted_transactions: tuple[tuple[int, int], ...] | None = None
-
-
-class DeleteRecordsResult(NamedTuple):
-    error_code: int
-    low_watermark: int = -1
 
 
 _UNKNOWN_APPEND = PartitionAppendResult(UNKNOWN_TOPIC_OR_PARTITION,
