@@ -84,6 +84,8 @@ async def test_topic_lists_every_config_with_its_source(tmp_path: Path) -> None:
     assert configs["retention.ms"].config_type == ConfigType.LONG
     assert configs["segment.bytes"].config_type == ConfigType.INT
     assert configs["cleanup.policy"].config_type == ConfigType.LIST
+    assert configs["leader.replication.throttled.replicas"].config_type == ConfigType.LIST
+    assert configs["follower.replication.throttled.replicas"].config_type == ConfigType.LIST
     assert configs["preallocate"].config_type == ConfigType.BOOLEAN
     assert configs["retention.ms"].documentation
     assert configs["retention.ms"].synonyms == ()  # not asked for

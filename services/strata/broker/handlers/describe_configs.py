@@ -110,8 +110,15 @@ class ConfigEntry:
 # ------------------------------------------------------------------ types
 
 
+# Lists Kafka types LIST that ``LogConfig`` keeps as their text (the throttles parse it).
+_LISTS_KEPT_AS_TEXT: Final = frozenset({"leader.replication.throttled.replicas",
+                                        "follower.replication.throttled.replicas"})
+
+
 def topic_config_type(cdef: ConfigDef) -> ConfigType:
     """Kafka's type of a topic config, read off ``LogConfig``'s field and the validator."""
+    if cdef.name in _LISTS_KEPT_AS_TEXT:
+        return ConfigType.LIST
     annotation = str(next(f.type for f in dataclasses.fields(LogConfig) if f.name == cdef.attr))
     if annotation == "bool":
         return ConfigType.BOOLEAN
