@@ -182,10 +182,22 @@ class RecordOut(BaseModel):
 
 
 # ------------------------------------------------------------------------------------ groups
+GroupType = Literal["classic", "consumer", "simple"]
+"""Kafka's admin ``GroupType`` for a consumer group: ``classic`` (the JoinGroup/SyncGroup
+protocol), ``consumer`` (KIP-848, ConsumerGroupHeartbeat), ``simple`` (a group that only stores
+the offsets of ``assign()`` consumers)."""
+
+
 class GroupSummary(BaseModel):
     group_id: str
     state: str
-    type: Literal["consumer", "simple"]
+    type: Literal["consumer", "simple"] = Field(
+        description="Whether the group has members' protocol (consumer) or only stores offsets "
+                    "(simple); see group_type for the rebalance protocol.")
+    group_type: GroupType | None = Field(
+        default=None,
+        description="The rebalance protocol (Kafka's GroupType); the REST API always "
+                    "sets it.")
 
 
 class TopicPartitionRef(BaseModel):
@@ -213,6 +225,7 @@ class GroupOffset(BaseModel):
 class GroupDescription(BaseModel):
     group_id: str
     state: str
+    group_type: GroupType = Field(description="The rebalance protocol (Kafka's GroupType).")
     protocol: str | None
     coordinator: int | None
     members: list[GroupMember]

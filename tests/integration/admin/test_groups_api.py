@@ -55,9 +55,11 @@ def test_group_lifecycle(api: httpx.Client, admin_service: AdminProcess) -> None
         consumer.commit(asynchronous=False)
 
         listed = {g["group_id"]: g for g in api.get("/v1/groups").json()}
-        assert listed[GROUP] == {"group_id": GROUP, "state": "STABLE", "type": "consumer"}
+        assert listed[GROUP] == {"group_id": GROUP, "state": "STABLE", "type": "consumer",
+                                 "group_type": "classic"}
         described = api.get(f"/v1/groups/{GROUP}").json()
         assert described["state"] == "STABLE" and described["protocol"] == "range"
+        assert described["group_type"] == "classic"
         assert described["coordinator"] == 1
         [member] = described["members"]
         assert member["client_id"] == "billing-1"
@@ -118,3 +120,29 @@ def test_group_lifecycle(api: httpx.Client, admin_service: AdminProcess) -> None
     assert GROUP not in {g["group_id"] for g in api.get("/v1/groups").json()}
     problem(api.post(f"/v1/groups/{GROUP}/offsets/reset", json={"to": "earliest"}), 404,
             "GROUP_ID_NOT_FOUND")
+
+
+def test_consumer_protocol_group_reports_group_type_consumer(
+        api: httpx.Client, admin_service: AdminProcess) -> None:
+    """KIP-848: a ``group.protocol=consumer`` member's group is ``group_type`` consumer (Kafka's
+    admin ``GroupType.CONSUMER``), its ``type`` still ``consumer`` (not offsets-only)."""
+    topic, group = "kip848-orders", "kip848-group"
+    assert api.post("/v1/topics", json={"name": topic, "partitions": 1}).status_code == 201
+    consumer = Consumer({"bootstrap.servers": admin_service.bootstrap, "group.id": group,
+                         "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        listed: dict[str, dict[str, str]] = {}
+
+        def refresh() -> None:
+            consumer.poll(0.2)
+            listed.update({g["group_id"]: g for g in api.get("/v1/groups").json()})
+
+        wait_for(lambda: listed.get(group, {}).get("state") == "STABLE",
+                 "the KIP-848 group to be stable", poll=refresh)
+        assert listed[group]["group_type"] == "consumer"
+        assert listed[group]["type"] == "consumer"
+        described = api.get(f"/v1/groups/{group}").json()
+        assert described["group_type"] == "consumer"
+    finally:
+        consumer.close()

@@ -1,12 +1,13 @@
 """``/v1/groups``: consumer groups — list, describe with lag, reset offsets, delete.
 
 * ``GET /v1/groups``: ListGroups — id, state, type (``simple`` for groups that only store
-  offsets of ``assign()`` consumers);
+  offsets of ``assign()`` consumers) and ``group_type``, the rebalance protocol as Kafka's
+  admin client reports it (``classic``, ``consumer`` for KIP-848 groups, ``simple``);
 * ``GET /v1/groups/{group_id}``: DescribeGroups (state, protocol, coordinator, members and
   their assignment), OffsetFetch (committed offsets) and ListOffsets (log end offsets): one
   offsets row per partition assigned or committed, with lag = log end - committed
-  (``kafka-consumer-groups.sh --describe``). A group the coordinator does not know (state
-  Dead) is 404 GROUP_ID_NOT_FOUND;
+  (``kafka-consumer-groups.sh --describe``); ``group_type`` as in the list. A group the
+  coordinator does not know (state Dead) is 404 GROUP_ID_NOT_FOUND;
 * ``POST /v1/groups/{group_id}/offsets/reset``: ``earliest | latest | timestamp | offset`` for
   the partitions named (default: every partition the group has committed), Kafka's clamping
   rules (``strata.client.group_offsets.reset_plan``, shared with ``strata groups reset-offsets``);
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from confluent_kafka import ConsumerGroupState
+from confluent_kafka import ConsumerGroupState, ConsumerGroupType
 from fastapi import APIRouter, Path, Response
 
 from strata.admin.kafka_gateway import KafkaGateway
@@ -32,6 +33,7 @@ from strata.admin.models import (
     GroupMember,
     GroupOffset,
     GroupSummary,
+    GroupType,
     OffsetReset,
     OffsetResetResult,
     ResetTarget,
@@ -57,12 +59,21 @@ def _state(state: Any) -> str:
     return state.name if isinstance(state, ConsumerGroupState) else str(state)
 
 
+def group_type(kind: Any, simple: bool) -> GroupType:
+    """Kafka's ``GroupType`` from a listing or description: ``consumer`` for a KIP-848 group,
+    else ``simple`` for an offsets-only group, else ``classic``."""
+    if kind == ConsumerGroupType.CONSUMER:
+        return "consumer"
+    return "simple" if simple else "classic"
+
+
 def _list(gateway: KafkaGateway) -> list[GroupSummary]:
     kafka = gateway.kafka
     kafka.metadata()
     answer = kafka.list_consumer_groups()
     return sorted((GroupSummary(group_id=g.group_id, state=_state(g.state),
-                                type="simple" if g.is_simple_consumer_group else "consumer")
+                                type="simple" if g.is_simple_consumer_group else "consumer",
+                                group_type=group_type(g.type, g.is_simple_consumer_group))
                    for g in answer.valid), key=lambda g: g.group_id)
 
 
@@ -92,6 +103,7 @@ def describe_group(gateway: KafkaGateway, group: str, check_cluster: bool = True
     coordinator = description.coordinator
     return GroupDescription(
         group_id=group, state=_state(description.state),
+        group_type=group_type(description.type, description.is_simple_consumer_group),
         protocol=description.partition_assignor or None,
         coordinator=coordinator.id if coordinator is not None else None,
         members=[GroupMember(
