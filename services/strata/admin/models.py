@@ -194,10 +194,7 @@ class GroupSummary(BaseModel):
     type: Literal["consumer", "simple"] = Field(
         description="Whether the group has members' protocol (consumer) or only stores offsets "
                     "(simple); see group_type for the rebalance protocol.")
-    group_type: GroupType | None = Field(
-        default=None,
-        description="The rebalance protocol (Kafka's GroupType); the REST API always "
-                    "sets it.")
+    group_type: GroupType = Field(description="The rebalance protocol (Kafka's GroupType).")
 
 
 class TopicPartitionRef(BaseModel):

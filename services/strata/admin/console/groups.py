@@ -43,8 +43,7 @@ from strata.admin.models import (
 )
 from strata.admin.problems import ProblemError
 from strata.admin.routers.groups import _delete as delete_group
-from strata.admin.routers.groups import _state as state_name
-from strata.admin.routers.groups import describe_group, plan_reset, reset_offsets
+from strata.admin.routers.groups import describe_group, plan_reset, reset_offsets, summaries
 from strata.security.acl import AclOperation, ResourceType
 
 router = APIRouter(prefix=PREFIX, route_class=ConsoleRoute, include_in_schema=False)
@@ -59,10 +58,7 @@ def total_lag(description: GroupDescription) -> int:
 def _list_groups(gateway: KafkaGateway) -> list[GroupSummary]:
     """ListGroups, as the REST route's list without its leading whole-cluster Metadata
     request (with 1,000 partitions that request alone costs a good part of the budget)."""
-    answer = gateway.kafka.list_consumer_groups()
-    return sorted((GroupSummary(group_id=g.group_id, state=state_name(g.state),
-                                type="simple" if g.is_simple_consumer_group else "consumer")
-                   for g in answer.valid), key=lambda g: g.group_id)
+    return summaries(gateway.kafka.list_consumer_groups())
 
 
 @router.get("/groups")

@@ -70,7 +70,11 @@ def group_type(kind: Any, simple: bool) -> GroupType:
 def _list(gateway: KafkaGateway) -> list[GroupSummary]:
     kafka = gateway.kafka
     kafka.metadata()
-    answer = kafka.list_consumer_groups()
+    return summaries(kafka.list_consumer_groups())
+
+
+def summaries(answer: Any) -> list[GroupSummary]:
+    """ListGroups' valid listings as summaries, by group id (the console's list too)."""
     return sorted((GroupSummary(group_id=g.group_id, state=_state(g.state),
                                 type="simple" if g.is_simple_consumer_group else "consumer",
                                 group_type=group_type(g.type, g.is_simple_consumer_group))
