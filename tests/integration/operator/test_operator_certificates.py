@@ -24,8 +24,15 @@ from strata.operator import ca_rotation, certificates
 from strata.operator.kube import Kube
 
 from .kube_mock import KubeMock
-from .operator_process import OperatorProcess, running_operator, wait_until
-from .tls_broker import POD, Pods, TlsBroker, tls_connects
+from .operator_process import OperatorProcess, wait_until
+from .tls_broker import (
+    POD,
+    Pods,
+    TlsBroker,
+    running_operator_for,
+    running_tls_broker,
+    tls_connects,
+)
 from .tls_broker import secret_data as _secret_data
 
 pytestmark = [pytest.mark.k8s, pytest.mark.integration, pytest.mark.timeout(180)]
@@ -39,20 +46,15 @@ def secret_data(kube: Kube, name: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
-    broker = TlsBroker(tmp_path_factory.mktemp("tls-broker"))
-    try:
+    with running_tls_broker(tmp_path_factory.mktemp("tls-broker")) as broker:
         yield broker
-    finally:
-        if broker.broker.is_running():
-            broker.broker.stop()
 
 
 @pytest.fixture(scope="module")
 def cert_operator(kube_mock: KubeMock, tls_broker: TlsBroker,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    with running_operator(tmp_path_factory.mktemp("operator"), kube_mock.kubeconfig,
-                          {"STRATA_OPERATOR_BOOTSTRAP_SERVERS": tls_broker.broker.bootstrap}
-                          ) as started:
+    with running_operator_for(tmp_path_factory.mktemp("operator"), kube_mock,
+                              tls_broker) as started:
         yield started
 
 

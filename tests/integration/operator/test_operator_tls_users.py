@@ -24,8 +24,14 @@ from strata.operator import certificates
 from strata.operator.kube import Kube
 
 from .kube_mock import KubeMock
-from .operator_process import OperatorProcess, running_operator, wait_until
-from .tls_broker import Pods, TlsBroker, secret_data
+from .operator_process import OperatorProcess, wait_until
+from .tls_broker import (
+    Pods,
+    TlsBroker,
+    running_operator_for,
+    running_tls_broker,
+    secret_data,
+)
 
 pytestmark = [pytest.mark.k8s, pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -34,23 +40,19 @@ NS = "mtls"
 
 @pytest.fixture(scope="module")
 def mtls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
-    broker = TlsBroker(tmp_path_factory.mktemp("mtls-broker"), {
-        "ssl.client.auth": "required",
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:ANONYMOUS", "allow.everyone.if.no.acl.found": "false"})
-    try:
+    with running_tls_broker(tmp_path_factory.mktemp("mtls-broker"), {
+            "ssl.client.auth": "required",
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:ANONYMOUS", "allow.everyone.if.no.acl.found": "false"}
+                            ) as broker:
         yield broker
-    finally:
-        if broker.broker.is_running():
-            broker.broker.stop()
 
 
 @pytest.fixture(scope="module")
 def mtls_operator(kube_mock: KubeMock, mtls_broker: TlsBroker,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    with running_operator(tmp_path_factory.mktemp("operator"), kube_mock.kubeconfig,
-                          {"STRATA_OPERATOR_BOOTSTRAP_SERVERS": mtls_broker.broker.bootstrap}
-                          ) as started:
+    with running_operator_for(tmp_path_factory.mktemp("operator"), kube_mock,
+                              mtls_broker) as started:
         yield started
 
 

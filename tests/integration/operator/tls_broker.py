@@ -6,6 +6,7 @@ certificate and TLS-user tests.
 The broker has a PLAINTEXT listener (the operator's, via ``STRATA_OPERATOR_BOOTSTRAP_SERVERS``)
 and an SSL one (``ssl_port``) with ``<pod>.crt`` + ``<pod>.key`` as its PEM keystore and the
 Secret's ``ca.crt`` as its truststore; ``extra`` adds settings (client auth, ACLs).
+``running_tls_broker`` and ``running_operator_for`` are the two tests' module fixtures' bodies.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException
@@ -22,7 +23,8 @@ from confluent_kafka.admin import AdminClient
 from strata.operator.kube import Kube
 
 from ..broker_process import BrokerProcess, free_port
-from .kube_mock import StatefulSetController
+from .kube_mock import KubeMock, StatefulSetController
+from .operator_process import OperatorProcess, running_operator
 
 POD = "events-0"
 CERTS_SECRET = "events-broker-certs"
@@ -100,3 +102,25 @@ class Pods:
             self.broker.start_from(data)
             self.restarts += 1
             self.on_restart(data)
+
+
+@contextlib.contextmanager
+def running_tls_broker(directory: Path, extra: Mapping[str, str] | None = None
+                       ) -> Iterator[TlsBroker]:
+    """A ``TlsBroker`` in ``directory``, stopped (by PID) at the end if still running."""
+    broker = TlsBroker(directory, extra)
+    try:
+        yield broker
+    finally:
+        if broker.broker.is_running():
+            broker.broker.stop()
+
+
+@contextlib.contextmanager
+def running_operator_for(directory: Path, kube_mock: KubeMock, broker: TlsBroker
+                         ) -> Iterator[OperatorProcess]:
+    """The operator against ``kube_mock``, reaching ``broker`` on its PLAINTEXT listener."""
+    with running_operator(directory, kube_mock.kubeconfig,
+                          {"STRATA_OPERATOR_BOOTSTRAP_SERVERS": broker.broker.bootstrap}
+                          ) as started:
+        yield started
