@@ -52,6 +52,7 @@ from strata.broker.group.consumer_group_member import (
 )
 from strata.broker.group.metadata_codec import GroupRecordError
 from strata.broker.group.partition_assignor import TopicMetadata
+from strata.protocol.byte_reader import ByteReader
 
 METADATA_KEY: Final = 3
 PARTITION_METADATA_KEY: Final = 4
@@ -226,75 +227,15 @@ def changes(before: Mapping[bytes, bytes], after: Mapping[bytes, bytes]
 
 
 # ----------------------------------------------------------------------------- reading
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-        self._pos = 0
-
-    def _take(self, size: int) -> bytes:
-        end = self._pos + size
-        if size < 0 or end > len(self._data):
-            raise GroupRecordError("consumer group record ends early")
-        chunk = self._data[self._pos:end]
-        self._pos = end
-        return chunk
-
-    def int8(self) -> int:
-        return int(_I8.unpack(self._take(1))[0])
-
-    def int16(self) -> int:
-        return int(_I16.unpack(self._take(2))[0])
-
-    def int32(self) -> int:
-        return int(_I32.unpack(self._take(4))[0])
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            byte = self._take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise GroupRecordError("varint too long")
-
-    def string(self) -> str | None:
-        size = self.uvarint()
-        return None if size == 0 else self._take(size - 1).decode()
-
-    def key_string(self) -> str:
-        size = self.int16()
-        if size < 0:
-            raise GroupRecordError("null string in a key")
-        return self._take(size).decode()
-
-    def topic_id(self) -> uuid.UUID:
-        return uuid.UUID(bytes=self._take(16))
-
-    def array(self) -> int:
-        return max(0, self.uvarint() - 1)
-
-    def tags(self) -> dict[int, bytes]:
-        found: dict[int, bytes] = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            found[tag] = self._take(self.uvarint())
-        return found
-
-    def bytes_(self) -> bytes:
-        size = self.uvarint()
-        return b"" if size == 0 else self._take(size - 1)
-
-    def assignment(self) -> dict[uuid.UUID, frozenset[int]]:
-        result: dict[uuid.UUID, frozenset[int]] = {}
-        for _ in range(self.array()):
-            topic_id = self.topic_id()
-            partitions = frozenset(self.int32() for _ in range(self.array()))
-            self.tags()
-            if partitions:
-                result[topic_id] = partitions
-        return result
+def _assignment(reader: ByteReader) -> dict[uuid.UUID, frozenset[int]]:
+    result: dict[uuid.UUID, frozenset[int]] = {}
+    for _ in range(reader.array_length()):
+        topic_id = reader.uuid()
+        partitions = frozenset(reader.int32() for _ in range(reader.array_length()))
+        reader.tagged_fields()
+        if partitions:
+            result[topic_id] = partitions
+    return result
 
 
 def key_version(key: bytes | None) -> int:
@@ -302,8 +243,8 @@ def key_version(key: bytes | None) -> int:
     return int(_I16.unpack_from(key)[0]) if key is not None and len(key) >= 2 else -1
 
 
-def _value(data: bytes) -> _Reader:
-    reader = _Reader(data)
+def _value(data: bytes) -> ByteReader:
+    reader = ByteReader(data, GroupRecordError, compact=True)
     version = reader.int16()
     if version != VALUE_VERSION:
         raise GroupRecordError(f"consumer group value version {version} is not known")
@@ -328,11 +269,11 @@ class ConsumerGroupReplay:
         self._groups: dict[str, _Replayed] = {}
 
     def apply(self, key: bytes, value: bytes | None) -> None:
-        reader = _Reader(key)
+        reader = ByteReader(key, GroupRecordError)
         version = reader.int16()
         if version not in KEY_VERSIONS:
             raise GroupRecordError(f"key version {version} is not a consumer group record")
-        group_id = reader.key_string()
+        group_id = reader.string()
         if version == METADATA_KEY:
             if value is None:  # the group is deleted
                 self._groups.pop(group_id, None)
@@ -345,7 +286,7 @@ class ConsumerGroupReplay:
         elif version == TARGET_ASSIGNMENT_METADATA_KEY:
             state.assignment_epoch = 0 if value is None else _value(value).int32()
         else:
-            member_id = reader.key_string()
+            member_id = reader.string()
             if version == MEMBER_METADATA_KEY:
                 if value is None:
                     state.members.pop(member_id, None)
@@ -355,15 +296,15 @@ class ConsumerGroupReplay:
                 if value is None:
                     state.targets.pop(member_id, None)
                 else:
-                    state.targets[member_id] = _value(value).assignment()
+                    state.targets[member_id] = _assignment(_value(value))
             elif value is None:
                 state.current.pop(member_id, None)
             else:
                 read = _value(value)
                 epoch, previous = read.int32(), read.int32()
                 member_state = _STATES.get(read.int8(), MemberState.STABLE)
-                state.current[member_id] = (epoch, previous, member_state, read.assignment(),
-                                            read.assignment())
+                state.current[member_id] = (epoch, previous, member_state, _assignment(read),
+                                            _assignment(read))
 
     def groups(self) -> dict[str, ConsumerGroup]:
         """The groups as the records left them (members without metadata are dropped)."""
@@ -390,46 +331,47 @@ class ConsumerGroupReplay:
         return built
 
 
-def _topics(reader: _Reader) -> dict[str, TopicMetadata]:
+def _topics(reader: ByteReader) -> dict[str, TopicMetadata]:
     topics: dict[str, TopicMetadata] = {}
-    for _ in range(reader.array()):
-        topic_id = reader.topic_id()
-        name = reader.string() or ""
+    for _ in range(reader.array_length()):
+        topic_id = reader.uuid()
+        name = reader.nullable_string() or ""
         partitions = reader.int32()
         racks: dict[int, frozenset[str]] = {}
-        for _ in range(reader.array()):  # partitionMetadata: the racks of the replicas
+        for _ in range(reader.array_length()):  # partitionMetadata: the racks of the replicas
             index = reader.int32()
-            racks[index] = frozenset(reader.string() or "" for _ in range(reader.array()))
-            reader.tags()
-        reader.tags()
+            racks[index] = frozenset(reader.nullable_string() or ""
+                                     for _ in range(reader.array_length()))
+            reader.tagged_fields()
+        reader.tagged_fields()
         topics[name] = TopicMetadata(
             topic_id, name, partitions,
             tuple(racks.get(i, frozenset()) for i in range(partitions)) if racks else ())
     return topics
 
 
-def _member(member_id: str, reader: _Reader) -> ConsumerGroupMember:
-    instance_id, rack_id = reader.string(), reader.string()
-    client_id, client_host = reader.string() or "", reader.string() or ""
-    names = tuple(reader.string() or "" for _ in range(reader.array()))
-    regex = reader.string()
+def _member(member_id: str, reader: ByteReader) -> ConsumerGroupMember:
+    instance_id, rack_id = reader.nullable_string(), reader.nullable_string()
+    client_id, client_host = reader.nullable_string() or "", reader.nullable_string() or ""
+    names = tuple(reader.nullable_string() or "" for _ in range(reader.array_length()))
+    regex = reader.nullable_string()
     rebalance_timeout_ms = reader.int32()
-    assignor = reader.string()
+    assignor = reader.nullable_string()
     classic = None
-    body = reader.tags().get(0)
+    body = reader.tagged_fields().get(0)
     if body is not None:
-        tagged = _Reader(body)
+        tagged = ByteReader(body, GroupRecordError, compact=True)
         session_timeout_ms = tagged.int32()
-        protocols = tuple((tagged.string() or "", _protocol_metadata(tagged))
-                          for _ in range(tagged.array()))
+        protocols = tuple((tagged.nullable_string() or "", _protocol_metadata(tagged))
+                          for _ in range(tagged.array_length()))
         classic = ClassicMemberMetadata(session_timeout_ms, protocols)
     return ConsumerGroupMember(member_id, instance_id, rack_id, client_id, client_host,
                                rebalance_timeout_ms, names, regex, assignor, classic=classic)
 
 
-def _protocol_metadata(reader: _Reader) -> bytes:
-    metadata = reader.bytes_()
-    reader.tags()
+def _protocol_metadata(reader: ByteReader) -> bytes:
+    metadata = reader.nullable_bytes() or b""
+    reader.tagged_fields()
     return metadata
 
 

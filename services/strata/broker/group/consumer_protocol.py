@@ -25,6 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from strata.protocol.byte_reader import ByteReader
+
 LATEST_VERSION: Final = 3
 
 _I16 = struct.Struct(">h")
@@ -52,54 +54,12 @@ class ConsumerAssignment:
     version: int = 0
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-        self._pos = 0
-
-    def _take(self, size: int) -> bytes:
-        end = self._pos + size
-        if size < 0 or end > len(self._data):
-            raise ConsumerProtocolError("embedded consumer protocol bytes end early")
-        chunk = self._data[self._pos:end]
-        self._pos = end
-        return chunk
-
-    def int16(self) -> int:
-        return int(_I16.unpack(self._take(2))[0])
-
-    def int32(self) -> int:
-        return int(_I32.unpack(self._take(4))[0])
-
-    def string(self) -> str | None:
-        size = self.int16()
-        if size < 0:
-            return None
-        try:
-            return self._take(size).decode()
-        except UnicodeDecodeError as exc:
-            raise ConsumerProtocolError(f"a string is not UTF-8: {exc}") from exc
-
-    def bytes_(self) -> bytes | None:
-        size = self.int32()
-        return None if size < 0 else self._take(size)
-
-    def count(self) -> int:
-        size = self.int32()
-        if size > len(self._data):
-            raise ConsumerProtocolError(f"an array of {size} items cannot fit")
-        return max(size, 0)
-
-    def topic_partitions(self) -> tuple[tuple[str, int], ...]:
-        pairs: list[tuple[str, int]] = []
-        for _ in range(self.count()):
-            topic = self.string() or ""
-            pairs.extend((topic, self.int32()) for _ in range(self.count()))
-        return tuple(pairs)
-
-    @property
-    def at_end(self) -> bool:
-        return self._pos >= len(self._data)
+def _topic_partitions_of(reader: ByteReader) -> tuple[tuple[str, int], ...]:
+    pairs: list[tuple[str, int]] = []
+    for _ in range(reader.array_length()):
+        topic = reader.nullable_string() or ""
+        pairs.extend((topic, reader.int32()) for _ in range(reader.array_length()))
+    return tuple(pairs)
 
 
 def version_of(data: bytes) -> int:
@@ -113,20 +73,20 @@ def version_of(data: bytes) -> int:
 
 
 def decode_subscription(data: bytes) -> Subscription:
-    reader = _Reader(data)
+    reader = ByteReader(data, ConsumerProtocolError)
     version = version_of(data)
     reader.int16()
-    topics = tuple(reader.string() or "" for _ in range(reader.count()))
-    user_data = reader.bytes_()
+    topics = tuple(reader.nullable_string() or "" for _ in range(reader.array_length()))
+    user_data = reader.nullable_bytes()
     owned: tuple[tuple[str, int], ...] = ()
     generation = -1
     rack: str | None = None
     if version >= 1 and not reader.at_end:
-        owned = reader.topic_partitions()
+        owned = _topic_partitions_of(reader)
     if version >= 2 and not reader.at_end:
         generation = reader.int32()
     if version >= 3 and not reader.at_end:
-        rack = reader.string()
+        rack = reader.nullable_string()
     return Subscription(topics, user_data, owned, generation, rack, version)
 
 
@@ -151,11 +111,11 @@ def encode_subscription(topics: Iterable[str], *, owned: Iterable[tuple[str, int
 
 
 def decode_assignment(data: bytes) -> ConsumerAssignment:
-    reader = _Reader(data)
+    reader = ByteReader(data, ConsumerProtocolError)
     version = version_of(data)
     reader.int16()
-    partitions = reader.topic_partitions()
-    user_data = None if reader.at_end else reader.bytes_()
+    partitions = _topic_partitions_of(reader)
+    user_data = None if reader.at_end else reader.nullable_bytes()
     return ConsumerAssignment(partitions, user_data, version)
 
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from strata.broker.group.classic_group import OffsetAndMetadata
+from strata.protocol.byte_reader import ByteReader
 
 OFFSET_COMMIT_KEY_VERSION: Final = 1
 GROUP_METADATA_KEY_VERSION: Final = 2
@@ -190,83 +191,10 @@ def group_metadata_value(value: GroupMetadataValue) -> bytes:
 # --------------------------------------------------------------------------------- reading
 
 
-class _Reader:
-    """Reads one key or value; ``flexible`` switches to the compact encodings."""
-
-    __slots__ = ("data", "flexible", "pos")
-
-    def __init__(self, data: bytes, flexible: bool = False) -> None:
-        self.data = data
-        self.pos = 0
-        self.flexible = flexible
-
-    def _take(self, size: int) -> bytes:
-        end = self.pos + size
-        if size < 0 or end > len(self.data):
-            raise GroupRecordError(f"record truncated: {size} bytes wanted at {self.pos} of "
-                                   f"{len(self.data)}")
-        chunk = self.data[self.pos:end]
-        self.pos = end
-        return chunk
-
-    def int16(self) -> int:
-        return int(_I16.unpack(self._take(2))[0])
-
-    def int32(self) -> int:
-        return int(_I32.unpack(self._take(4))[0])
-
-    def int64(self) -> int:
-        return int(_I64.unpack(self._take(8))[0])
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            byte = self._take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise GroupRecordError("unsigned varint longer than 5 bytes")
-
-    def nullable_string(self) -> str | None:
-        length = self.uvarint() - 1 if self.flexible else self.int16()
-        if length < 0:
-            return None
-        try:
-            return self._take(length).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise GroupRecordError(f"string is not UTF-8: {exc}") from None
-
-    def string(self) -> str:
-        value = self.nullable_string()
-        if value is None:
-            raise GroupRecordError("null where a string is required")
-        return value
-
-    def bytes_(self) -> bytes:
-        length = self.uvarint() - 1 if self.flexible else self.int32()
-        if length < 0:
-            raise GroupRecordError("null where bytes are required")
-        return self._take(length)
-
-    def array_length(self) -> int:
-        count = self.uvarint() - 1 if self.flexible else self.int32()
-        if count < 0:
-            raise GroupRecordError("null where an array is required")
-        return count
-
-    def tagged_fields(self) -> None:
-        if self.flexible:
-            for _ in range(self.uvarint()):
-                self.uvarint()  # tag
-                self._take(self.uvarint())
-
-
 def decode_key(key: bytes | None) -> OffsetCommitKey | GroupMetadataKey | UnknownKey:
     if key is None:
         raise GroupRecordError("a __consumer_offsets record without a key")
-    r = _Reader(key)
+    r = ByteReader(key, GroupRecordError)
     version = r.int16()
     if version in (0, 1):
         return OffsetCommitKey(r.string(), r.string(), r.int32())
@@ -275,12 +203,12 @@ def decode_key(key: bytes | None) -> OffsetCommitKey | GroupMetadataKey | Unknow
     return UnknownKey(version)
 
 
-def _value_reader(value: bytes) -> tuple[_Reader, int]:
-    version = _Reader(value).int16()
+def _value_reader(value: bytes) -> tuple[ByteReader, int]:
+    r = ByteReader(value, GroupRecordError)
+    version = r.int16()
     if not 0 <= version <= MAX_VALUE_VERSION:
         raise GroupRecordError(f"unknown value version {version}")
-    r = _Reader(value, flexible=version >= 4)
-    r.pos = 2
+    r.compact = version >= 4
     return r, version
 
 

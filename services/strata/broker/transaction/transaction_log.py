@@ -46,7 +46,8 @@ from strata.broker.transaction.transaction_metadata import (
 )
 from strata.broker.transaction.transaction_state import TransactionState
 from strata.broker.transaction.transaction_version import TransactionVersion
-from strata.protocol.primitives import WireFormatError, read_uvarint, write_uvarint
+from strata.protocol.byte_reader import ByteReader
+from strata.protocol.primitives import write_uvarint
 
 TRANSACTION_STATE_TOPIC: Final = "__transaction_state"
 TRANSACTION_LOG_KEY_TYPE: Final = 0  # CoordinatorRecordType.TRANSACTION_LOG
@@ -180,75 +181,14 @@ def value_to_bytes(transit: TxnTransitMetadata, transaction_version_level: Trans
 # ---------------------------------------------------------------------------- reading
 
 
-class _Reader:
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def _take(self, fmt: struct.Struct) -> int:
-        if self.pos + fmt.size > len(self.data):
-            raise TransactionLogError(f"truncated at byte {self.pos}")
-        (value,) = fmt.unpack_from(self.data, self.pos)
-        self.pos += fmt.size
-        return int(value)
-
-    def int8(self) -> int:
-        return self._take(_I8)
-
-    def int16(self) -> int:
-        return self._take(_I16)
-
-    def int32(self) -> int:
-        return self._take(_I32)
-
-    def int64(self) -> int:
-        return self._take(_I64)
-
-    def uvarint(self) -> int:
-        try:
-            value, self.pos = read_uvarint(self.data, self.pos, len(self.data))
-        except WireFormatError as exc:
-            raise TransactionLogError(str(exc)) from None
-        return value
-
-    def raw(self, size: int) -> bytes:
-        if size < 0 or self.pos + size > len(self.data):
-            raise TransactionLogError(f"{size} bytes at byte {self.pos} are truncated")
-        chunk = self.data[self.pos:self.pos + size]
-        self.pos += size
-        return chunk
-
-    def string(self, compact: bool) -> str:
-        size = self.uvarint() - 1 if compact else self.int16()
-        if size < 0:
-            raise TransactionLogError(f"null or negative string length at byte {self.pos}")
-        try:
-            return self.raw(size).decode()
-        except UnicodeDecodeError as exc:
-            raise TransactionLogError(f"string is not UTF-8: {exc}") from None
-
-    def count(self, compact: bool) -> int:
-        """An array length; -1 = null."""
-        return self.uvarint() - 1 if compact else self.int32()
-
-    def skip_tags(self) -> dict[int, bytes]:
-        fields: dict[int, bytes] = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            fields[tag] = self.raw(self.uvarint())
-        return fields
-
-
 def read_key(key: bytes) -> str | int:
     """The transactional id of a record key; an ``int`` (the key's type) for a key of another
     coordinator record type, which loaders skip as Kafka does."""
-    reader = _Reader(bytes(key))
+    reader = ByteReader(bytes(key), TransactionLogError)
     key_type = reader.int16()
     if key_type != TRANSACTION_LOG_KEY_TYPE:
         return key_type
-    transactional_id = reader.string(compact=False)
+    transactional_id = reader.string()
     if reader.pos != len(reader.data):
         raise TransactionLogError(f"{len(reader.data) - reader.pos} bytes after the key")
     return transactional_id
@@ -258,11 +198,11 @@ def read_value(value: bytes | None) -> TransactionLogValue | None:
     """A record value; None for a tombstone."""
     if value is None:
         return None
-    reader = _Reader(bytes(value))
+    reader = ByteReader(bytes(value), TransactionLogError)
     version = reader.int16()
     if not 0 <= version <= MAX_VALUE_VERSION:
         raise TransactionLogError(f"unknown transaction log value version {version}")
-    flexible = version >= 1
+    reader.compact = version >= 1
     producer_id = reader.int64()
     producer_epoch = reader.int16()
     timeout_ms = reader.int32()
@@ -271,18 +211,16 @@ def read_value(value: bytes | None) -> TransactionLogValue | None:
     except ValueError as exc:
         raise TransactionLogError(str(exc)) from None
     partitions: set[TopicPartition] = set()
-    topic_count = reader.count(flexible)
-    for _ in range(max(topic_count, 0)):
-        topic = reader.string(flexible)
-        partition_count = reader.count(flexible)
+    for _ in range(reader.array_length()):
+        topic = reader.string()
+        partition_count = reader.nullable_array_length()
         if partition_count < 0:
             raise TransactionLogError(f"null partition list for topic {topic!r}")
         partitions.update((topic, reader.int32()) for _ in range(partition_count))
-        if flexible:
-            reader.skip_tags()
+        reader.tagged_fields()
     last_update = reader.int64()
     start = reader.int64()
-    tags = reader.skip_tags() if flexible else {}
+    tags = reader.tagged_fields()
     if reader.pos != len(reader.data):
         raise TransactionLogError(f"{len(reader.data) - reader.pos} bytes after the value")
     return TransactionLogValue(
