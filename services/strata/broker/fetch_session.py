@@ -29,7 +29,9 @@ news. Kafka's rules (``FetchManager.newContext``, ``FetchSession``, ``FetchSessi
   epoch, or a high watermark / last stable offset / log start offset other than the one last
   sent; a partition included is moved to the end of the session (no starvation under
   ``max_bytes``). An error resets the remembered high watermark to -1, so the partition is
-  sent again once the error is gone.
+  sent again once the error is gone. ``FetchContext.skip`` lets the reader leave out, before
+  reading, partitions the request did not name and that it knows could not be included (a
+  follower's quiet partitions, ``strata.broker.replication.quiet_partitions``).
 
 Eviction (``try_evict``, at most ``max_entries`` sessions,
 ``max.incremental.fetch.session.cache.slots``): first the least recently used session if it is
@@ -147,15 +149,20 @@ class FetchSession:
         return len(self.partitions)
 
     def update(self, fetch_data: Iterable[tuple[PartitionKey, FetchPartition]],
-               to_forget: Iterable[PartitionKey]) -> None:
+               to_forget: Iterable[PartitionKey]) -> set[int]:
+        """Add or update the request's partitions, drop the forgotten; the ``id`` of each
+        cached partition the request named."""
+        named: set[int] = set()
         for key, requested in fetch_data:
             cached = self.partitions.get(key)
             if cached is None:
-                self.partitions[key] = requested
+                self.partitions[key] = cached = requested
             else:
                 cached.update_request(requested)
+            named.add(id(cached))
         for key in to_forget:
             self.partitions.pop(key, None)
+        return named
 
 
 class FetchContext:
@@ -165,9 +172,12 @@ class FetchContext:
 
     def __init__(self, cache: FetchSessionCache | None, partitions: Sequence[FetchPartition], *,
                  error_code: ErrorCode = ErrorCode.none, session: FetchSession | None = None,
-                 create: tuple[bool, bool] | None = None) -> None:
+                 create: tuple[bool, bool] | None = None, named: set[int] | None = None
+                 ) -> None:
         self._cache = cache
         self.partitions = partitions
+        self.session_partitions = partitions  # what ``skip`` narrows ``partitions`` from
+        self._named = named or set()  # ids of the session's partitions the request named
         self.error_code = error_code
         self.session = session
         self._create = create  # (privileged, uses_topic_ids) of a full fetch's new session
@@ -182,6 +192,16 @@ class FetchContext:
         """Whether ``complete`` reads the answers (a sessionless fetch keeps every one)."""
         return self.session is not None or (self._create is not None
                                              and self._cache is not None)
+
+    def skip(self, may_skip: Callable[[FetchPartition], bool]) -> None:
+        """Narrow ``partitions`` (an incremental session's) to those the request named and
+        those ``may_skip`` does not let go: a skipped partition is neither read nor answered,
+        and stays in the session as it was. A full fetch answers every partition."""
+        if self.session is None:
+            return
+        named = self._named
+        self.partitions = [p for p in self.session_partitions
+                           if id(p) in named or not may_skip(p)]
 
     def throttled_response(self) -> tuple[ErrorCode, int]:
         """(error code, session id) of the response to a throttled fetch, which carries no
@@ -269,14 +289,15 @@ class FetchSessionCache:
             return FetchContext(self, (), error_code=ErrorCode.invalid_fetch_session_epoch)
         if session.uses_topic_ids != uses_topic_ids:
             return FetchContext(self, (), error_code=ErrorCode.fetch_session_topic_id_error)
-        session.update(fetch_data, to_forget)
+        named = session.update(fetch_data, to_forget)
         if not session.partitions:
             self.remove(session_id)
             return FetchContext(self, requested)
         self.touch(session, now_ms)
         session.epoch = next_epoch(session.epoch)
         self.incremental_fetches += 1
-        return FetchContext(self, list(session.partitions.values()), session=session)
+        return FetchContext(self, list(session.partitions.values()), session=session,
+                            named=named)
 
     def maybe_create_session(self, now_ms: int, privileged: bool, uses_topic_ids: bool,
                              partitions: Callable[[], dict[PartitionKey, FetchPartition]]

@@ -59,13 +59,15 @@ def request(api_key: int, version: int, **fields: Any) -> Any:
     return build_request(api_key, version, fields)
 
 
-def broker_state(tmp_path: Path, *topics: tuple[str, int], **config: str) -> BrokerState:
+def broker_state(tmp_path: Path, *topics: tuple[str, int], clock: Clock | None = None,
+                 **config: str) -> BrokerState:
     """A BrokerState as ``KafkaServer.start`` builds it, without sockets: one log dir under
-    ``tmp_path``, ``topics`` hosted as leader at epoch 0."""
+    ``tmp_path``, ``topics`` hosted as leader at epoch 0, time from ``clock`` (the system's
+    unless given)."""
     data = tmp_path / "data"
     settings = {"node.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data),
                 **{k.replace("_", "."): v for k, v in config.items()}}
-    clock = SystemClock()
+    clock = clock or SystemClock()
     rm = replica_manager(tmp_path, *topics, clock=clock, **config)
     return BrokerState(
         config=BrokerConfig(settings), node_id=1, cluster_id="c-1", clock=clock,

@@ -12,7 +12,13 @@ Fetch sessions (KIP-227, v7+) are honoured: ``strata.broker.fetch_session`` deci
 ``session_id`` / ``session_epoch`` which partitions this request reads (the request's, or its
 session's after adding, updating and forgetting) and, afterwards, which of them the response
 carries. A refused session (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
-FETCH_SESSION_TOPIC_ID_ERROR) is a top-level error with no partitions.
+FETCH_SESSION_TOPIC_ID_ERROR) is a top-level error with no partitions. A follower's incremental
+fetch neither reads nor answers the session's quiet partitions (``strata.broker.replication.
+quiet_partitions``: nothing to send or tell, nothing to change; the fetch still recorded): it
+reads the rest at once and, with fewer than ``min_bytes``, parks on every partition of the
+session until an append or a high watermark move, then skips and reads again
+(``_read_follower_session``) — the same answers as reading every partition, without the cost of
+reading hundreds of unchanged ones.
 
 Topic ids (KIP-516): from v13 topics (and forgotten topics) are named by ``topic_id``; an id
 this broker does not know answers UNKNOWN_TOPIC_ID, and an id other than the one the hosted
@@ -56,6 +62,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any, Final
 
 from strata.broker.broker_state import BrokerState
@@ -76,6 +83,7 @@ from strata.broker.network.request_context import RequestContext, Response
 from strata.broker.quotas.request_quotas import charge_fetch, quota_user
 from strata.broker.replication.partition import FetchIsolation, PartitionError, error_code_of
 from strata.broker.replication.partition_results import FetchPartitionResult, PartitionFetchInfo
+from strata.broker.replication.quiet_partitions import is_quiet
 from strata.protocol.error_codes import ErrorCode
 from strata.security.acl import AclOperation, ResourceType
 from strata.storage.errors import StorageError
@@ -106,49 +114,6 @@ async def handle(ctx: RequestContext, request: Any) -> Response:
         isolation = FetchIsolation.TXN_COMMITTED
     else:
         isolation = FetchIsolation.HIGH_WATERMARK
-    with_epoch = version >= 9
-    fetch_infos = []
-    # One slot per partition read, in order: a result when it is answered without a read
-    # (refused, invalid, diverged), else None and the replica manager's next result fills it.
-    slots: list[FetchPartitionResult | None] = []
-    tags: dict[int, PartitionTags] = {}
-    request_invalid = request.max_bytes < 0
-    follower_allowed = replica_id < 0 or ctx.authorize(AclOperation.CLUSTER_ACTION,
-                                                       ResourceType.CLUSTER)
-    allowed: dict[str, bool] = {}
-    replica_manager = state.replica_manager
-    for p in context.partitions:
-        name = p.topic
-        if name is None:
-            slots.append(_UNKNOWN_TOPIC_ID)
-            continue
-        may_read = allowed.get(name)
-        if may_read is None:
-            may_read = allowed[name] = follower_allowed and (
-                replica_id >= 0 or ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name))
-        if not may_read:
-            slots.append(_REFUSED)
-            continue
-        if request_invalid or p.max_bytes < 0:
-            slots.append(_INVALID)
-            continue
-        if by_id or p.last_fetched_epoch >= 0:
-            hosted = replica_manager.get_partition(name, p.partition)
-            if hosted is not None and by_id and hosted.topic_id != p.topic_id:
-                slots.append(_INCONSISTENT_TOPIC_ID)
-                continue
-            if hosted is not None and p.last_fetched_epoch >= 0:
-                diverged = _diverging_epoch(hosted, p)
-                if diverged is not None:
-                    result, epoch_end = diverged
-                    if epoch_end is not None:
-                        tags[len(slots)] = PartitionTags(diverging_epoch=epoch_end)
-                    slots.append(result)
-                    continue
-        info = PartitionFetchInfo(p.fetch_offset, p.max_bytes,
-                                  p.current_leader_epoch if with_epoch else -1)
-        fetch_infos.append(((name, p.partition), info))
-        slots.append(None)
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     max_bytes = request.max_bytes
     quota = state.quotas.fetch if state.quotas is not None and replica_id < 0 else None
@@ -156,16 +121,11 @@ async def handle(ctx: RequestContext, request: Any) -> Response:
         window = quota.max_value_in_window(quota_user(ctx.principal), ctx.header.client_id or "")
         if window is not None:  # one fetch may not take more than a quota window allows
             max_bytes = max(0, min(max_bytes, int(window)))
-    results = [] if not fetch_infos and slots else await replica_manager.fetch_messages(
-        fetch_infos,
-        max_wait_ms=max_wait_ms,
-        min_bytes=request.min_bytes,
-        max_bytes=max_bytes,
-        isolation=isolation,
-        replica_id=replica_id,
-    )
-    read = iter(results)
-    answered = [slot if slot is not None else next(read) for slot in slots]
+    read = _Read(ctx, request, version, replica_id, isolation, max_bytes)
+    if replica_id >= 0 and context.incremental:
+        answered, tags, results = await _read_follower_session(read, context, max_wait_ms)
+    else:
+        answered, tags, results = await read.partitions(context.partitions, max_wait_ms)
     endpoints: dict[int, NodeEndpoint] = {}
     if version >= 16:
         for i, (p, result) in enumerate(zip(context.partitions, answered, strict=True)):
@@ -204,6 +164,114 @@ async def handle(ctx: RequestContext, request: Any) -> Response:
     return encode_fetch_response(version, topics, read_committed=read_committed,
                                  session_id=session_id, node_endpoints=list(endpoints.values()),
                                  throttle_time_ms=ctx.throttle_time_ms)
+
+
+class _Read:
+    """One Fetch request's reads: its partitions answered without a read (refused, invalid,
+    unknown or inconsistent topic id, diverged) or read through the replica manager."""
+
+    __slots__ = ("allowed", "by_id", "ctx", "follower_allowed", "isolation", "max_bytes",
+                 "min_bytes", "replica_id", "request_invalid", "with_epoch")
+
+    def __init__(self, ctx: RequestContext, request: Any, version: int, replica_id: int,
+                 isolation: FetchIsolation, max_bytes: int) -> None:
+        self.ctx = ctx
+        self.replica_id = replica_id
+        self.isolation = isolation
+        self.max_bytes = max_bytes
+        self.min_bytes = request.min_bytes
+        self.by_id = version >= FIRST_TOPIC_ID_VERSION
+        self.with_epoch = version >= 9
+        self.request_invalid = request.max_bytes < 0
+        self.follower_allowed = replica_id < 0 or ctx.authorize(AclOperation.CLUSTER_ACTION,
+                                                                ResourceType.CLUSTER)
+        self.allowed: dict[str, bool] = {}
+
+    async def partitions(self, partitions: Sequence[FetchPartition], max_wait_ms: int
+                         ) -> tuple[list[FetchPartitionResult], dict[int, PartitionTags],
+                                    list[FetchPartitionResult]]:
+        """(one answer per partition in order, tags by index, the replica manager's results)."""
+        ctx = self.ctx
+        replica_id = self.replica_id
+        by_id = self.by_id
+        fetch_infos = []
+        # One slot per partition read, in order: a result when it is answered without a read
+        # (refused, invalid, diverged), else None and the replica manager's next result fills
+        # it.
+        slots: list[FetchPartitionResult | None] = []
+        tags: dict[int, PartitionTags] = {}
+        allowed = self.allowed
+        replica_manager = ctx.state.replica_manager
+        for p in partitions:
+            name = p.topic
+            if name is None:
+                slots.append(_UNKNOWN_TOPIC_ID)
+                continue
+            may_read = allowed.get(name)
+            if may_read is None:
+                may_read = allowed[name] = self.follower_allowed and (
+                    replica_id >= 0 or ctx.authorize(AclOperation.READ, ResourceType.TOPIC,
+                                                     name))
+            if not may_read:
+                slots.append(_REFUSED)
+                continue
+            if self.request_invalid or p.max_bytes < 0:
+                slots.append(_INVALID)
+                continue
+            if by_id or p.last_fetched_epoch >= 0:
+                hosted = replica_manager.get_partition(name, p.partition)
+                if hosted is not None and by_id and hosted.topic_id != p.topic_id:
+                    slots.append(_INCONSISTENT_TOPIC_ID)
+                    continue
+                if hosted is not None and p.last_fetched_epoch >= 0:
+                    diverged = _diverging_epoch(hosted, p)
+                    if diverged is not None:
+                        result, epoch_end = diverged
+                        if epoch_end is not None:
+                            tags[len(slots)] = PartitionTags(diverging_epoch=epoch_end)
+                        slots.append(result)
+                        continue
+            info = PartitionFetchInfo(p.fetch_offset, p.max_bytes,
+                                      p.current_leader_epoch if self.with_epoch else -1)
+            fetch_infos.append(((name, p.partition), info))
+            slots.append(None)
+        results = [] if not fetch_infos and slots else await replica_manager.fetch_messages(
+            fetch_infos,
+            max_wait_ms=max_wait_ms,
+            min_bytes=self.min_bytes,
+            max_bytes=self.max_bytes,
+            isolation=self.isolation,
+            replica_id=replica_id,
+        )
+        read = iter(results)
+        return [slot if slot is not None else next(read) for slot in slots], tags, results
+
+
+async def _read_follower_session(read: _Read, context: FetchContext, max_wait_ms: int
+                                 ) -> tuple[list[FetchPartitionResult], dict[int, PartitionTags],
+                                            list[FetchPartitionResult]]:
+    """A follower's incremental fetch: its quiet partitions skipped (``quiet_partitions``), the
+    rest read at once; with fewer than ``min_bytes`` read, the long poll waits for an append
+    to (or a high watermark move of) any partition of the session, then skips and reads again,
+    until ``max_wait_ms`` passed."""
+    state = read.ctx.state
+    replica_manager = state.replica_manager
+    hosted = replica_manager.hosted
+    replica_id = read.replica_id
+    clock = state.clock
+    deadline_ms = clock.milliseconds() + max_wait_ms
+    while True:
+        now_ms = clock.milliseconds()
+        context.skip(partial(is_quiet, hosted, replica_id, now_ms))
+        answered, tags, results = await read.partitions(context.partitions, 0)
+        left_ms = deadline_ms - now_ms
+        if (left_ms <= 0 or sum(r.size for r in results) >= read.min_bytes
+                or any(r.error_code for r in answered)):
+            return answered, tags, results
+        keys = [(p.topic, p.partition) for p in context.session_partitions
+                if p.topic is not None]
+        if not await replica_manager.fetch_purgatory.wait(keys, left_ms / 1000):
+            deadline_ms = now_ms  # the last round: answer what there is
 
 
 def _charge_quotas(ctx: RequestContext, replica_id: int, records_size: int) -> int:

@@ -182,6 +182,11 @@ class ReplicaManager:
             self.log_manager.delete_log(topic, partition)
         return removed
 
+    @property
+    def hosted(self) -> Callable[[TopicPartition], Partition | None]:
+        """The hosted partition of a ``(topic, partition)``, or None."""
+        return self._partitions.get
+
     def get_partition(self, topic: str, partition: int) -> Partition | None:
         return self._partitions.get((topic, partition))
 

@@ -1,0 +1,81 @@
+"""The partitions of a follower's incremental fetch that a read may skip: nothing to send, nothing
+new to tell, nothing to change.
+
+Kafka reads every partition of a fetch session on every fetch and leaves out of the incremental
+response those without news (``FetchSession``, ``readFromLog``, ``maybeUpdateResponseData``).
+A leader's session with a follower holds every partition it leads for that follower — hundreds
+on a broker with a thousand partitions — while a producer writes to a few at a time (the sticky
+partitioner), so almost all of them are *quiet* on each fetch, and reading them was most of a
+leader's fetch handling (about 4 us a partition here). ``is_quiet`` answers whether a partition
+that the request did not name is quiet; the Fetch handler then neither reads nor answers it.
+
+A partition is quiet for follower ``replica_id`` when a read of it would
+
+* return no records: the session's fetch offset is the leader's log end offset;
+* return no error: this broker leads it, its log is online, the session's leader epoch (when the
+  follower sent one) is the current one and, in a session by topic id, the hosted log's topic id
+  is the session's (a topic re-created under the same name is not quiet);
+* tell the follower nothing new: the high watermark, last stable offset and log start offset
+  are those the session last answered (so ``FetchPartition.maybe_update_response_data`` would
+  leave it out of the response);
+* change no replication state: the follower is in the ISR and the leader's record of it is
+  already at this offset, so the fetch can expand no ISR and move no high watermark. That record
+  is only written by a read at this offset in the current leadership (a new leadership resets
+  it), and that read ran the diverging-epoch check, which nothing since can have changed: the
+  log end, the epoch and the session's offsets are all as they were then.
+
+The fetch is still recorded (``FollowerState.on_fetch``, what a read records): the follower's
+last fetch and caught-up times stay as fresh as with a read, so ISR shrinks decide on the same
+times. Invariant: skipping a quiet partition changes neither the response nor any state other
+than what reading it would have changed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Protocol
+
+from strata.broker.replication.partition import NO_LEADER_EPOCH, Partition
+
+
+class SessionPartition(Protocol):
+    """What a fetch session remembers of a partition (``strata.broker.fetch_session``)."""
+
+    topic: str | None
+    topic_id: uuid.UUID
+    partition: int
+    fetch_offset: int
+    current_leader_epoch: int
+    high_watermark: int
+    last_stable_offset: int
+    local_log_start_offset: int
+
+
+def is_quiet(get: Callable[[tuple[str, int]], Partition | None], replica_id: int, now_ms: int,
+             p: SessionPartition) -> bool:
+    """Whether follower ``replica_id``'s fetch may skip ``p`` (module docstring); when it may,
+    the fetch is recorded on the partition as a read would record it."""
+    name = p.topic
+    if name is None:
+        return False
+    partition = get((name, p.partition))
+    if partition is None or partition.leader_id != partition.node_id:
+        return False
+    log = partition.log
+    fetch_offset = p.fetch_offset
+    epoch = p.current_leader_epoch
+    if (fetch_offset != log.log_end_offset or log.offline
+            or (epoch != NO_LEADER_EPOCH and epoch != partition.leader_epoch)
+            or (p.topic_id.int and p.topic_id.int != partition.topic_id.int)):
+        return False
+    high_watermark = log.high_watermark
+    if (high_watermark != p.high_watermark or log.log_start_offset != p.local_log_start_offset
+            or log.last_stable_offset(high_watermark) != p.last_stable_offset):
+        return False
+    follower = partition.followers.get(replica_id)
+    if (follower is None or follower.log_end_offset != fetch_offset
+            or replica_id not in partition.isr):
+        return False
+    partition.followers[replica_id] = follower.on_fetch(fetch_offset, fetch_offset, now_ms)
+    return True

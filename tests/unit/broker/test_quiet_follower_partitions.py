@@ -1,0 +1,221 @@
+"""A follower's incremental fetch skips its quiet partitions (``quiet_partitions``): nothing to
+send, nothing new to tell, nothing to change. The response is what reading every partition
+would answer, the follower's fetch is still recorded on the skipped ones (so a partition quiet
+for longer than ``replica.lag.time.max.ms`` does not shrink out of the ISR when it moves again),
+and the long poll is woken by an append to any partition of the session, named or not."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from strata.broker.broker_state import BrokerState
+from strata.broker.handlers.fetch import handle
+from strata.broker.network.request_context import Response
+from strata.broker.replication.quiet_partitions import is_quiet
+from strata.broker.replication.replica_manager import ReplicaManager
+from strata.protocol import ApiKey
+from strata.protocol.messages import decode_response_body
+from strata.storage.clock import ManualClock
+from strata.storage.file_records import FileSlice
+
+from .helpers import TOPIC_ID, batch, broker_state, context
+from .test_fetch import fetch_request
+
+VERSION = 12
+FOLLOWER = 2
+PARTITIONS = 4
+LAG_MS = 10_000
+
+
+@dataclasses.dataclass
+class Told:
+    """A session's memory of a partition (the fields ``is_quiet`` reads)."""
+
+    topic: str | None
+    topic_id: uuid.UUID
+    partition: int
+    fetch_offset: int
+    current_leader_epoch: int
+    high_watermark: int
+    last_stable_offset: int
+    local_log_start_offset: int
+
+
+def _state(tmp_path: Path, clock: ManualClock) -> BrokerState:
+    state = broker_state(tmp_path, clock=clock)
+    for index in range(PARTITIONS):
+        state.replica_manager.make_leader("t", index, TOPIC_ID, 0, replicas=(1, FOLLOWER),
+                                          isr=frozenset({1, FOLLOWER}))
+    return state
+
+
+async def _append(rm: ReplicaManager, index: int, value: bytes) -> None:
+    (result,) = await rm.append_records([(("t", index), batch(value))], 1, 1000)
+    assert result.error_code == 0
+
+
+class Follower:
+    """Replica ``FOLLOWER``'s fetch session with the leader, as its fetcher keeps it."""
+
+    def __init__(self, state: BrokerState) -> None:
+        self.state = state
+        self.session_id = 0
+        self.epoch = 0
+        self.offsets = {index: 0 for index in range(PARTITIONS)}
+
+    async def fetch(self, named: list[int] | None = None, **kwargs: Any) -> dict[int, Any]:
+        """One fetch (the first a full one); the answered partitions by index, their offsets
+        moved past the records they carried."""
+        parts = [("t", i, self.offsets[i]) for i in (range(PARTITIONS) if self.epoch == 0
+                                                     else named or [])]
+        response = await handle(
+            context(self.state, ApiKey.FETCH, VERSION),
+            fetch_request(VERSION, parts, replica_id=FOLLOWER, session_id=self.session_id,
+                          session_epoch=self.epoch, leader_epoch=0, **kwargs))
+        assert isinstance(response, Response)
+        raw = b"".join(c.read_bytes() if isinstance(c, FileSlice) else c
+                       for c in response.chunks)
+        body = decode_response_body(ApiKey.FETCH, VERSION, raw, 0)
+        assert body.error_code == 0
+        self.session_id = body.session_id
+        self.epoch += 1
+        answered = {p.partition_index: p for t in body.responses for p in t.partitions}
+        for index, p in answered.items():
+            if p.records:
+                self.offsets[index] = _next_offset(p.records)
+        return answered
+
+
+def _next_offset(records: bytes) -> int:
+    """The offset after the last batch: each batch header has its base offset at byte 0, its
+    length after byte 12 at byte 8 and its last offset delta at byte 23."""
+    position = end = 0
+    while position < len(records):
+        base = int.from_bytes(records[position:position + 8], "big")
+        end = base + int.from_bytes(records[position + 23:position + 27], "big") + 1
+        position += 12 + int.from_bytes(records[position + 8:position + 12], "big")
+    return end
+
+
+async def _settled(tmp_path: Path) -> tuple[BrokerState, ManualClock, Follower]:
+    """One record in each partition, the follower caught up and told the high watermark."""
+    clock = ManualClock(int(time.time() * 1000))  # the records' timestamps are the system's
+    state = _state(tmp_path, clock)
+    for index in range(PARTITIONS):
+        await _append(state.replica_manager, index, b"v%d" % index)
+    follower = Follower(state)
+    first = await follower.fetch()
+    assert sorted(first) == list(range(PARTITIONS))
+    assert follower.offsets == {index: 1 for index in range(PARTITIONS)}
+    # Fetching from the end moves the HW to 1 everywhere: every partition has news for it.
+    second = await follower.fetch(named=list(range(PARTITIONS)))
+    assert {i: p.high_watermark for i, p in second.items()} == {
+        i: 1 for i in range(PARTITIONS)}
+    return state, clock, follower
+
+
+async def test_a_quiet_session_is_answered_empty_and_each_fetch_still_recorded(
+        tmp_path: Path) -> None:
+    state, clock, follower = await _settled(tmp_path)
+    clock.advance(7_000)
+    assert await follower.fetch() == {}
+    for index in range(PARTITIONS):
+        partition = state.replica_manager.get_partition("t", index)
+        assert partition is not None
+        recorded = partition.followers[FOLLOWER]
+        assert (recorded.last_fetch_ms, recorded.last_caught_up_ms, recorded.log_end_offset) == (
+            clock.milliseconds(), clock.milliseconds(), 1)
+
+
+async def test_only_the_partition_written_is_answered_with_its_records(tmp_path: Path) -> None:
+    state, _, follower = await _settled(tmp_path)
+    await _append(state.replica_manager, 2, b"news")
+    answered = await follower.fetch()
+    assert list(answered) == [2]
+    assert answered[2].records and follower.offsets[2] == 2
+    # The follower names partition 2 at its new offset: the HW moves and is told, once.
+    assert {i: p.high_watermark for i, p in (await follower.fetch(named=[2])).items()} == {2: 2}
+    assert await follower.fetch() == {}
+
+
+async def test_a_partition_quiet_longer_than_the_lag_stays_in_the_isr_when_written(
+        tmp_path: Path) -> None:
+    state, clock, follower = await _settled(tmp_path)
+    rm = state.replica_manager
+    for _ in range(12):  # a minute of quiet fetches, one every 5 s
+        clock.advance(5_000)
+        assert await follower.fetch() == {}
+    await _append(rm, 0, b"after a quiet minute")
+    clock.advance(1)
+    answered = await follower.fetch()  # reads partition 0 from offset 1, below the new end
+    assert list(answered) == [0]
+    assert rm.maybe_shrink_isr(LAG_MS) == 0
+    partition = rm.get_partition("t", 0)
+    assert partition is not None and FOLLOWER in partition.isr
+
+
+async def test_the_long_poll_wakes_for_an_append_to_a_partition_the_request_did_not_name(
+        tmp_path: Path) -> None:
+    state, _, follower = await _settled(tmp_path)
+    rm = state.replica_manager
+    waiting = asyncio.create_task(follower.fetch(max_wait_ms=30_000, min_bytes=1))
+    deadline = time.monotonic() + 5
+    while rm.fetch_purgatory.watched(("t", 3)) == 0:  # parked on every partition of the session
+        assert time.monotonic() < deadline and not waiting.done()
+        await asyncio.sleep(0.001)
+    await _append(rm, 3, b"wake up")
+    answered = await asyncio.wait_for(waiting, 5)
+    assert list(answered) == [3] and answered[3].records
+
+
+def _told(rm: ReplicaManager, index: int) -> Told:
+    partition = rm.get_partition("t", index)
+    assert partition is not None
+    log = partition.log
+    return Told("t", TOPIC_ID, index, log.log_end_offset, partition.leader_epoch,
+                log.high_watermark, log.last_stable_offset(), log.log_start_offset)
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    (lambda told: dataclasses.replace(told, fetch_offset=0), "records to send"),
+    (lambda told: dataclasses.replace(told, high_watermark=0), "a HW not yet told"),
+    (lambda told: dataclasses.replace(told, last_stable_offset=0), "an LSO not yet told"),
+    (lambda told: dataclasses.replace(told, local_log_start_offset=-1), "a log start not told"),
+    (lambda told: dataclasses.replace(told, current_leader_epoch=7), "a fenced epoch"),
+    (lambda told: dataclasses.replace(told, topic_id=uuid.UUID(int=9)), "another topic id"),
+    (lambda told: dataclasses.replace(told, topic=None), "an unknown topic id"),
+    (lambda told: dataclasses.replace(told, partition=PARTITIONS), "a partition not hosted"),
+])
+async def test_a_partition_with_anything_to_say_is_not_quiet(
+        tmp_path: Path, change: Any, why: str) -> None:
+    state, clock, _ = await _settled(tmp_path)
+    rm = state.replica_manager
+    told = _told(rm, 1)
+    assert is_quiet(rm.hosted, FOLLOWER, clock.milliseconds(), told)
+    assert not is_quiet(rm.hosted, FOLLOWER, clock.milliseconds(), change(told)), why
+
+
+async def test_replication_state_that_may_change_is_never_skipped(tmp_path: Path) -> None:
+    state, clock, _ = await _settled(tmp_path)
+    rm = state.replica_manager
+    now = clock.milliseconds()
+    partition = rm.get_partition("t", 1)
+    assert partition is not None
+    told = _told(rm, 1)
+    assert not is_quiet(rm.hosted, 3, now, told)  # not a replica: the read says so
+    partition.isr = frozenset({1})  # out of the ISR: the fetch may expand it
+    assert not is_quiet(rm.hosted, FOLLOWER, now, told)
+    partition.isr = frozenset({1, FOLLOWER})
+    partition.log.offline = True  # the read answers KAFKA_STORAGE_ERROR
+    assert not is_quiet(rm.hosted, FOLLOWER, now, told)
+    partition.log.offline = False
+    rm.make_follower("t", 1, TOPIC_ID, 3, 1, replicas=(1, 3), isr=frozenset({1, 3}),
+                     partition_epoch=1)
+    assert not is_quiet(rm.hosted, FOLLOWER, now, told)  # NOT_LEADER_OR_FOLLOWER
