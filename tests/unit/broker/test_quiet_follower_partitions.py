@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from strata.broker.broker_state import BrokerState
+from strata.broker.fetch_session import FetchPartition
 from strata.broker.handlers.fetch import handle
 from strata.broker.network.request_context import Response
 from strata.broker.replication.quiet_partitions import is_quiet
@@ -32,20 +33,6 @@ VERSION = 12
 FOLLOWER = 2
 PARTITIONS = 4
 LAG_MS = 10_000
-
-
-@dataclasses.dataclass
-class Told:
-    """A session's memory of a partition (the fields ``is_quiet`` reads)."""
-
-    topic: str | None
-    topic_id: uuid.UUID
-    partition: int
-    fetch_offset: int
-    current_leader_epoch: int
-    high_watermark: int
-    last_stable_offset: int
-    local_log_start_offset: int
 
 
 def _state(tmp_path: Path, clock: ManualClock) -> BrokerState:
@@ -175,12 +162,16 @@ async def test_the_long_poll_wakes_for_an_append_to_a_partition_the_request_did_
     assert list(answered) == [3] and answered[3].records
 
 
-def _told(rm: ReplicaManager, index: int) -> Told:
+def _told(rm: ReplicaManager, index: int) -> FetchPartition:
+    """A session's memory of partition ``index`` after a read at the leader's end."""
     partition = rm.get_partition("t", index)
     assert partition is not None
     log = partition.log
-    return Told("t", TOPIC_ID, index, log.log_end_offset, partition.leader_epoch,
-                log.high_watermark, log.last_stable_offset(), log.log_start_offset)
+    return FetchPartition("t", TOPIC_ID, index, log.log_end_offset, 1 << 20,
+                          current_leader_epoch=partition.leader_epoch,
+                          high_watermark=log.high_watermark,
+                          last_stable_offset=log.last_stable_offset(),
+                          local_log_start_offset=log.log_start_offset)
 
 
 @pytest.mark.parametrize(("change", "why"), [
