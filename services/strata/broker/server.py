@@ -203,6 +203,7 @@ class KafkaServer:
         FetchSessionMetrics(metrics.registry, state.fetch_sessions)
         ReplicationQuotaMetrics(metrics.registry, replica_manager.replication_quotas,
                                 self.clock.milliseconds)
+        state.group_coordinator.metrics = metrics.groups
         state.transaction_coordinator.metrics = TransactionMetrics(
             metrics.registry, state.transaction_coordinator)
         state.client_metrics.exporter = ClientMetricsCollector(state.clock, metrics.registry)

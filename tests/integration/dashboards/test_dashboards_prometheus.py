@@ -8,7 +8,8 @@ every panel query is run twice: with every filter at "All" (``.*``) and with the
 variable queries offered (the traffic's topic and group). Waits poll with deadlines. The
 replicated topic gives followers' series (lag, ISR) and the controller panels a real source.
 A ``client-metrics`` subscription and a producer and a consumer kept open for the module give
-the client metrics row (KIP-714) the series their clients push.
+the client metrics row (KIP-714) the series their clients push. Two ``group.protocol=consumer``
+members joining one after the other give the Rebalances row a reconciliation to time.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import asyncio
 import re
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Final
 
@@ -35,6 +37,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TOPIC: Final = "dash-orders"
 GROUP: Final = "dash-app"
+KIP848_GROUP: Final = "dash-kip848"
 LABELS: Final = {"namespace": "ns-test", "cluster": "local"}
 RATE_INTERVAL: Final = "5s"  # Grafana: max(4 x scrape interval, step); the scrape is 1 s
 DEADLINE_S: Final = 60.0
@@ -45,12 +48,17 @@ _LABEL_VALUES = re.compile(r"^label_values\((?P<selector>.*),\s*(?P<label>\w+)\)
 def busy_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
     """A 3-broker cluster (replication factor 3) with traffic: the healthy cluster every panel
     must show series for."""
-    settings = {"log.flush.interval.ms": "200", "log.flush.scheduler.interval.ms": "200"}
+    settings = {"log.flush.interval.ms": "200", "log.flush.scheduler.interval.ms": "200",
+                "group.consumer.min.heartbeat.interval.ms": "500",
+                "group.consumer.heartbeat.interval.ms": "500"}
     with cluster_on("sqlite", tmp_path_factory.mktemp("cluster"), 3, settings) as cluster:
         subscribe_every_client(cluster.bootstrap)
         traffic(cluster.bootstrap)
-        with pushing_clients(cluster.bootstrap):
-            yield cluster
+        with ThreadPoolExecutor(1) as pool:  # beside the pushing clients' setup: no slower
+            rebalanced = pool.submit(kip848_rebalance, cluster.bootstrap)
+            with pushing_clients(cluster.bootstrap):
+                rebalanced.result(DEADLINE_S)
+                yield cluster
 
 
 def subscribe_every_client(bootstrap: str) -> None:
@@ -120,6 +128,29 @@ def traffic(bootstrap: str) -> None:
         (transactional.commit_transaction if commit else transactional.abort_transaction)(30)
 
 
+def kip848_rebalance(bootstrap: str) -> None:
+    """A consumer-protocol member takes every partition of the topic, a second joins: the first
+    gives up partitions and reaches the new group epoch (one reconciliation observed)."""
+    config = {"bootstrap.servers": bootstrap, "group.id": KIP848_GROUP,
+              "group.protocol": "consumer", "auto.offset.reset": "earliest",
+              "enable.auto.commit": False}
+    first, second = Consumer(config), Consumer(config)
+    try:
+        first.subscribe([TOPIC])
+        deadline = time.monotonic() + DEADLINE_S
+        while len(first.assignment()) < 3:
+            assert time.monotonic() < deadline, "the first KIP-848 member got no partitions"
+            first.poll(0.1)
+        second.subscribe([TOPIC])
+        while not (first.assignment() and second.assignment()):
+            assert time.monotonic() < deadline, "the KIP-848 members did not share the topic"
+            first.poll(0.1)
+            second.poll(0.1)
+    finally:
+        first.close()
+        second.close()
+
+
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory,
                busy_cluster: ClusterProcesses) -> Iterator[PrometheusProcess]:
@@ -127,7 +158,9 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory,
     with running_prometheus(tmp_path_factory.mktemp("prometheus"), targets, LABELS) as server:
         deadline = time.monotonic() + DEADLINE_S
         ready = ("count_over_time(strata_replication_partitions[1m]) >= 3 and on() "
-                 f'count(strata_group_lag_records{{group="{GROUP}"}}) > 0')
+                 f'count(strata_group_lag_records{{group="{GROUP}"}}) > 0 and on() '
+                 "sum(strata_group_reconciliation_seconds_count) > 0 and on() "
+                 'sum(strata_group_rebalances_total{type="classic"}) > 0')
         while not server.query(ready):
             assert time.monotonic() < deadline, f"no scrapes in {DEADLINE_S}s\n{server.log_tail()}"
             time.sleep(0.2)

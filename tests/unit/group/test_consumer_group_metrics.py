@@ -34,7 +34,9 @@ def test_consumer_groups_in_the_group_metrics() -> None:
     assert value("strata_group_count", state="Empty") == 1  # "old"; not the holder
     assert value("strata_group_count", state="Reconciling") == 1
     assert value("strata_group_count", state="Assigning") == 0
-    assert value("strata_group_members", group="kip848") == 2
+    assert value("strata_group_members", group="kip848", type="consumer") == 2
+    assert value("strata_group_members", group="old", type="classic") == 0
+    assert value("strata_group_members", group="kip848", type="classic") is None
     assert value("strata_group_epoch", group="kip848") == 2
     assert value("strata_group_epoch", group="old") is None
     assert value("strata_group_committed_offset", group="kip848", topic="t",

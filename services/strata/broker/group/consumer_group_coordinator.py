@@ -34,7 +34,10 @@ uses. Owns:
   what was last written, tombstones for what is gone. A heartbeat whose records cannot be
   appended is answered with the append's error (NOT_COORDINATOR when leadership moved). A new
   coordinator replays them (``on_loaded``): members keep their epochs and assignments, and
-  every member's session starts again from the load (Kafka's ``onLoaded``).
+  every member's session starts again from the load (Kafka's ``onLoaded``);
+* reporting to the group metrics (``GroupCoordinator.metrics``, when set) after each request
+  and expiry: the group epoch before and the member concerned (``group_metrics`` counts the
+  rebalances and times the reconciliations).
 
 Event-loop only; no locks.
 """
@@ -211,6 +214,7 @@ class ConsumerGroupCoordinator:
         epoch_before, had_consumer_members = group.group_epoch, _has_consumer_members(group)
         result = self.membership.heartbeat(group, request, now,
                                            self._topics_for(group, request.rack_id))
+        self._report(group, epoch_before, request.member_id, now)
         if not group.members and group_id not in self._stored \
                 and group_id not in self._prefix:  # created for nothing
             self._groups.pop(group_id, None)
@@ -231,8 +235,9 @@ class ConsumerGroupCoordinator:
 
     def classic_join(self, group_id: str, request: JoinRequest) -> JoinGroupResult:
         group = self._groups[group_id]
-        now = self._coordinator.clock.monotonic_ms()
+        now, epoch_before = self._coordinator.clock.monotonic_ms(), group.group_epoch
         result = self.classic_members.join(group, request, now, self._topics_for(group, None))
+        self._report(group, epoch_before, result.member_id, now)
         error = self._persist(group)
         self._after(group)
         if error != ErrorCode.none and result.error == ErrorCode.none:
@@ -261,7 +266,9 @@ class ConsumerGroupCoordinator:
     def classic_leave(self, group_id: str, members: list[tuple[str, str | None]]
                       ) -> tuple[ErrorCode, list[ErrorCode]]:
         group = self._groups[group_id]
+        epoch_before = group.group_epoch
         result = self.classic_members.leave(group, members, self._topics_for(group, None))
+        self._report(group, epoch_before, None, self._coordinator.clock.monotonic_ms())
         error = self._persist(group)
         self._after(group)
         return (error, []) if error != ErrorCode.none else result
@@ -435,12 +442,20 @@ class ConsumerGroupCoordinator:
     def _expire(self, group: ConsumerGroup, now: float) -> None:
         epoch_before, had_consumer_members = group.group_epoch, _has_consumer_members(group)
         expired = self.membership.expire_due(group, now)
+        if expired:
+            self._report(group, epoch_before, None, now)
         for member_id in expired:
             logger.info("member %s of consumer group %s expired (group epoch %d)", member_id,
                         group.group_id, group.group_epoch)
         if expired and not (had_consumer_members
                             and self.conversion.maybe_downgrade(group, epoch_before)):
             self._persist(group)
+
+    def _report(self, group: ConsumerGroup, epoch_before: int, member_id: str | None,
+                now: float) -> None:
+        metrics = self._coordinator.metrics
+        if metrics is not None:
+            metrics.consumer_group_changed(group, epoch_before, member_id, now)
 
     def _after(self, group: ConsumerGroup) -> None:
         if group.group_id not in self._groups:  # downgraded

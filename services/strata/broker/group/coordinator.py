@@ -35,7 +35,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from strata.broker.config import BrokerConfig
 from strata.broker.coordinator_partition import partition_for
@@ -65,6 +65,9 @@ from strata.broker.replication.replica_manager import ReplicaManager
 from strata.broker.topic_store import TopicStore
 from strata.protocol.error_codes import ErrorCode
 from strata.storage.clock import Clock
+
+if TYPE_CHECKING:
+    from strata.broker.metrics.group_metrics import GroupMetrics
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +113,7 @@ class GroupCoordinator(OffsetMetadataManager):
         self.manager = GroupMetadataManager(replica_manager, clock)
         self.membership = GroupMembership(group, self)
         self.consumer_groups = ConsumerGroupCoordinator(self, consumer or ConsumerGroupConfig())
+        self.metrics: GroupMetrics | None = None  # set by the broker's metrics wiring
         # In a cluster: the leader of a partition as the metadata has it (this broker may not
         # host every __consumer_offsets partition).
         self.leader_lookup: Callable[[str, int], int | None] | None = None
@@ -456,8 +460,12 @@ class GroupCoordinator(OffsetMetadataManager):
     # ============================================================ GroupStore
     def store_group(self, group: ClassicGroup, assignment: Mapping[str, bytes],
                     on_done: Callable[[ErrorCode], None]) -> None:
-        """``GroupStore`` for the membership protocol: one broker, so done when appended."""
+        """``GroupStore`` for the membership protocol: one broker, so done when appended. A
+        generation that reaches Stable here is a completed rebalance (``metrics``)."""
+        completing = group.state is GroupState.COMPLETING_REBALANCE
         on_done(self.manager.store_group(self.partition_for(group.group_id), group, assignment))
+        if completing and group.state is GroupState.STABLE and self.metrics is not None:
+            self.metrics.classic_rebalance_completed()
 
     # ================================================================== timers
     def tick(self) -> None:
