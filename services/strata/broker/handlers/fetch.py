@@ -266,7 +266,7 @@ async def _read_follower_session(read: _Read, context: FetchContext, max_wait_ms
         answered, tags, results = await read.partitions(context.partitions, 0)
         left_ms = deadline_ms - now_ms
         if (left_ms <= 0 or sum(r.size for r in results) >= read.min_bytes
-                or any(r.error_code for r in answered)):
+                or any(r.error_code for r in results)):
             return answered, tags, results
         keys = [(p.topic, p.partition) for p in context.session_partitions
                 if p.topic is not None]
