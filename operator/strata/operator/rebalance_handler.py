@@ -139,9 +139,10 @@ class _Pass:
         self.plan = rr.plan_from_status(self.old.get("plan")) if self.proposal else []
 
     # ------------------------------------------------------------------ writing
-    def write(self, state: str, reason: str, message: str, event: str | None = None) -> Obj:
+    def write(self, state: str, reason: str, message: str, event: str | None = None,
+              event_reason: str | None = None, event_message: str | None = None) -> Obj:
         """Patch the status (only if it changed); ``event``: post one (Normal or Warning),
-        once per (reason, message)."""
+        once per (reason, message) — by default the condition's."""
         proposal_message = ""
         if self.proposal:
             proposal_message = (f"{self.proposal['moves']} replica moves, "
@@ -159,9 +160,10 @@ class _Pass:
             throttle=dict(self.throttle) if self.throttle else None)
         if conditions.status_changed(self.old, status):
             self.kube.patch_status(KIND, self.namespace, self.name, status)
-        if event is not None and _posted.get(self.key) != (reason, message):
-            events.record(self.kube, self.body, event, reason, message)
-            _posted[self.key] = (reason, message)
+        posting = (event_reason or reason, event_message or message)
+        if event is not None and _posted.get(self.key) != posting:
+            events.record(self.kube, self.body, event, *posting)
+            _posted[self.key] = posting
         return status
 
     # ------------------------------------------------------------------ the pass
@@ -241,10 +243,15 @@ class _Pass:
         self.proposal = {**proposal.status(), "generation": self.generation}
         self.plan = list(proposal.batches)
         self.done, self.elected = 0, False
-        return self.write(rr.PROPOSAL_READY, rr.PROPOSAL_READY,
+        waiting = rr.next_step(broker_exists=True, has_proposal=True, is_approved=False,
+                               other_running=None, batches_done=0,
+                               batches_total=len(self.plan), leaders_elected=False,
+                               deleting=False)
+        return self.write(rr.PROPOSAL_READY, waiting.reason, waiting.message, events.NORMAL,
+                          rr.PROPOSAL_READY,
                           f"{proposal.replica_moves} replica moves, {proposal.leader_changes} "
                           f"leader changes in {len(proposal.batches)} batches; annotate "
-                          f'{rr.APPROVE_ANNOTATION}="true" to execute', events.NORMAL)
+                          f'{rr.APPROVE_ANNOTATION}="true" to execute')
 
     def _send_batch(self, spec: rr.RebalanceSpec, cluster: Cluster) -> Obj:
         batch = self.plan[self.done]
