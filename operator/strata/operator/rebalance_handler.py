@@ -85,12 +85,16 @@ def _cluster(kube: Kube, namespace: str, broker: Obj, factory: ClusterFactory) -
     return connect(kube, names, spec, factory)
 
 
-def other_running(kube: Kube, body: Mapping[str, Any], broker: Mapping[str, Any]) -> str | None:
+def other_running(kube: Kube, body: Mapping[str, Any], broker: Mapping[str, Any],
+                  started: bool = False) -> str | None:
     """Another rebalance of the same Broker in progress: the Broker's own (its Rebalancing
-    condition True: scale-up, scale-down or annotation) or another Rebalance running."""
+    condition True: scale-up, scale-down or annotation) or another Rebalance running. A
+    Rebalance that ``started`` is not held back by a Broker run still ``Pending`` (that one
+    waits for it: ``rebalance.run_pass``), so neither waits for the other forever."""
     metadata = body["metadata"]
     own = conditions.find(broker.get("status"), conditions.REBALANCING)
-    if own is not None and own.get("status") == "True":
+    pending = ((broker.get("status") or {}).get("rebalance") or {}).get("state") == "Pending"
+    if own is not None and own.get("status") == "True" and not (started and pending):
         return f"Broker {broker['metadata']['name']} ({own.get('reason')})"
     ref = (body.get("spec") or {}).get("brokerRef")
     for item in kube.list(KIND, metadata["namespace"]):
@@ -207,7 +211,8 @@ class _Pass:
             self.write(rr.REBALANCING, conditions.REBALANCING_REASON,
                        f"batch {self.done}/{total} moved", events.NORMAL)
         approved = rr.approved(self.body["metadata"].get("annotations") or {})
-        other = (other_running(self.kube, self.body, broker)
+        started = self.done > 0 or self.old.get("state") == rr.REBALANCING
+        other = (other_running(self.kube, self.body, broker, started)
                  if self.proposal and approved and self.done < total else None)
         step = rr.next_step(broker_exists=True, has_proposal=self.proposal is not None,
                             is_approved=approved, other_running=other,

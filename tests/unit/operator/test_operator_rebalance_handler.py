@@ -2,7 +2,8 @@
 and the in-memory cluster of ``test_operator_rebalance`` (its controller carries out a batch
 only when told to): nothing moves before approval, one throttled batch per pass, each waited
 for, the preferred leaders elected, ``Ready``; refused while another rebalance of the Broker
-runs; a missing Broker; a deletion waits for the batch in flight, then clears its throttles."""
+runs, and the Broker's own run waiting for a started Rebalance (never both waiting); a missing
+Broker; a deletion waits for the batch in flight, then clears its throttles."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from typing import Any
 import kopf
 import pytest
 
-from strata.operator import rebalance_handler
+from strata.operator import rebalance, rebalance_handler
+from strata.operator.model import BrokerSpec
 from strata.operator.settings import Settings
 from strata.operator.throttle import ThrottlePlan
 
@@ -172,3 +174,30 @@ def test_deletion_waits_for_the_batch_in_flight_then_clears_its_throttles() -> N
         api.status("r")["throttle"])) in cluster.throttle_log
     assert api.reasons("r")[-1] == "RebalanceStopped"
     assert len(cluster.sent) == 1  # no batch after the deletion
+
+
+def test_the_broker_own_rebalance_and_a_rebalance_never_wait_for_each_other() -> None:
+    api, cluster = Api(), Cluster([0, 1, 2], RF2)
+    api.add("r", approved=True)
+    run(api, cluster)
+    assert run(api, cluster)["state"] == "Rebalancing"
+    # The Broker's own run, still Pending, waits for the running Rebalance...
+    pending = {"state": "Pending", "reason": "Requested", "batchesDone": 0, "batchesTotal": 0}
+    broker = api.objects[("Broker", "events")]
+
+    def no_cluster() -> Any:
+        raise AssertionError("a waiting run asks no cluster")
+
+    waiting = rebalance.run_pass(api, broker, BrokerSpec(), no_cluster,  # type: ignore[arg-type]
+                                 pending, 3, 3, False)
+    assert waiting is not None and waiting["state"] == "Pending"
+    assert waiting["message"] == "waiting for Rebalance r to finish"
+    # ... and the started Rebalance is not held back by it (its condition is True meanwhile).
+    broker["status"] = {"rebalance": pending, "conditions": [
+        {"type": "Rebalancing", "status": "True", "reason": "Rebalancing"}]}
+    cluster.finish()
+    assert run(api, cluster)["state"] == "Ready"  # its one batch done, leaders elected
+    # A Rebalance not started yet waits for the Broker's run.
+    api.add("later", approved=True, mode="full", brokers=[])
+    run(api, cluster, "later")
+    assert run(api, cluster, "later")["state"] == "NotReady"
