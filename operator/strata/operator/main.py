@@ -7,7 +7,8 @@ higher priority is alive (``leadership.py``; kopf peering, several replicas). To
 kopf's finalizer: their deletion handlers delete the Kafka topic (the user's credentials, ACLs
 and quotas), and their timers revert changes made in the cluster. Rebalances carry it too: a
 deleted one stops after its batch in flight and clears its throttles; their timer advances
-the run one step per pass (and sees the approve annotation).
+the run one step per pass and is what sees the approve annotation (an update handler cannot:
+kopf leaves annotations under its storage prefix, ``strata.dev/``, out of the diff).
 
 Settings (``settings.py``) are read at import; the startup handler logs in with the official
 ``kubernetes`` client (in-cluster service account, else KUBECONFIG), starts the metrics
