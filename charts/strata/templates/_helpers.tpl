@@ -89,10 +89,10 @@ else in a Role per watched namespace (operator/DESIGN.md, RBAC). */}}
 {{- define "strata.namespacedRules" -}}
   # Our resources: watched, patched (kopf's finalizer and annotations), status written.
   - apiGroups: ["strata.dev"]
-    resources: ["brokers", "topics", "users"]
+    resources: ["brokers", "topics", "users", "rebalances"]
     verbs: ["get", "list", "watch", "patch"]
   - apiGroups: ["strata.dev"]
-    resources: ["brokers/status", "topics/status", "users/status"]
+    resources: ["brokers/status", "topics/status", "users/status", "rebalances/status"]
     verbs: ["get", "patch"]
   # Events about Brokers and Topics (rolls, scaling, resizes, refusals), and kopf's own.
   - apiGroups: ["", "events.k8s.io"]

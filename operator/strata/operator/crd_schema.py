@@ -76,8 +76,10 @@ def age_column() -> dict[str, Any]:
 
 def crd(kind: str, plural: str, short: str, spec: Schema, status: Schema,
         columns: list[dict[str, Any]], scale: bool,
-        root_rules: tuple[dict[str, str], ...] = ()) -> dict[str, Any]:
-    """The CRD; ``root_rules``: CEL rules on the whole object (they may read metadata.name)."""
+        root_rules: tuple[dict[str, str], ...] = (),
+        versions: tuple[str, ...] = (VERSION, *OLDER_VERSIONS)) -> dict[str, Any]:
+    """The CRD; ``root_rules``: CEL rules on the whole object (they may read metadata.name);
+    ``versions``: the served ones (a kind new at ``VERSION`` serves no older one)."""
     subresources: dict[str, Any] = {"status": {}}
     if scale:
         subresources["scale"] = {
@@ -98,7 +100,7 @@ def crd(kind: str, plural: str, short: str, spec: Schema, status: Schema,
             # by rewriting apiVersion alone (strategy None: no webhook).
             "conversion": {"strategy": "None"},
             "versions": [version(name, kind, spec, status, subresources, columns, root_rules)
-                         for name in (VERSION, *OLDER_VERSIONS)],
+                         for name in versions],
         },
     }
 

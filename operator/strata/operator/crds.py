@@ -57,6 +57,7 @@ from strata.operator.model import (
     TOPIC_NAME_MAX_LENGTH,
     TOPIC_NAME_PATTERN,
 )
+from strata.operator.rebalance_crd import REBALANCE_CRD
 from strata.operator.user_crd import USER_CRD
 from strata.operator.volumes import QUANTITY_PATTERN
 
@@ -407,7 +408,8 @@ TOPIC_CRD: Final = crd(
     },),
 )
 
-ALL_CRDS: Final = {"brokers": BROKER_CRD, "topics": TOPIC_CRD, "users": USER_CRD}
+ALL_CRDS: Final = {"brokers": BROKER_CRD, "topics": TOPIC_CRD, "users": USER_CRD,
+                   "rebalances": REBALANCE_CRD}
 
 
 # ------------------------------------------------------------------------------ kopf peering

@@ -45,6 +45,7 @@ KINDS: Final[dict[str, tuple[str, str, bool]]] = {
     "Broker": (API_VERSION, "brokers", True),
     "Topic": (API_VERSION, "topics", True),
     "User": (API_VERSION, "users", True),
+    "Rebalance": (API_VERSION, "rebalances", True),
 }
 
 # Fields the API server refuses to change on a live object: never part of a patch.

@@ -5,7 +5,10 @@ Brokers carry no finalizer (deleting one never waits for the operator); their pe
 is our own loop (``resync_brokers``), which stands by, like kopf's handlers, while a peer of
 higher priority is alive (``leadership.py``; kopf peering, several replicas). Topics and Users carry
 kopf's finalizer: their deletion handlers delete the Kafka topic (the user's credentials, ACLs
-and quotas), and their timers revert changes made in the cluster.
+and quotas), and their timers revert changes made in the cluster. Rebalances carry it too: a
+deleted one stops after its batch in flight and clears its throttles; their timer advances
+the run one step per pass and is what sees the approve annotation (an update handler cannot:
+kopf leaves annotations under its storage prefix, ``strata.dev/``, out of the diff).
 
 Settings (``settings.py``) are read at import; the startup handler logs in with the official
 ``kubernetes`` client (in-cluster service account, else KUBECONFIG), starts the metrics
@@ -30,7 +33,7 @@ import kopf
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import start_http_server
 
-from strata.operator import broker, leadership, metrics, topic, user
+from strata.operator import broker, leadership, metrics, rebalance_handler, topic, user
 from strata.operator.kube import Kube, load_config
 from strata.operator.model import GROUP, VERSION
 from strata.operator.settings import SETTINGS
@@ -194,3 +197,25 @@ def user_timer(body: kopf.Body, **_: Any) -> None:
 def user_deleted(body: kopf.Body, runtime: datetime.timedelta, **_: Any) -> None:
     with metrics.measured("User"):
         logger.info("%s", user.delete(body, kube(), runtime.total_seconds()))
+
+
+# ------------------------------------------------------------------------------ Rebalance
+@kopf.on.resume(GROUP, VERSION, "rebalances")
+@kopf.on.create(GROUP, VERSION, "rebalances")
+@kopf.on.update(GROUP, VERSION, "rebalances", field="spec")
+def rebalance_changed(body: kopf.Body, **_: Any) -> None:
+    with metrics.measured("Rebalance"):
+        rebalance_handler.reconcile(body, kube())
+
+
+@kopf.timer(GROUP, VERSION, "rebalances", interval=SETTINGS.reconcile_interval,
+            initial_delay=SETTINGS.reconcile_interval)
+def rebalance_timer(body: kopf.Body, **_: Any) -> None:
+    with metrics.measured("Rebalance"):
+        rebalance_handler.reconcile(body, kube())
+
+
+@kopf.on.delete(GROUP, VERSION, "rebalances")
+def rebalance_deleted(body: kopf.Body, runtime: datetime.timedelta, **_: Any) -> None:
+    with metrics.measured("Rebalance"):
+        logger.info("%s", rebalance_handler.delete(body, kube(), runtime.total_seconds()))

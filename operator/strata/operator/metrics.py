@@ -14,7 +14,7 @@ from typing import Final
 
 from prometheus_client import Counter, Histogram
 
-KINDS: Final = ("Broker", "Topic")
+KINDS: Final = ("Broker", "Topic", "Rebalance")
 
 RECONCILES: Final = Counter("strata_operator_reconciles_total",
                             "Reconciles run, per resource kind.", ["kind"])

@@ -26,6 +26,10 @@ moving partitions' ``*.replication.throttled.replicas`` topic configs and the
 operator's ``STRATA_OPERATOR_REBALANCE_THROTTLE``) and recorded in ``status.rebalance.throttle``;
 once the batch is done they are removed, before the next batch is planned. Kept in the status,
 they are removed by an operator restarted mid-batch too.
+
+One rebalance per Broker: a ``Pending`` run waits while a ``Rebalance`` resource of this
+Broker is moving partitions (state ``Rebalancing``; ``rebalance_handler.py`` in turn waits
+for this one unless it had already started).
 """
 
 from __future__ import annotations
@@ -156,6 +160,16 @@ def advance(cluster: Cluster, status: Mapping[str, Any], replicas: int, batch_si
     return Step({**done_status, "state": DONE, "message": message}, message)
 
 
+def running_resource(kube: Kube, body: Mapping[str, Any]) -> str | None:
+    """The name of a ``Rebalance`` of this Broker that is moving partitions, or None."""
+    metadata = body.get("metadata") or {}
+    for item in kube.list("Rebalance", metadata.get("namespace")):
+        if ((item.get("spec") or {}).get("brokerRef") == metadata.get("name")
+                and (item.get("status") or {}).get("state") == "Rebalancing"):
+            return str(item["metadata"]["name"])
+    return None
+
+
 def run_pass(kube: Kube, body: Mapping[str, Any], spec: BrokerSpec,
              get_cluster: Callable[[], Cluster], previous: Mapping[str, Any] | None,
              live_replicas: int, replicas: int, shrunk: bool) -> Obj | None:
@@ -170,6 +184,10 @@ def run_pass(kube: Kube, body: Mapping[str, Any], spec: BrokerSpec,
     state = state or (dict(previous) if previous else None)
     if state is None or not active(state):
         return state
+    if state["state"] == PENDING:  # one rebalance per Broker: a running Rebalance goes first
+        running = running_resource(kube, body)
+        if running is not None:
+            return {**state, "message": f"waiting for Rebalance {running} to finish"}
     try:
         step = advance(get_cluster(), state, spec.replicas, SETTINGS.rebalance_batch_size,
                        scaling_down=replicas > spec.replicas,

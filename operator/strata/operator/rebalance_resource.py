@@ -13,6 +13,12 @@ Invariants:
   when approved (annotation ``strata.dev/rebalance-approve: "true"``), one batch at a time,
   and only while no other rebalance of the same Broker runs; a deleted Rebalance stops after
   the current batch.
+
+``build_status`` (pure) turns the handler's outcome into the status: ``state`` (Strimzi's
+KafkaRebalance states), the three conditions ``ProposalReady`` / ``Rebalancing`` / ``Ready``
+(each with ``observedGeneration``), ``progress`` with a ``done/total`` summary for the printer
+column; ``plan_status`` / ``plan_from_status`` keep the approved batches in ``status.plan`` so
+that what runs is what was approved.
 """
 
 from __future__ import annotations
@@ -21,11 +27,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from strata.operator import conditions
 from strata.operator.balance import Assignment, TopicPartition, batches, plan_balance
 from strata.operator.rolling import plan_reassignment
 
 APPROVE_ANNOTATION = "strata.dev/rebalance-approve"
 MODES = ("full", "remove-brokers")
+
+# status.state (Strimzi's KafkaRebalance states, those we use)
+PENDING_PROPOSAL = "PendingProposal"
+PROPOSAL_READY = "ProposalReady"
+REBALANCING = "Rebalancing"
+READY = "Ready"
+NOT_READY = "NotReady"
+STOPPED = "Stopped"
+STATES = (PENDING_PROPOSAL, PROPOSAL_READY, REBALANCING, READY, NOT_READY, STOPPED)
+PROPOSAL_READY_TYPE = "ProposalReady"  # condition types
+REBALANCING_TYPE = conditions.REBALANCING
 
 
 class ProposalError(ValueError):
@@ -135,3 +153,60 @@ def next_step(*, broker_exists: bool, has_proposal: bool, is_approved: bool,
     if not leaders_elected:
         return Step("elect-leaders", "Rebalancing", "electing preferred leaders")
     return Step("done", "Ready", f"{batches_total} batches done")
+
+
+def plan_status(proposal: Proposal) -> list[dict[str, Any]]:
+    """The proposal's batches as ``status.plan`` entries (batch index, topic, partition,
+    target replicas)."""
+    return [{"batch": i, "topic": t, "partition": p, "replicas": list(r)}
+            for i, batch in enumerate(proposal.batches) for (t, p), r in sorted(batch.items())]
+
+
+def plan_from_status(plan: Any) -> list[dict[TopicPartition, tuple[int, ...]]]:
+    """``status.plan`` back as batches, in order."""
+    out: dict[int, dict[TopicPartition, tuple[int, ...]]] = {}
+    for entry in plan or ():
+        out.setdefault(int(entry["batch"]), {})[(str(entry["topic"]), int(entry["partition"]))] = (
+            tuple(int(r) for r in entry["replicas"]))
+    return [out[i] for i in sorted(out)]
+
+
+def progress(done: int, total: int, leaders_elected: bool) -> dict[str, Any]:
+    return {"batchesDone": done, "batchesTotal": total, "summary": f"{done}/{total}",
+            "leadersElected": leaders_elected}
+
+
+def state_of(action: str) -> str:
+    """``status.state`` for a ``Step.action``."""
+    return {"propose": PENDING_PROPOSAL, "wait-approval": PROPOSAL_READY,
+            "blocked": NOT_READY, "run-batch": REBALANCING, "elect-leaders": REBALANCING,
+            "done": READY, "stop": STOPPED}.get(action, NOT_READY)
+
+
+def build_status(*, state: str, reason: str, message: str, has_proposal: bool,
+                 proposal_message: str, generation: int | None,
+                 previous: Any = (), now: str | None = None,
+                 **fields: Any) -> dict[str, Any]:
+    """The status to patch: ``state``, the three conditions, ``observedGeneration`` and
+    ``fields`` (proposal, plan, progress, inFlight, throttle; None deletes in a merge patch).
+    ``reason``/``message``: why the run is where it is (the Step's)."""
+    running = state == REBALANCING
+    ready = state == READY
+    return {
+        **fields,
+        "state": state,
+        "observedGeneration": generation,
+        "conditions": [
+            conditions.condition(PROPOSAL_READY_TYPE, has_proposal,
+                                 PROPOSAL_READY if has_proposal else reason,
+                                 proposal_message if has_proposal else message,
+                                 generation, previous, now),
+            conditions.condition(REBALANCING_TYPE, running,
+                                 reason if running or not ready
+                                 else conditions.REBALANCE_COMPLETE,
+                                 message, generation, previous, now),
+            conditions.condition(conditions.READY, ready,
+                                 conditions.REBALANCE_COMPLETE if ready else reason,
+                                 message, generation, previous, now),
+        ],
+    }

@@ -45,6 +45,8 @@ RESOURCES: dict[str, dict[str, Any]] = {
                                    "shortnames": {"st"}},
     "strata.dev/v1beta1/users": {"kind": "User", "subresources": {"status"},
                                   "shortnames": {"su"}},
+    "strata.dev/v1beta1/rebalances": {"kind": "Rebalance", "subresources": {"status"},
+                                       "shortnames": {"srb"}},
     "v1/pods": {"kind": "Pod"}, "v1/configmaps": {"kind": "ConfigMap"},
     "v1/secrets": {"kind": "Secret"},
     "v1/persistentvolumeclaims": {"kind": "PersistentVolumeClaim", "subresources": {"status"}},

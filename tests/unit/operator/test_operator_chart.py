@@ -229,3 +229,12 @@ broker:
 """)), "Broker")
     assert "tls" not in operator_made["spec"]
     assert BrokerSpec.parse(operator_made["spec"], "strata").certificates.source == "operator"
+
+
+def test_rebalances_have_rbac_everywhere_the_operator_watches() -> None:
+    for objects, kind in ((render(), "ClusterRole"),
+                          (render("--set", "operator.watchNamespaces={kafka}"), "Role")):
+        rules = {r: set(rule["verbs"]) for rule in one(objects, kind)["rules"]
+                 for r in rule["resources"] if "strata.dev" in rule["apiGroups"]}
+        assert {"get", "list", "watch", "patch"} <= rules["rebalances"]
+        assert "patch" in rules["rebalances/status"]

@@ -175,7 +175,7 @@ def test_schema_defaults_agree_with_the_models() -> None:
     assert crds.TOPIC_SPEC["properties"]["partitions"]["default"] == TopicSpec("b", "t").partitions
 
 
-@pytest.mark.parametrize("plural", sorted(crds.ALL_CRDS))
+@pytest.mark.parametrize("plural", sorted(set(crds.ALL_CRDS) - {"rebalances"}))
 def test_v1beta1_is_stored_and_v1alpha1_still_served_with_the_same_schema(plural: str) -> None:
     spec = crds.ALL_CRDS[plural]["spec"]
     versions = {v["name"]: v for v in spec["versions"]}

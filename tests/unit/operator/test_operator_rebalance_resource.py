@@ -1,13 +1,19 @@
 """The Rebalance resource's pure parts (``rebalance_resource.py``): spec validation, the
 remove-brokers proposal (nothing left on the named brokers, RF kept, refused when the rest
-cannot hold RF), and the state decisions (no run before approval, one rebalance per Broker)."""
+cannot hold RF), the state decisions (no run before approval, one rebalance per Broker), the
+status (conditions per state, progress, the plan kept in it) and the CRD
+(``rebalance_crd.py``: v1beta1 only, printer columns, admission rules)."""
 
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
+import jsonschema
 import pytest
 
+from strata.operator import rebalance_resource as rr
+from strata.operator.rebalance_crd import REBALANCE_CRD
 from strata.operator.rebalance_resource import (
     ProposalError,
     RebalanceSpec,
@@ -16,6 +22,8 @@ from strata.operator.rebalance_resource import (
     propose,
     read_spec,
 )
+
+from .test_operator_crds import admitted, validate
 
 RACKS: dict[int, str | None] = {0: None, 1: None, 2: None}
 RF2 = {("t", p): ((p % 3), ((p + 1) % 3)) for p in range(6)}
@@ -82,3 +90,68 @@ def test_state_decisions() -> None:
     assert step(deleting=True) == "stop"
     assert approved({"strata.dev/rebalance-approve": "True"})
     assert not approved({})
+
+
+# ------------------------------------------------------------------------------ status
+def test_plan_round_trips_through_the_status() -> None:
+    proposal = propose(RebalanceSpec("s", "remove-brokers", (1,), None), RACKS, RF2, 3)
+    entries = rr.plan_status(proposal)
+    assert {e["batch"] for e in entries} == set(range(len(proposal.batches)))
+    assert rr.plan_from_status(entries) == list(proposal.batches)
+    assert rr.plan_from_status(None) == []
+
+
+def test_status_conditions_and_printer_fields_per_state() -> None:
+    def built(state: str, reason: str, has_proposal: bool = True) -> dict[str, Any]:
+        return rr.build_status(state=state, reason=reason, message="m",
+                               has_proposal=has_proposal, proposal_message="4 moves",
+                               generation=3, now="2026-01-01T00:00:00Z",
+                               progress=rr.progress(1, 2, False), inFlight=None)
+
+    def kinds(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
+        return {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+
+    waiting = built("ProposalReady", "WaitingForApproval")
+    assert kinds(waiting) == {"ProposalReady": ("True", "ProposalReady"),
+                              "Rebalancing": ("False", "WaitingForApproval"),
+                              "Ready": ("False", "WaitingForApproval")}
+    assert all(c["observedGeneration"] == 3 for c in waiting["conditions"])
+    assert waiting["progress"]["summary"] == "1/2" and waiting["inFlight"] is None
+    assert kinds(built("Rebalancing", "Rebalancing"))["Rebalancing"] == ("True", "Rebalancing")
+    assert kinds(built("Ready", "RebalanceComplete")) == {
+        "ProposalReady": ("True", "ProposalReady"),
+        "Rebalancing": ("False", "RebalanceComplete"), "Ready": ("True", "RebalanceComplete")}
+    refused = built("NotReady", "ProposalRefused", has_proposal=False)
+    assert kinds(refused)["ProposalReady"] == ("False", "ProposalRefused")
+    assert [rr.state_of(a) for a in ("propose", "wait-approval", "blocked", "run-batch",
+                                     "elect-leaders", "done", "stop")] == [
+        "PendingProposal", "ProposalReady", "NotReady", "Rebalancing", "Rebalancing", "Ready",
+        "Stopped"]
+    assert set(rr.STATES) == set(REBALANCE_CRD["spec"]["versions"][0]["schema"][
+        "openAPIV3Schema"]["properties"]["status"]["properties"]["state"]["enum"])
+
+
+def rebalance_cr(**spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "strata.dev/v1beta1", "kind": "Rebalance",
+            "metadata": {"name": "r", "namespace": "kafka"},
+            "spec": {"brokerRef": "events", **spec}}
+
+
+def test_the_crd_is_served_at_v1beta1_only_with_columns_and_admission_rules() -> None:
+    versions = REBALANCE_CRD["spec"]["versions"]
+    assert [(v["name"], v["served"], v["storage"]) for v in versions] == [
+        ("v1beta1", True, True)]
+    assert [c["name"] for c in versions[0]["additionalPrinterColumns"]] == [
+        "Broker", "Mode", "State", "Progress", "Reason", "Age"]
+    assert "status" in versions[0]["subresources"]
+    validate(rebalance_cr(mode="remove-brokers", brokers=[2], throttle=0))
+    with pytest.raises(jsonschema.ValidationError):
+        validate(rebalance_cr(mode="sideways"))
+    with pytest.raises(jsonschema.ValidationError):
+        validate(rebalance_cr(throttle=-1))
+    assert admitted(REBALANCE_CRD, rebalance_cr(mode="remove-brokers"), None) == [
+        "mode remove-brokers needs brokers"]
+    assert admitted(REBALANCE_CRD, rebalance_cr(mode="full"), None) == []
+    moved = rebalance_cr()
+    moved["spec"]["brokerRef"] = "other"
+    assert admitted(REBALANCE_CRD, moved, rebalance_cr()) == ["brokerRef cannot be changed"]
