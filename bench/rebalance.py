@@ -260,6 +260,7 @@ def measure(bootstrap: str, topic: str, protocol: str, members: int, partitions:
         stable_s = time.monotonic() - started  # the wait returned as it became stable
         time.sleep(AFTER_STABLE_S)
         end = time.monotonic()
+        group.wait(lambda: group.consumed_s(started) is not None, "consumed again")
         consumed_s = group.consumed_s(started)
         if present:
             pauses = tuple(longest_pause(m.batch_times(), started, end)
