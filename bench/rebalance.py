@@ -1,7 +1,9 @@
 """Rebalance time, classic protocol vs KIP-848: ``make bench-rebalance``.
 
 One broker (``bench/local_broker.py``) with the loopback timings of the group tests (classic
-and consumer-protocol heartbeats every 500 ms, 6 s sessions, no initial rebalance delay). For
+and consumer-protocol heartbeats every ``--heartbeat-ms``, 500 ms by default: the classic
+client's ``heartbeat.interval.ms`` and the broker's ``group.consumer.heartbeat.interval.ms``
+(and its minimum), 6 s sessions, no initial rebalance delay). For
 each group size (``--members``, 10 and 50) over one topic of ``--partitions`` (100), and each
 protocol:
 
@@ -20,7 +22,11 @@ left to settle (every partition held once, loads within one), then:
   closes and a new one starts in its place, the next once the new one holds partitions.
 
 Measured from the event: the time until the assignment is stable again
-(``rebalance_figures.is_stable``, from each member's ``assignment()``), and each member's
+(``rebalance_figures.is_stable``, from each member's ``assignment()``, read as ``consume``
+returns, before the batch's work), the time until every partition is *consumed* again
+(issue 20's figure, ``rebalance_figures.consumed_again``: each partition in a batch of the
+member holding it at the end, after its assign callback gave it the partition), and each
+member's
 records-processing pause — the longest stretch without a processed record in the window from
 the event to one second after stability — while a producer writes ``--rate`` (2,000)
 records/s spread over every partition and each member spends ``--work-ms`` (100) on every
@@ -33,7 +39,7 @@ a shared machine move.
 
 Run: ``.venv/bin/python -m bench.rebalance [--members 10 50] [--partitions 100]
 [--protocols classic-eager classic-cooperative consumer] [--events join leave
-rolling-restart] [--rate 2000] [--work-ms 100]``.
+rolling-restart] [--rate 2000] [--work-ms 100] [--heartbeat-ms 500]``.
 """
 
 from __future__ import annotations
@@ -46,13 +52,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Final
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from .local_broker import local_broker
 from .rebalance_figures import (
     TP,
     Measurement,
+    consumed_again,
     figure_line,
     is_stable,
     longest_pause,
@@ -62,21 +69,28 @@ from .rebalance_figures import (
 
 PROTOCOLS: Final[dict[str, dict[str, str]]] = {
     "classic-eager": {"group.protocol": "classic", "partition.assignment.strategy": "range",
-                      "session.timeout.ms": "6000", "heartbeat.interval.ms": "500"},
+                      "session.timeout.ms": "6000"},
     "classic-cooperative": {"group.protocol": "classic",
                             "partition.assignment.strategy": "cooperative-sticky",
-                            "session.timeout.ms": "6000", "heartbeat.interval.ms": "500"},
+                            "session.timeout.ms": "6000"},
     "consumer": {"group.protocol": "consumer"},
 }
+HEARTBEAT_MS: Final = 500
+"""Both protocols' heartbeat interval by default (Kafka's defaults are 3 s for the classic
+client and 5 s for ``group.consumer.heartbeat.interval.ms``: too slow for loopback)."""
 EVENTS: Final = ("join", "leave", "rolling-restart")
 BROKER_CONFIG: Final = {
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.replication.factor": "1",
-    "group.consumer.min.heartbeat.interval.ms": "500",
-    "group.consumer.heartbeat.interval.ms": "500",
     "group.consumer.min.session.timeout.ms": "6000",
     "group.consumer.session.timeout.ms": "6000",
 }
+
+
+def broker_config(heartbeat_ms: int) -> dict[str, str]:
+    """``BROKER_CONFIG`` with the consumer groups' heartbeat interval (and its minimum)."""
+    return {**BROKER_CONFIG, "group.consumer.min.heartbeat.interval.ms": str(heartbeat_ms),
+            "group.consumer.heartbeat.interval.ms": str(heartbeat_ms)}
 STABLE_TIMEOUT_S: Final = 180.0
 AFTER_STABLE_S: Final = 1.0
 POLL_S: Final = 0.02
@@ -86,34 +100,42 @@ class Member(threading.Thread):
     """One consumer polling in a loop; ``assigned`` and the batch times as it goes."""
 
     def __init__(self, name: str, bootstrap: str, group: str, topic: str,
-                 protocol: str, work_ms: int) -> None:
+                 protocol: str, work_ms: int, heartbeat_ms: int = HEARTBEAT_MS) -> None:
         super().__init__(name=f"member-{name}", daemon=True)
         self.member = name
         self.config = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
                        "auto.offset.reset": "latest", "enable.auto.commit": True,
                        "fetch.wait.max.ms": 100, "max.poll.interval.ms": 20000,
                        **PROTOCOLS[protocol]}
+        if self.config["group.protocol"] == "classic":
+            self.config["heartbeat.interval.ms"] = str(heartbeat_ms)
         self.topic = topic
         self.work_s = work_ms / 1000
         self.assigned: frozenset[TP] = frozenset()
+        self.acquired: dict[TP, float] = {}  # when the assign callback last gave a partition
         self.batches: list[tuple[float, frozenset[TP]]] = []
         self.stopping = threading.Event()
         self.closed = threading.Event()
 
     def run(self) -> None:
         consumer = Consumer(self.config)
-        consumer.subscribe([self.topic])
+
+        def on_assign(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            now = time.monotonic()
+            self.acquired.update({(tp.topic, tp.partition): now for tp in partitions})
+
+        consumer.subscribe([self.topic], on_assign=on_assign)
         try:
             while not self.stopping.is_set():
                 messages = consumer.consume(500, 0.05)
+                self.assigned = frozenset((tp.topic, tp.partition)
+                                          for tp in consumer.assignment())
                 records = [m for m in messages if not m.error()]
                 if records:
                     self.batches.append((time.monotonic(), frozenset(
                         (m.topic() or "", m.partition() or 0) for m in records)))
                     if self.work_s:
                         time.sleep(self.work_s)  # the application's work on the batch
-                self.assigned = frozenset((tp.topic, tp.partition)
-                                          for tp in consumer.assignment())
         finally:
             consumer.close()
             self.assigned = frozenset()
@@ -161,9 +183,9 @@ class Group:
     """The members of one measurement."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, protocol: str,
-                 work_ms: int) -> None:
+                 work_ms: int, heartbeat_ms: int = HEARTBEAT_MS) -> None:
         self.bootstrap, self.topic, self.protocol = bootstrap, topic, protocol
-        self.work_ms = work_ms
+        self.work_ms, self.heartbeat_ms = work_ms, heartbeat_ms
         self.group = f"bench-rebalance-{uuid.uuid4().hex[:8]}"
         self.all_partitions = [(topic, p) for p in range(partitions)]
         self.members: dict[str, Member] = {}
@@ -172,7 +194,7 @@ class Group:
     def start(self) -> Member:
         self._count += 1
         member = Member(f"m{self._count}", self.bootstrap, self.group, self.topic,
-                        self.protocol, self.work_ms)
+                        self.protocol, self.work_ms, self.heartbeat_ms)
         self.members[member.member] = member
         member.start()
         return member
@@ -195,6 +217,14 @@ class Group:
         print(f"  (not {what} within {STABLE_TIMEOUT_S:.0f} s)", flush=True)
         return None
 
+    def consumed_s(self, started: float) -> float | None:
+        """``consumed_again`` from ``started``, by the members' assignments now."""
+        owners = {tp: n for n, m in self.members.items() for tp in m.assigned}
+        acquired = {(n, tp): t for n, m in self.members.items()
+                    for tp, t in list(m.acquired.items())}
+        return consumed_again(owners, acquired,
+                              {n: list(m.batches) for n, m in self.members.items()}, started)
+
     def close(self) -> None:
         for member in self.members.values():
             member.stopping.set()
@@ -203,9 +233,9 @@ class Group:
 
 
 def measure(bootstrap: str, topic: str, protocol: str, members: int, partitions: int,
-            event: str, work_ms: int) -> Measurement:
+            event: str, work_ms: int, heartbeat_ms: int = HEARTBEAT_MS) -> Measurement:
     """One measurement, by a group of its own on the shared topic (from its end)."""
-    group = Group(bootstrap, topic, partitions, protocol, work_ms)
+    group = Group(bootstrap, topic, partitions, protocol, work_ms, heartbeat_ms)
     try:
         for _ in range(members):
             group.start()
@@ -230,6 +260,8 @@ def measure(bootstrap: str, topic: str, protocol: str, members: int, partitions:
         stable_s = time.monotonic() - started  # the wait returned as it became stable
         time.sleep(AFTER_STABLE_S)
         end = time.monotonic()
+        group.wait(lambda: group.consumed_s(started) is not None, "consumed again")
+        consumed_s = group.consumed_s(started)
         if present:
             pauses = tuple(longest_pause(m.batch_times(), started, end)
                            for m in present.values())
@@ -237,14 +269,14 @@ def measure(bootstrap: str, topic: str, protocol: str, members: int, partitions:
             everyone = [b for m in group.members.values() for b in m.batches]
             pauses = tuple(longest_pause([t for t, tps in everyone if tp in tps], started, end)
                            for tp in group.all_partitions)
-        return Measurement(protocol, event, members, partitions, stable_s, pauses)
+        return Measurement(protocol, event, members, partitions, stable_s, pauses, consumed_s)
     finally:
         group.close()
 
 
 @contextlib.contextmanager
-def broker() -> Iterator[str]:
-    with local_broker(dict(BROKER_CONFIG)) as bootstrap:
+def broker(heartbeat_ms: int = HEARTBEAT_MS) -> Iterator[str]:
+    with local_broker(broker_config(heartbeat_ms)) as bootstrap:
         yield bootstrap
 
 
@@ -259,15 +291,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=2000, help="records/s produced meanwhile")
     parser.add_argument("--work-ms", type=int, default=100,
                         help="each member's processing time per batch")
+    parser.add_argument("--heartbeat-ms", type=int, default=HEARTBEAT_MS,
+                        help="both protocols' heartbeat interval")
     args = parser.parse_args(argv)
     results: list[Measurement] = []
-    with broker() as bootstrap:
+    with broker(args.heartbeat_ms) as bootstrap:
         topic = "bench-rebalance"
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic(topic, args.partitions, 1)])[topic].result(30)
         load = Load(bootstrap, topic, args.partitions, args.rate)
         load.start()
-        print(f"# broker at {bootstrap}; heartbeats 500 ms, sessions 6 s; {args.rate} records/s "
+        print(f"# broker at {bootstrap}; heartbeats {args.heartbeat_ms} ms, sessions 6 s; "
+              f"{args.rate} records/s "
               f"over {args.partitions} partitions; {args.work_ms} ms of work per batch",
               flush=True)
         try:
@@ -277,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     for protocol in args.protocols:
                         result = measure(bootstrap, topic, protocol, members, args.partitions,
-                                         event, args.work_ms)
+                                         event, args.work_ms, args.heartbeat_ms)
                         results.append(result)
                         print(figure_line(result), flush=True)
         finally:
@@ -291,15 +326,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def table(results: list[Measurement]) -> str:
-    """A Markdown table: time to stable, pauses, and the speed-up over classic-eager."""
+    """A Markdown table: time to stable and to consumed again, pauses, and the speed-ups
+    over classic-eager (stable / consumed)."""
     base = {(r.members, r.event): r for r in results if r.protocol == "classic-eager"}
-    lines = ["| members | event | protocol | stable | max pause | median pause | vs eager |",
-             "| ---: | --- | --- | ---: | ---: | ---: | ---: |"]
+    lines = ["| members | event | protocol | stable | consumed | max pause | median pause "
+             "| vs eager (stable / consumed) |",
+             "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in results:
         stable = "not stable" if r.stable_s is None else f"{r.stable_s:.2f} s"
-        lines.append(f"| {r.members} | {r.event} | {r.protocol} | {stable} | "
+        consumed = "-" if r.consumed_s is None else f"{r.consumed_s:.2f} s"
+        eager = base.get((r.members, r.event))
+        lines.append(f"| {r.members} | {r.event} | {r.protocol} | {stable} | {consumed} | "
                      f"{max(r.pauses_s, default=0.0):.2f} s | {percentile(r.pauses_s, 50):.2f} s"
-                     f" | {speedup(base.get((r.members, r.event)), r)} |")
+                     f" | {speedup(eager, r)} / {speedup(eager, r, 'consumed_s')} |")
     return "\n".join(lines)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 from strata.broker.group.consumer_group import ConsumerGroup
@@ -11,8 +12,10 @@ from strata.broker.group.consumer_group_membership import (
     HeartbeatRequest,
 )
 from strata.broker.group.consumer_group_records import (
+    RecordCache,
     changes,
     is_consumer_group_key,
+    key_version,
     metadata_key,
     records_of,
     replay,
@@ -107,3 +110,31 @@ def test_partition_racks_are_recorded_and_replayed() -> None:
     group.subscription_metadata = {"t": racked, "u": plain}
     replayed = replay(list(records_of(group).items()))["g"]
     assert replayed.subscription_metadata == {"t": racked, "u": plain}
+
+
+def test_a_record_cache_encodes_only_what_changed_and_gives_the_same_bytes() -> None:
+    """The coordinator's ``RecordCache``: each call's records equal an uncached encoding;
+    a member that did not change keeps its bytes (the very objects), one that changed
+    (its epoch, its assignment) is encoded again; a member gone leaves the cache."""
+    membership = ConsumerGroupMembership(ConsumerGroupConfig())
+    group = ConsumerGroup("g")
+    c1, c2 = Client("m1"), Client("m2")
+    cache = RecordCache()
+    for now in range(4):
+        c1.heartbeat(membership, group, now)
+        c2.heartbeat(membership, group, now)
+        assert records_of(group, cache) == records_of(group)
+    before = records_of(group, cache)
+    c1.heartbeat(membership, group, 10)  # nothing changes for anyone
+    steady = records_of(group, cache)
+    assert steady == before
+    assert all(steady[k] is before[k] for k in steady if key_version(k) in (4, 5, 7, 8))
+    m1_epoch = group.members["m1"].member_epoch
+    group.update_member(dataclasses.replace(group.members["m1"], member_epoch=m1_epoch + 1))
+    changed = records_of(group, cache)
+    assert changed == records_of(group)
+    assert changes(before, changed) == [(k, changed[k]) for k in changed
+                                       if k.endswith(b"m1") and key_version(k) == 8]
+    c2.leave(membership, group)
+    assert records_of(group, cache) == records_of(group)
+    assert set(cache.members) == {"m1"}

@@ -31,10 +31,12 @@ uses. Owns:
   rebalance deadlines) the coordinator's timer task runs through ``tick`` / ``next_deadline``;
 * persistence: after every change a group's records (``consumer_group_records``, Kafka's
   formats) are appended to its ``__consumer_offsets`` partition — only those that differ from
-  what was last written, tombstones for what is gone. A heartbeat whose records cannot be
-  appended is answered with the append's error (NOT_COORDINATOR when leadership moved). A new
-  coordinator replays them (``on_loaded``): members keep their epochs and assignments, and
-  every member's session starts again from the load (Kafka's ``onLoaded``);
+  what was last written, tombstones for what is gone; each group's ``RecordCache`` keeps the
+  encodings, so a heartbeat re-encodes only the records of what it changed. A heartbeat whose
+  records cannot be appended is answered with the append's error (NOT_COORDINATOR when
+  leadership moved). A new coordinator replays them (``on_loaded``): members keep their
+  epochs and assignments, and every member's session starts again from the load (Kafka's
+  ``onLoaded``);
 * reporting to the group metrics (``GroupCoordinator.metrics``, when set) after each request
   and expiry: the group epoch before and the member concerned (``group_metrics`` counts the
   rebalances and times the reconciliations).
@@ -71,7 +73,12 @@ from strata.broker.group.consumer_group_membership import (
 from strata.broker.group.consumer_group_migration import (
     MigrationPolicy,
 )
-from strata.broker.group.consumer_group_records import changes, records_of, replay
+from strata.broker.group.consumer_group_records import (
+    RecordCache,
+    changes,
+    records_of,
+    replay,
+)
 from strata.broker.group.member import JoinGroupResult, SyncGroupResult
 from strata.broker.group.membership import JoinRequest
 from strata.broker.group.metadata_codec import GroupRecordError
@@ -159,6 +166,7 @@ class ConsumerGroupCoordinator:
         # records to write before a group's own in its next batch (an upgrade's tombstone)
         self._prefix: dict[str, list[tuple[bytes, bytes | None]]] = {}
         self._stored: dict[str, dict[bytes, bytes]] = {}  # group id -> records last written
+        self._encoded: dict[str, RecordCache] = {}  # group id -> its records, encoded
 
     def __contains__(self, group_id: object) -> bool:
         return group_id in self._groups
@@ -378,7 +386,8 @@ class ConsumerGroupCoordinator:
                     group.rebalance_deadlines[member_id] = (
                         now + max(0, member.rebalance_timeout_ms), member.member_epoch)
             self._groups[group_id] = group
-            self._stored[group_id] = records_of(group)
+            self._encoded[group_id] = RecordCache()
+            self._stored[group_id] = records_of(group, self._encoded[group_id])
             holder = self._coordinator.group(group_id)
             if holder is not None and not holder.members:
                 holder.protocol_type = CONSUMER_PROTOCOL_TYPE
@@ -391,6 +400,7 @@ class ConsumerGroupCoordinator:
         for group_id in [g for g in self._groups if partition_for(g, partition_count) == index]:
             self._groups.pop(group_id)
             self._stored.pop(group_id, None)
+            self._encoded.pop(group_id, None)
 
     # ---------------------------------------------------------------- migration
     def adopt(self, group: ConsumerGroup, first: list[tuple[bytes, bytes | None]]) -> None:
@@ -406,13 +416,15 @@ class ConsumerGroupCoordinator:
         """A downgraded group, whose ``deletion_records`` were written."""
         self._groups.pop(group_id, None)
         self._stored.pop(group_id, None)
+        self._encoded.pop(group_id, None)
         self._prefix.pop(group_id, None)
 
     def _persist(self, group: ConsumerGroup) -> ErrorCode:
         """Append what changed in ``group``'s records since the last write (all tombstones
         once it is deleted), after an upgrade's classic tombstone."""
         before = self._stored.get(group.group_id, {})
-        after = {} if group.deleted else records_of(group)
+        after = {} if group.deleted else records_of(
+            group, self._encoded.setdefault(group.group_id, RecordCache()))
         written = self._prefix.get(group.group_id, []) + changes(before, after)
         if not written:
             return ErrorCode.none
@@ -426,6 +438,7 @@ class ConsumerGroupCoordinator:
         self._prefix.pop(group.group_id, None)
         if group.deleted:
             self._stored.pop(group.group_id, None)
+            self._encoded.pop(group.group_id, None)
         else:
             self._stored[group.group_id] = after
         return ErrorCode.none

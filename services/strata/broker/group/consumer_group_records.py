@@ -31,6 +31,7 @@ with a tagged-field section, written empty, read and skipped)::
 ``records_of(group)`` is a group's whole state as records (key bytes -> value bytes): the
 coordinator writes the difference from what it last wrote (changed values, tombstones for
 keys gone), so replaying a partition with ``ConsumerGroupReplay`` rebuilds the same group.
+Given the group's ``RecordCache`` it encodes again only what changed since its last call.
 Pure functions over bytes; ``GroupRecordError`` for bytes that do not parse.
 """
 
@@ -147,15 +148,64 @@ def metadata_key(group_id: str) -> bytes:
     return _key(METADATA_KEY, group_id)
 
 
-def records_of(group: ConsumerGroup) -> dict[bytes, bytes]:
-    """Every record of ``group``'s current state (see the module docstring)."""
+@dataclass
+class RecordCache:
+    """The encoded records of one group's members, partitions and targets, from the last
+    ``records_of`` call, beside the values they encode: a value equal to the one cached is
+    not encoded again. One per group, owned by the coordinator that writes the group."""
+
+    partitions: tuple[Mapping[str, TopicMetadata], bytes] | None = None
+    members: dict[str, tuple[ConsumerGroupMember, bytes, bytes, bytes, bytes]] = field(
+        default_factory=dict)
+    targets: dict[str, tuple[Assignment, bytes, bytes]] = field(default_factory=dict)
+
+
+def records_of(group: ConsumerGroup, cache: RecordCache | None = None) -> dict[bytes, bytes]:
+    """Every record of ``group``'s current state (see the module docstring). With ``cache``
+    (the previous call's), only the members, targets and partition metadata that changed are
+    encoded again: a heartbeat that changes nothing costs comparisons, not encodings (Kafka
+    writes only the records of what changed; the bytes are the same either way)."""
+    cache = cache if cache is not None else RecordCache()
     group_id = group.group_id
     records: dict[bytes, bytes] = {}
     value = _Value()
     value.int32(group.group_epoch)
     records[metadata_key(group_id)] = value.done()
+    if cache.partitions is None or cache.partitions[0] != group.subscription_metadata:
+        cache.partitions = (dict(group.subscription_metadata),
+                            _partition_metadata(group.subscription_metadata))
+    records[_key(PARTITION_METADATA_KEY, group_id)] = cache.partitions[1]
     value = _Value()
-    topics = sorted(group.subscription_metadata.values(), key=lambda t: t.name)
+    value.int32(group.assignment_epoch)
+    records[_key(TARGET_ASSIGNMENT_METADATA_KEY, group_id)] = value.done()
+    members = {}
+    for member_id, member in group.members.items():
+        entry = cache.members.get(member_id)
+        if entry is None or entry[0] != member:
+            entry = (member, _key(MEMBER_METADATA_KEY, group_id, member_id),
+                     _member_metadata(member),
+                     _key(CURRENT_MEMBER_ASSIGNMENT_KEY, group_id, member_id),
+                     _current_assignment(member))
+        members[member_id] = entry
+        records[entry[1]] = entry[2]
+        records[entry[3]] = entry[4]
+    targets = {}
+    for member_id, target in group.target_assignment.items():
+        cached = cache.targets.get(member_id)
+        if cached is None or cached[0] != target:
+            value = _Value()
+            value.assignment(target)
+            cached = (target, _key(TARGET_ASSIGNMENT_MEMBER_KEY, group_id, member_id),
+                      value.done())
+        targets[member_id] = cached
+        records[cached[1]] = cached[2]
+    cache.members, cache.targets = members, targets
+    return records
+
+
+def _partition_metadata(subscription: Mapping[str, TopicMetadata]) -> bytes:
+    value = _Value()
+    topics = sorted(subscription.values(), key=lambda t: t.name)
     value.array(len(topics))
     for topic in topics:
         value.topic_id(topic.topic_id)
@@ -170,24 +220,17 @@ def records_of(group: ConsumerGroup) -> dict[bytes, bytes]:
                 value.string(rack)
             value.no_tags()
         value.no_tags()
-    records[_key(PARTITION_METADATA_KEY, group_id)] = value.done()
+    return value.done()
+
+
+def _current_assignment(member: ConsumerGroupMember) -> bytes:
     value = _Value()
-    value.int32(group.assignment_epoch)
-    records[_key(TARGET_ASSIGNMENT_METADATA_KEY, group_id)] = value.done()
-    for member_id, member in group.members.items():
-        records[_key(MEMBER_METADATA_KEY, group_id, member_id)] = _member_metadata(member)
-        value = _Value()
-        value.int32(member.member_epoch)
-        value.int32(member.previous_member_epoch)
-        value.int8(_STATE_CODES[member.state])
-        value.assignment(member.assigned_partitions)
-        value.assignment(member.partitions_pending_revocation)
-        records[_key(CURRENT_MEMBER_ASSIGNMENT_KEY, group_id, member_id)] = value.done()
-    for member_id, target in group.target_assignment.items():
-        value = _Value()
-        value.assignment(target)
-        records[_key(TARGET_ASSIGNMENT_MEMBER_KEY, group_id, member_id)] = value.done()
-    return records
+    value.int32(member.member_epoch)
+    value.int32(member.previous_member_epoch)
+    value.int8(_STATE_CODES[member.state])
+    value.assignment(member.assigned_partitions)
+    value.assignment(member.partitions_pending_revocation)
+    return value.done()
 
 
 def _member_metadata(member: ConsumerGroupMember) -> bytes:
