@@ -1,0 +1,113 @@
+"""The etcd store over TLS with client certificates, against the real etcd: an etcd started
+with https client URLs, ``--client-cert-auth`` and ``--trusted-ca-file``; ``etcds://`` stores
+read, write and watch through it; a client without a certificate, with one from another CA,
+or not trusting etcd's certificate gets a ``StoreUnavailableError`` that says TLS (after a
+short retry deadline), never a hang; unreadable PEM files fail at ``open_store``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from strata.metadata import EventKind, StoreTls, StoreUnavailableError, open_store
+from strata.metadata.etcd_store import EtcdStore
+
+from .etcd_process import EtcdProcess, running_etcd
+from .etcd_tls_certs import TlsSetup, make_tls
+from .helpers import EventPump
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsSetup:
+    return make_tls(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="module")
+def tls_etcd(tmp_path_factory: pytest.TempPathFactory, tls: TlsSetup) -> Iterator[EtcdProcess]:
+    with running_etcd(tmp_path_factory.mktemp("etcd-tls"), tls.etcd) as process:
+        yield process
+
+
+async def test_reads_writes_and_watches_over_tls(tls_etcd: EtcdProcess, tls: TlsSetup) -> None:
+    assert tls_etcd.url.startswith("etcds://")
+    watching = open_store(tls_etcd.url, tls=tls.client)
+    writing = open_store(tls_etcd.url, tls=tls.client)
+    try:
+        async with asyncio.timeout(20):
+            _, start = await watching.list("/tls/")
+            pump = EventPump(watching.watch("/tls/", from_revision=start))
+            try:
+                first = await writing.put("/tls/a", b"1")
+                assert await writing.compare_and_set("/tls/a", b"2", version=first)
+                entry = await watching.get("/tls/a")
+                assert entry is not None and entry.value == b"2"
+                assert await writing.delete("/tls/a")
+                events = await pump.take(3)
+                assert [e.kind for e in events] == [EventKind.PUT, EventKind.PUT, EventKind.DELETE]
+            finally:
+                await pump.close()
+    finally:
+        await watching.close()
+        await writing.close()
+
+
+async def _refused(etcd: EtcdProcess, store_tls: StoreTls) -> str:
+    store = EtcdStore(
+        (("127.0.0.1", etcd.client_port),), retry_deadline_s=1.0, tls=store_tls.read()
+    )
+    try:
+        async with asyncio.timeout(15):
+            with pytest.raises(StoreUnavailableError) as caught:
+                await store.get("/tls/x")
+    finally:
+        await store.close()
+    return str(caught.value)
+
+
+async def test_a_client_without_a_certificate_is_refused(
+    tls_etcd: EtcdProcess, tls: TlsSetup
+) -> None:
+    message = await _refused(tls_etcd, StoreTls(cafile=tls.client.cafile))
+    assert "TLS" in message and "metadata.store.ssl.certfile" in message, message
+
+
+async def test_a_client_certificate_from_another_ca_is_refused(
+    tls_etcd: EtcdProcess, tls: TlsSetup
+) -> None:
+    message = await _refused(tls_etcd, tls.stranger)
+    assert "TLS" in message, message
+
+
+async def test_an_untrusted_server_certificate_is_refused(
+    tls_etcd: EtcdProcess, tls: TlsSetup
+) -> None:
+    message = await _refused(tls_etcd, replace(tls.client, cafile=str(tls.other_ca)))
+    assert "TLS" in message and "metadata.store.ssl.cafile" in message, message
+
+
+async def test_a_plain_client_is_refused(tls_etcd: EtcdProcess) -> None:
+    store = EtcdStore((("127.0.0.1", tls_etcd.client_port),), retry_deadline_s=1.0)
+    try:
+        async with asyncio.timeout(15):
+            with pytest.raises(StoreUnavailableError):
+                await store.get("/tls/x")
+    finally:
+        await store.close()
+
+
+def test_unreadable_files_fail_at_open(tls: TlsSetup, tmp_path: Path) -> None:
+    missing = str(tmp_path / "nope.pem")
+    with pytest.raises(ValueError, match=r"metadata\.store\.ssl\.cafile=.*nope\.pem: cannot read"):
+        open_store("etcds://127.0.0.1:1", tls=replace(tls.client, cafile=missing))
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate")
+    with pytest.raises(ValueError, match="not a PEM file"):
+        open_store("etcds://127.0.0.1:1", tls=replace(tls.client, keyfile=str(junk)))
+    with pytest.raises(ValueError, match="not an etcds:// URL"):
+        open_store("etcd://127.0.0.1:1", tls=tls.client)
