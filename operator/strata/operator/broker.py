@@ -52,6 +52,7 @@ from strata.operator import (
     builders,
     cluster_ca,
     conditions,
+    etcd_certs,
     events,
     jbod,
     rebalance,
@@ -215,6 +216,7 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
     replicas = scale.replicas if scale is not None else spec.replicas
 
     certs = cluster_ca.prepare(kube, body, names, spec, max(spec.replicas, current))
+    etcd_certs.ensure(kube, body, names, spec, certs)  # the managed etcd's TLS, when on
     digests = secret_digests(kube, names, spec)
     for obj in builders.owned(builders.build_all(names, spec, replicas, digests), body):
         outcome = kube.apply(obj)

@@ -14,6 +14,7 @@ setting and the path, so a typo is one clear error at startup, never a retry loo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 CAFILE = "metadata.store.ssl.cafile"
@@ -28,6 +29,15 @@ class StoreTls:
     cafile: str | None = None
     certfile: str | None = None
     keyfile: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> StoreTls:
+        """From ``STRATA_METADATA_STORE_SSL_{CAFILE,CERTFILE,KEYFILE}``: the names a broker
+        reads these settings by from its environment, for the ``strata`` CLI commands that
+        open a store (``--metadata-store``)."""
+        return cls(env.get("STRATA_METADATA_STORE_SSL_CAFILE") or None,
+                   env.get("STRATA_METADATA_STORE_SSL_CERTFILE") or None,
+                   env.get("STRATA_METADATA_STORE_SSL_KEYFILE") or None)
 
     @property
     def configured(self) -> bool:
