@@ -7,6 +7,7 @@ short retry deadline), never a hang; unreadable PEM files fail at ``open_store``
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -15,9 +16,11 @@ import pytest
 
 from strata.metadata import EventKind, StoreTls, StoreUnavailableError, open_store
 from strata.metadata.etcd_store import EtcdStore
+from strata.operator import ca_rotation, certificates, etcd_certs
+from strata.operator.model import BrokerNames, BrokerSpec
 
-from .etcd_process import EtcdProcess, running_etcd
-from .etcd_tls_certs import TlsSetup, make_tls
+from .etcd_process import EtcdProcess, EtcdTlsFiles, running_etcd
+from .etcd_tls_certs import DAY, TlsSetup, make_tls
 from .helpers import EventPump
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -111,3 +114,35 @@ def test_unreadable_files_fail_at_open(tls: TlsSetup, tmp_path: Path) -> None:
         open_store("etcds://127.0.0.1:1", tls=replace(tls.client, keyfile=str(junk)))
     with pytest.raises(ValueError, match="not an etcds:// URL"):
         open_store("etcd://127.0.0.1:1", tls=tls.client)
+
+
+async def test_the_operators_certificates_open_a_real_tls_etcd(tmp_path: Path) -> None:
+    """The ``<broker>-etcd-certs`` server certificate and the broker's own ``tls.crt`` (both
+    from the operator's planning code, as it writes them) work with the real etcd."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca = ca_rotation.CaState({"ca.crt": (pair := certificates.new_ca("c", now, DAY)).cert,
+                              "ca.key": pair.key})
+    names = BrokerNames("events", "prod")
+    spec = BrokerSpec.parse({"listeners": {"tls": {"port": 9093, "tls": True}},
+                             "metadata": {"managed": True}}, "events")
+    server = etcd_certs.plan({}, ca, names, spec, now).data
+    broker = ca_rotation.plan_broker_certs({}, certificates.bundle(ca.trusted), ca.issuer, {},
+                                           "events-broker", now, DAY, DAY / 2).data
+    for name, text in [*(("etcd-" + k, v) for k, v in server.items()),
+                       *(("broker-" + k, v) for k, v in broker.items())]:
+        (tmp_path / name).write_text(text)
+    files = EtcdTlsFiles(ca=tmp_path / "etcd-ca.crt", cert=tmp_path / "etcd-server.crt",
+                         key=tmp_path / "etcd-server.key", client_cert=tmp_path / "broker-tls.crt",
+                         client_key=tmp_path / "broker-tls.key")
+    (tmp_path / "etcd").mkdir()
+    with running_etcd(tmp_path / "etcd", files) as etcd:
+        store = open_store(etcd.url, tls=StoreTls(str(tmp_path / "broker-ca.crt"),
+                                                  str(tmp_path / "broker-tls.crt"),
+                                                  str(tmp_path / "broker-tls.key")))
+        try:
+            async with asyncio.timeout(20):
+                await store.put("/operator/x", b"1")
+                entry = await store.get("/operator/x")
+                assert entry is not None and entry.value == b"1"
+        finally:
+            await store.close()
