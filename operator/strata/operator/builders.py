@@ -137,6 +137,7 @@ class SecretDigests:
 
     broker: str = ""
     admin: str = ""
+    etcd: str = ""  # etcd_certs.ensure: the CAs the managed etcd trusts (it reads them at start)
 
 
 # ------------------------------------------------------------------------------ common parts
@@ -474,7 +475,7 @@ def build_all(names: BrokerNames, spec: BrokerSpec, replicas: int | None = None,
 
     objects: list[Obj] = [build_config_map(names, spec)]
     if spec.metadata.managed:
-        objects += build_etcd_objects(names, spec)
+        objects += build_etcd_objects(names, spec, digests.etcd)
     objects += [
         build_headless_service(names, spec),
         build_client_service(names, spec),

@@ -54,7 +54,9 @@ def build_etcd_client_service(names: BrokerNames) -> Obj:
     }
 
 
-def build_etcd_stateful_set(names: BrokerNames, spec: BrokerSpec) -> Obj:
+def build_etcd_stateful_set(names: BrokerNames, spec: BrokerSpec, trust_digest: str = "") -> Obj:
+    """``trust_digest`` (``etcd_certs.ensure``): annotates the pod template, so a change of the
+    CAs etcd trusts (a cluster CA rotation) rolls the members, one at a time."""
     replicas = spec.metadata.managed_replicas
     peers = names.service_dns(names.etcd_peers)
     tls = etcd_tls.enabled(spec)
@@ -93,7 +95,9 @@ def build_etcd_stateful_set(names: BrokerNames, spec: BrokerSpec) -> Obj:
             "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": selector_labels(names, "etcd")},
             "template": {
-                "metadata": {"labels": meta(names, names.etcd, "etcd")["labels"]},
+                "metadata": {"labels": meta(names, names.etcd, "etcd")["labels"],
+                             **({"annotations": {etcd_tls.TRUST_HASH_ANNOTATION: trust_digest}}
+                                if trust_digest else {})},
                 "spec": {
                     "securityContext": pod_security(),
                     "containers": [{
@@ -132,6 +136,6 @@ def build_etcd_pdb(names: BrokerNames) -> Obj:
     }
 
 
-def build_etcd_objects(names: BrokerNames, spec: BrokerSpec) -> list[Obj]:
+def build_etcd_objects(names: BrokerNames, spec: BrokerSpec, trust_digest: str = "") -> list[Obj]:
     return [build_etcd_peer_service(names), build_etcd_client_service(names),
-            build_etcd_stateful_set(names, spec), build_etcd_pdb(names)]
+            build_etcd_stateful_set(names, spec, trust_digest), build_etcd_pdb(names)]

@@ -12,6 +12,9 @@ a client certificate signed by the cluster CA (``--client-cert-auth``):
 * the brokers present the client certificate they already have (``tls.crt``/``tls.key`` of
   ``<broker>-broker-certs``, mounted at ``builders.TLS_DIR``) and trust its ``ca.crt``:
   ``broker_settings`` are the ``metadata.store.ssl.*`` configs, and the URL is ``etcds://``;
+* etcd re-reads its server certificate on each connection but its ``--trusted-ca-file`` only
+  at start: the pod template carries a digest of ``ca.crt`` (``TRUST_HASH_ANNOTATION``), so a
+  cluster CA rotation rolls the members (the StatefulSet's RollingUpdate, one at a time);
 * etcd's ``/health`` moves to a plain-HTTP metrics listener (``ETCD_METRICS_PORT``) for the
   readiness probe, since the client port now wants a certificate.
 
@@ -28,6 +31,7 @@ from strata.operator.tls_spec import OPERATOR
 
 ETCD_TLS_DIR: Final = "/etc/etcd/tls"
 ETCD_METRICS_PORT: Final = 2381
+TRUST_HASH_ANNOTATION: Final = "strata.dev/etcd-trust-hash"
 BROKER_TLS_DIR: Final = "/etc/strata/tls"  # builders.TLS_DIR: the broker certificates Secret
 
 

@@ -19,7 +19,7 @@ from strata.metadata.etcd_store import EtcdStore
 from strata.operator import ca_rotation, certificates, etcd_certs
 from strata.operator.model import BrokerNames, BrokerSpec
 
-from .etcd_process import EtcdProcess, EtcdTlsFiles, running_etcd
+from .etcd_process import EtcdProcess, EtcdTlsFiles, free_port, running_etcd
 from .etcd_tls_certs import DAY, TlsSetup, make_tls
 from .helpers import EventPump
 
@@ -146,3 +146,18 @@ async def test_the_operators_certificates_open_a_real_tls_etcd(tmp_path: Path) -
                 assert entry is not None and entry.value == b"1"
         finally:
             await store.close()
+
+
+async def test_failover_to_the_next_endpoint_keeps_tls(
+    tls_etcd: EtcdProcess, tls: TlsSetup
+) -> None:
+    """The first endpoint is dead: the session's next client, on the next endpoint, is TLS."""
+    url = f"etcds://127.0.0.1:{free_port()},127.0.0.1:{tls_etcd.client_port}"
+    store = open_store(url, tls=tls.client)
+    try:
+        async with asyncio.timeout(20):
+            await store.put("/tls/failover", b"1")
+            entry = await store.get("/tls/failover")
+            assert entry is not None and entry.value == b"1"
+    finally:
+        await store.close()

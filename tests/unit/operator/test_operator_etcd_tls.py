@@ -98,9 +98,17 @@ def test_every_object_with_etcd_tls_is_valid_kubernetes() -> None:
 
 
 def ensure(api: Api, spec: BrokerSpec, now: datetime.datetime = NOW) -> bool:
+    """One pass; True when the etcd certificates Secret was written."""
     kube = cast(Kube, api)
     prepared = cluster_ca.prepare(kube, BODY, NAMES, spec, 1, now=lambda: now)
-    return etcd_certs.ensure(kube, BODY, NAMES, spec, prepared, now=lambda: now)
+    before = api.objects.get(("Secret", "events-etcd-certs"))
+    trust = etcd_certs.ensure(kube, BODY, NAMES, spec, prepared, now=lambda: now)
+    after = api.objects.get(("Secret", "events-etcd-certs"))
+    if after is not None:
+        assert trust == builders.digest(secret(api, "events-etcd-certs")["ca.crt"])
+    else:
+        assert trust == ""
+    return after != before
 
 
 def test_the_etcd_certificates_secret_is_issued_by_the_cluster_ca_only() -> None:
@@ -140,3 +148,15 @@ def test_nothing_is_written_without_etcd_tls() -> None:
     api = Api()
     assert not ensure(api, managed(tls=False))
     assert ("Secret", "events-etcd-certs") not in api.objects
+
+
+def test_a_change_of_the_trusted_cas_rolls_the_etcd_members() -> None:
+    spec = managed(tls=True)
+    plain = build_etcd_stateful_set(NAMES, spec)["spec"]["template"]["metadata"]
+    assert "annotations" not in plain
+    digests = builders.SecretDigests(etcd="abc")
+    sts = next(o for o in builders.build_all(NAMES, spec, digests=digests)
+               if o["kind"] == "StatefulSet" and o["metadata"]["name"] == "events-etcd")
+    assert sts["spec"]["template"]["metadata"]["annotations"] == {
+        etcd_tls.TRUST_HASH_ANNOTATION: "abc"}
+    assert "updateStrategy" not in sts["spec"]  # RollingUpdate: one member at a time
