@@ -19,6 +19,7 @@ from strata.metadata.etcd_store import EtcdStore
 from strata.operator import ca_rotation, certificates, etcd_certs
 from strata.operator.model import BrokerNames, BrokerSpec
 
+from ..broker_process import create_user
 from .etcd_process import EtcdProcess, EtcdTlsFiles, free_port, running_etcd
 from .etcd_tls_certs import DAY, TlsSetup, make_tls
 from .helpers import EventPump
@@ -159,5 +160,24 @@ async def test_failover_to_the_next_endpoint_keeps_tls(
             await store.put("/tls/failover", b"1")
             entry = await store.get("/tls/failover")
             assert entry is not None and entry.value == b"1"
+    finally:
+        await store.close()
+
+
+async def test_the_cli_reaches_a_tls_etcd_with_the_brokers_environment_names(
+    tls_etcd: EtcdProcess, tls: TlsSetup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``strata users create --metadata-store etcds://...`` (the operator's entrypoint runs it)
+    takes the TLS files from ``STRATA_METADATA_STORE_SSL_*``."""
+    for name, value in (("CAFILE", tls.client.cafile), ("CERTFILE", tls.client.certfile),
+                        ("KEYFILE", tls.client.keyfile)):
+        monkeypatch.setenv(f"STRATA_METADATA_STORE_SSL_{name}", str(value))
+    await asyncio.to_thread(create_user, "alice", "alice-secret", "--metadata-store",
+                            tls_etcd.url)
+    store = open_store(tls_etcd.url, tls=tls.client)
+    try:
+        async with asyncio.timeout(20):
+            entries, _ = await store.list("/")
+            assert any("alice" in e.key for e in entries)
     finally:
         await store.close()

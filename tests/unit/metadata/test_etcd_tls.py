@@ -65,3 +65,10 @@ async def test_tls_client_opens_a_secure_channel_with_every_stub() -> None:
     finally:
         await asyncio.wait_for(client.close(), 5)
     assert client.channel is None
+
+
+def test_store_tls_from_the_brokers_environment_names() -> None:
+    env = {"STRATA_METADATA_STORE_SSL_CAFILE": "/ca", "STRATA_METADATA_STORE_SSL_CERTFILE": "/c",
+           "STRATA_METADATA_STORE_SSL_KEYFILE": "/k", "OTHER": "x"}
+    assert StoreTls.from_env(env) == StoreTls("/ca", "/c", "/k")
+    assert StoreTls.from_env({}) == StoreTls()
