@@ -52,6 +52,7 @@ from strata.operator import (
     builders,
     cluster_ca,
     conditions,
+    etcd_certs,
     events,
     jbod,
     rebalance,
@@ -215,7 +216,8 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
     replicas = scale.replicas if scale is not None else spec.replicas
 
     certs = cluster_ca.prepare(kube, body, names, spec, max(spec.replicas, current))
-    digests = secret_digests(kube, names, spec)
+    etcd_trust = etcd_certs.ensure(kube, body, names, spec, certs)  # managed etcd TLS, when on
+    digests = dataclasses.replace(secret_digests(kube, names, spec), etcd=etcd_trust)
     for obj in builders.owned(builders.build_all(names, spec, replicas, digests), body):
         outcome = kube.apply(obj)
         if outcome != "unchanged":

@@ -53,7 +53,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from strata.operator import jbod
+from strata.operator import etcd_tls, jbod
 from strata.operator.model import (
     HTTP_PORT,
     STANDARD_AUTHORIZER,
@@ -137,6 +137,7 @@ class SecretDigests:
 
     broker: str = ""
     admin: str = ""
+    etcd: str = ""  # etcd_certs.ensure: the CAs the managed etcd trusts (it reads them at start)
 
 
 # ------------------------------------------------------------------------------ common parts
@@ -214,7 +215,7 @@ def digest(*parts: Any) -> str:
 def metadata_store(names: BrokerNames, spec: BrokerSpec) -> str:
     endpoints = (names.etcd_endpoints(spec.metadata.managed_replicas) if spec.metadata.managed
                  else spec.metadata.etcd_endpoints)
-    return "etcd://" + ",".join(endpoints)
+    return f"{etcd_tls.store_scheme(spec)}://" + ",".join(endpoints)
 
 
 def super_users(spec: BrokerSpec) -> list[str]:
@@ -266,6 +267,7 @@ def broker_properties(names: BrokerNames, spec: BrokerSpec) -> dict[str, str]:
         **security_properties(spec),
         "log.dirs": ",".join(v.log_dir for v in spec.storage.volumes),  # jbod.py
         "metadata.store": metadata_store(names, spec),
+        **etcd_tls.broker_settings(spec),  # the client certificate of the TLS mount
         "http.port": str(HTTP_PORT),
     }
 
@@ -352,6 +354,7 @@ def _broker_container(names: BrokerNames, spec: BrokerSpec) -> Obj:
                     "name": password.name, "key": password.key}}}]
     if spec.rack_topology_key:
         env.append({"name": "STRATA_RACK_ENABLED", "value": "1"})
+    env += etcd_tls.broker_env(spec)  # for `strata users create` in the entrypoint
     container: Obj = {
         "name": "broker",
         "image": spec.image,
@@ -472,7 +475,7 @@ def build_all(names: BrokerNames, spec: BrokerSpec, replicas: int | None = None,
 
     objects: list[Obj] = [build_config_map(names, spec)]
     if spec.metadata.managed:
-        objects += build_etcd_objects(names, spec)
+        objects += build_etcd_objects(names, spec, digests.etcd)
     objects += [
         build_headless_service(names, spec),
         build_client_service(names, spec),

@@ -5,10 +5,15 @@ names through the headless Service ``<b>-etcd-peers`` (``--initial-cluster`` lis
 member up front, so no discovery service is needed), a client Service ``<b>-etcd``, one volume
 per member, and a PodDisruptionBudget keeping a quorum (``maxUnavailable: 1``). Changing the
 member count of a running etcd needs etcd's member API and is not done by the operator.
+
+With the operator's cluster CA (``etcd_tls.enabled``) the client port is TLS with client
+certificates (``etcd_tls``: flags, the ``<broker>-etcd-certs`` Secret mounted at
+``ETCD_TLS_DIR``, ``/health`` on the plain metrics port for the readiness probe).
 """
 
 from __future__ import annotations
 
+from strata.operator import etcd_tls
 from strata.operator.builders import (
     Obj,
     container_security,
@@ -49,13 +54,17 @@ def build_etcd_client_service(names: BrokerNames) -> Obj:
     }
 
 
-def build_etcd_stateful_set(names: BrokerNames, spec: BrokerSpec) -> Obj:
+def build_etcd_stateful_set(names: BrokerNames, spec: BrokerSpec, trust_digest: str = "") -> Obj:
+    """``trust_digest`` (``etcd_certs.ensure``): annotates the pod template, so a change of the
+    CAs etcd trusts (a cluster CA rotation) rolls the members, one at a time."""
     replicas = spec.metadata.managed_replicas
     peers = names.service_dns(names.etcd_peers)
+    tls = etcd_tls.enabled(spec)
+    scheme = etcd_tls.client_scheme(spec)
     script = (
         "exec etcd --name=${HOSTNAME} --data-dir=" + ETCD_DATA_DIR + "/data"
-        f" --listen-client-urls=http://0.0.0.0:{ETCD_CLIENT_PORT}"
-        f" --advertise-client-urls=http://${{HOSTNAME}}.{peers}:{ETCD_CLIENT_PORT}"
+        f" --listen-client-urls={scheme}://0.0.0.0:{ETCD_CLIENT_PORT}"
+        f" --advertise-client-urls={scheme}://${{HOSTNAME}}.{peers}:{ETCD_CLIENT_PORT}"
         f" --listen-peer-urls=http://0.0.0.0:{ETCD_PEER_PORT}"
         f" --initial-advertise-peer-urls=http://${{HOSTNAME}}.{peers}:{ETCD_PEER_PORT}"
         f" --initial-cluster={initial_cluster(names, replicas)}"
@@ -64,7 +73,18 @@ def build_etcd_stateful_set(names: BrokerNames, spec: BrokerSpec) -> Obj:
         # A topic's registration and all its partitions are one transaction (Strata's
         # ClusterTopicStore); etcd's default of 128 ops would cap topics at 127 partitions.
         " --max-txn-ops=100000"
+        + "".join(f" {flag}" for flag in (etcd_tls.etcd_flags() if tls else []))
     )
+    ports: list[Obj] = [{"name": "client", "containerPort": ETCD_CLIENT_PORT, "protocol": "TCP"},
+                        {"name": "peer", "containerPort": ETCD_PEER_PORT, "protocol": "TCP"}]
+    mounts: list[Obj] = [{"name": "data", "mountPath": ETCD_DATA_DIR}]
+    volumes: list[Obj] = []
+    if tls:
+        ports.append({"name": "metrics", "containerPort": etcd_tls.ETCD_METRICS_PORT,
+                      "protocol": "TCP"})
+        mounts.append({"name": "tls", "mountPath": etcd_tls.ETCD_TLS_DIR, "readOnly": True})
+        volumes.append({"name": "tls", "secret": {"secretName": etcd_tls.secret_name(names),
+                                                  "defaultMode": 0o440}})
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -75,22 +95,23 @@ def build_etcd_stateful_set(names: BrokerNames, spec: BrokerSpec) -> Obj:
             "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": selector_labels(names, "etcd")},
             "template": {
-                "metadata": {"labels": meta(names, names.etcd, "etcd")["labels"]},
+                "metadata": {"labels": meta(names, names.etcd, "etcd")["labels"],
+                             **({"annotations": {etcd_tls.TRUST_HASH_ANNOTATION: trust_digest}}
+                                if trust_digest else {})},
                 "spec": {
                     "securityContext": pod_security(),
                     "containers": [{
                         "name": "etcd",
                         "image": spec.metadata.etcd_image,
                         "command": ["/bin/sh", "-c", script],
-                        "ports": [{"name": "client", "containerPort": ETCD_CLIENT_PORT,
-                                   "protocol": "TCP"},
-                                  {"name": "peer", "containerPort": ETCD_PEER_PORT,
-                                   "protocol": "TCP"}],
-                        "readinessProbe": {"httpGet": {"path": "/health", "port": "client"},
-                                           "periodSeconds": 5},
-                        "volumeMounts": [{"name": "data", "mountPath": ETCD_DATA_DIR}],
+                        "ports": ports,
+                        "readinessProbe": {"httpGet": {
+                            "path": "/health", "port": "metrics" if tls else "client"},
+                            "periodSeconds": 5},
+                        "volumeMounts": mounts,
                         "securityContext": container_security(),
                     }],
+                    **({"volumes": volumes} if volumes else {}),
                 },
             },
             "volumeClaimTemplates": [{
@@ -115,6 +136,6 @@ def build_etcd_pdb(names: BrokerNames) -> Obj:
     }
 
 
-def build_etcd_objects(names: BrokerNames, spec: BrokerSpec) -> list[Obj]:
+def build_etcd_objects(names: BrokerNames, spec: BrokerSpec, trust_digest: str = "") -> list[Obj]:
     return [build_etcd_peer_service(names), build_etcd_client_service(names),
-            build_etcd_stateful_set(names, spec), build_etcd_pdb(names)]
+            build_etcd_stateful_set(names, spec, trust_digest), build_etcd_pdb(names)]

@@ -88,8 +88,17 @@ BROKER_SETTINGS: Final[tuple[BrokerSetting, ...]] = (
                   "capacity the open file limit allows); CreateTopics, CreatePartitions and "
                   "auto-creation beyond it answer POLICY_VIOLATION."),
     BrokerSetting("metadata.store", None, ConfigType.STRING,
-                  "sqlite:///path or etcd://host:port,...: the cluster's metadata store. Unset: "
-                  "a single broker keeping its topics in its first log dir."),
+                  "sqlite:///path, etcd://host:port,... or etcds://host:port,... (etcd over "
+                  "TLS): the cluster's metadata store. Unset: a single broker keeping its "
+                  "topics in its first log dir."),
+    BrokerSetting("metadata.store.ssl.cafile", None, ConfigType.STRING,
+                  "PEM CA bundle that signed etcd's server certificate (etcds:// only; unset: "
+                  "the system's roots). Kafka's zookeeper.ssl.truststore.location, as PEM."),
+    BrokerSetting("metadata.store.ssl.certfile", None, ConfigType.STRING,
+                  "PEM certificate chain this broker presents to an etcd started with "
+                  "--client-cert-auth (with metadata.store.ssl.keyfile)."),
+    BrokerSetting("metadata.store.ssl.keyfile", None, ConfigType.STRING,
+                  "PEM private key of metadata.store.ssl.certfile (unencrypted)."),
     # The cluster (cluster_*.py, controller.py), with KRaft's names where Kafka has one.
     BrokerSetting("broker.session.timeout.ms", "9000", ConfigType.INT,
                   "TTL of a broker's registration lease: a broker silent this long is dead."),

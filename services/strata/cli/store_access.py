@@ -9,6 +9,7 @@ Storage failures become one ``CliError`` line naming the exception.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -23,7 +24,8 @@ S = TypeVar("S")
 T = TypeVar("T")
 
 StoreOption = Annotated[str | None, typer.Option(
-    "--metadata-store", help="A cluster's metadata store: sqlite:///path or etcd://host:port.")]
+    "--metadata-store", help="A cluster's metadata store: sqlite:///path, etcd://host:port "
+    "or etcds://host:port (TLS files from STRATA_METADATA_STORE_SSL_CAFILE/_CERTFILE/_KEYFILE).")]
 LogDirOption = Annotated[Path | None, typer.Option(
     "--log-dir", help="A single broker's first log dir (no metadata.store).")]
 
@@ -40,9 +42,10 @@ def run_on_store(metadata_store: str | None, log_dir: Path | None,
         if log_dir is not None:
             return await work(in_log_dir(log_dir))
         from strata.metadata.factory import open_store
+        from strata.metadata.store_tls import StoreTls
 
-        assert metadata_store is not None
-        store = open_store(metadata_store)
+        assert metadata_store is not None  # etcds://: TLS files from STRATA_METADATA_STORE_SSL_*
+        store = open_store(metadata_store, tls=StoreTls.from_env(os.environ))
         try:
             return await work(in_store(store))
         finally:

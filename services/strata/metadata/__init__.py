@@ -26,6 +26,7 @@ from .store import (
     TxnResult,
     WatchEvent,
 )
+from .store_tls import StoreTls
 from .url import EtcdUrl, SqliteUrl, parse_store_url
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "Put",
     "SqliteUrl",
     "StoreClosedError",
+    "StoreTls",
     "StoreUnavailableError",
     "TxnResult",
     "WatchEvent",

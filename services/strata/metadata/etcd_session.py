@@ -2,7 +2,9 @@
 
 aetcd (1.0.0) gives us a gRPC channel and etcd's stubs, but neither retries nor fails over,
 and raises whenever etcd goes away. ``EtcdSession`` owns one ``aetcd.Client`` at a time,
-connected to one endpoint of the ``etcd://`` URL, and runs every unary RPC through ``call``:
+connected to one endpoint of the ``etcd://`` URL (over TLS for ``etcds://``: every client
+it opens, after failover too, is a ``TlsClient`` with the same credentials), and runs every
+unary RPC through ``call``:
 
 * retryable failures (UNAVAILABLE: etcd down, restarting or between leaders; DEADLINE_EXCEEDED;
   CANCELLED by a channel we closed) are retried with exponential backoff (50 ms doubling to
@@ -28,6 +30,7 @@ import aetcd
 from aetcd import rpc
 
 from .errors import LeaseNotFoundError, MetadataStoreError, StoreClosedError, StoreUnavailableError
+from .etcd_tls import TlsClient
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +65,12 @@ class EtcdSession:
         *,
         retry_deadline_s: float = 10.0,
         rpc_timeout_s: float = 2.0,
+        tls: tuple[bytes | None, bytes | None, bytes | None] | None = None,
     ) -> None:
         if not endpoints:
             raise ValueError("no etcd endpoints")
         self.endpoints = endpoints
+        self.tls = tls
         self.retry_deadline_s = retry_deadline_s
         self.rpc_timeout_s = rpc_timeout_s
         self._index = 0
@@ -83,7 +88,11 @@ class EtcdSession:
             raise StoreClosedError("metadata store closed")
         if self._client is None:
             host, port = self.endpoints[self._index]
-            client = aetcd.Client(host=host, port=port, options=CHANNEL_OPTIONS)
+            client = (
+                aetcd.Client(host=host, port=port, options=CHANNEL_OPTIONS)
+                if self.tls is None
+                else TlsClient(host=host, port=port, options=CHANNEL_OPTIONS, pems=self.tls)
+            )
             await client.connect()
             self._client = client
         return self._client
@@ -106,7 +115,7 @@ class EtcdSession:
                 if loop.time() + backoff > deadline:
                     raise StoreUnavailableError(
                         f"etcd {what}: no answer from {', '.join(self._names())} within "
-                        f"{self.retry_deadline_s:g} s: {exc.details()}"
+                        f"{self.retry_deadline_s:g} s: {exc.details()}{self._tls_hint(exc)}"
                     ) from exc
                 log.info("etcd %s failed on %s, retrying: %s", what, self.endpoint, exc.details())
             await self.failover(client)
@@ -126,6 +135,22 @@ class EtcdSession:
         client, self._client = self._client, None
         if client is not None:
             await _close_quietly(client)
+
+    def _tls_hint(self, exc: Any) -> str:
+        """What to check when the failure looks like TLS (gRPC reports a failed handshake
+        as UNAVAILABLE, indistinguishable by code from etcd being down)."""
+        details = str(exc.details()).lower()
+        if self.tls is None:
+            if "connection reset" in details or "socket closed" in details:
+                return " (is etcd serving TLS? then use an etcds:// URL)"
+            return ""
+        if any(w in details for w in ("ssl", "tls", "handshake", "certificate", "secure")):
+            return (
+                " (TLS: is metadata.store.ssl.cafile the CA that signed etcd's certificate, "
+                "does that certificate name the endpoint's host, and does etcd's "
+                "--trusted-ca-file trust metadata.store.ssl.certfile?)"
+            )
+        return ""
 
     def _names(self) -> list[str]:
         return [f"{host}:{port}" for host, port in self.endpoints]

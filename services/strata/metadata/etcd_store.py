@@ -1,4 +1,5 @@
-"""The production metadata store: ``MetadataStore`` on an etcd cluster (``etcd://h:p,...``).
+"""The production metadata store: ``MetadataStore`` on an etcd cluster (``etcd://h:p,...``;
+``etcds://`` with ``tls``: the PEM bytes ``StoreTls.read`` returns).
 
 Every operation is one etcd RPC on the raw stubs of the ``EtcdSession``'s aetcd client (aetcd's
 own helpers cannot read at a revision, compare on ``mod_revision`` or return per-op results),
@@ -54,9 +55,10 @@ class EtcdStore(TransactionalWrites):
         *,
         retry_deadline_s: float = 10.0,
         rpc_timeout_s: float = 2.0,
+        tls: tuple[bytes | None, bytes | None, bytes | None] | None = None,
     ) -> None:
         self._session = EtcdSession(
-            endpoints, retry_deadline_s=retry_deadline_s, rpc_timeout_s=rpc_timeout_s
+            endpoints, retry_deadline_s=retry_deadline_s, rpc_timeout_s=rpc_timeout_s, tls=tls
         )
         self._timeout = rpc_timeout_s
         self._keeper = LeaseKeeper(self._refresh)

@@ -5,6 +5,11 @@ Grammar::
     sqlite:///relative/path/meta.db     -> SqliteUrl(path="relative/path/meta.db")
     sqlite:////absolute/path/meta.db    -> SqliteUrl(path="/absolute/path/meta.db")
     etcd://host[:port][,host[:port]...] -> EtcdUrl(endpoints=(("host", port), ...))
+    etcds://host[:port][,...]           -> EtcdUrl(endpoints=..., tls=True)
+
+``etcds://`` is etcd over TLS (gRPC with the ``metadata.store.ssl.*`` PEM files; see
+``store_tls.py``): the scheme, not a separate flag, says TLS, so a URL in a log or a
+``--metadata-store`` option tells how the store is reached.
 
 The etcd port defaults to 2379; IPv6 hosts are bracketed (``etcd://[::1]:2379``). Anything
 else — an unknown scheme, a sqlite URL with a host, query or fragment, an etcd URL with a path,
@@ -16,7 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 ETCD_DEFAULT_PORT = 2379
-EXAMPLES = "sqlite:///relative/meta.db, sqlite:////abs/meta.db or etcd://host:2379,host:2379"
+EXAMPLES = (
+    "sqlite:///relative/meta.db, sqlite:////abs/meta.db, etcd://host:2379,host:2379 "
+    "or etcds://host:2379 (TLS)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,9 +37,10 @@ class SqliteUrl:
 
 @dataclass(frozen=True, slots=True)
 class EtcdUrl:
-    """The client endpoints of one etcd cluster, in the order given."""
+    """The client endpoints of one etcd cluster, in the order given; ``tls`` for ``etcds://``."""
 
     endpoints: tuple[tuple[str, int], ...]
+    tls: bool = False
 
 
 StoreUrl = SqliteUrl | EtcdUrl
@@ -45,8 +54,8 @@ def parse_store_url(url: str) -> StoreUrl:
     scheme = scheme.lower()
     if scheme == "sqlite":
         return _parse_sqlite(url, rest)
-    if scheme == "etcd":
-        return _parse_etcd(url, rest)
+    if scheme in ("etcd", "etcds"):
+        return _parse_etcd(url, rest, tls=scheme == "etcds")
     raise _bad(url, f"unknown scheme {scheme!r}")
 
 
@@ -63,13 +72,13 @@ def _parse_sqlite(url: str, rest: str) -> SqliteUrl:
     return SqliteUrl(path=path)
 
 
-def _parse_etcd(url: str, rest: str) -> EtcdUrl:
+def _parse_etcd(url: str, rest: str, *, tls: bool) -> EtcdUrl:
     if any(c in rest for c in "/?#@"):
-        raise _bad(url, "etcd URLs are etcd://host:port[,host:port...] with no path or user")
+        raise _bad(url, "etcd URLs are etcd[s]://host:port[,host:port...] with no path or user")
     if not rest:
         raise _bad(url, "no etcd endpoint")
     endpoints = tuple(_parse_endpoint(url, part.strip()) for part in rest.split(","))
-    return EtcdUrl(endpoints=endpoints)
+    return EtcdUrl(endpoints=endpoints, tls=tls)
 
 
 def _parse_endpoint(url: str, part: str) -> tuple[str, int]:

@@ -4,6 +4,9 @@ dir, started and stopped by PID (never by name).
 The election timeout is shortened (heartbeat 50 ms, election 500 ms) so etcd's minimum lease
 TTL is 1 s and the suite's leases can be short. ``restart`` kills the process (SIGKILL) and
 starts a new one on the same data dir and ports: what a crashed etcd looks like to clients.
+
+With ``tls`` (``EtcdTlsFiles``: PEM paths) the client URLs are https, etcd requires a client
+certificate signed by ``tls.ca`` (``--client-cert-auth``) and ``url`` is ``etcds://``.
 """
 
 from __future__ import annotations
@@ -12,10 +15,12 @@ import contextlib
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..broker_process import free_port
@@ -29,13 +34,26 @@ MISSING = (
 )
 
 
+@dataclass(frozen=True)
+class EtcdTlsFiles:
+    """etcd's server certificate and the CA it trusts for client certificates; ``client_cert``
+    and ``client_key`` (signed by ``ca``) are what its own health probe presents."""
+
+    ca: Path
+    cert: Path
+    key: Path
+    client_cert: Path
+    client_key: Path
+
+
 class EtcdProcess:
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, tls: EtcdTlsFiles | None = None) -> None:
         binary = shutil.which("etcd")
         if binary is None:
             raise RuntimeError(MISSING)
         self.binary = binary
         self.workdir = workdir
+        self.tls = tls
         self.data_dir = workdir / "data"
         self.log_path = workdir / "etcd.log"
         self.client_port = free_port()
@@ -44,10 +62,11 @@ class EtcdProcess:
 
     @property
     def url(self) -> str:
-        return f"etcd://127.0.0.1:{self.client_port}"
+        scheme = "etcds" if self.tls else "etcd"
+        return f"{scheme}://127.0.0.1:{self.client_port}"
 
     def start(self) -> None:
-        client = f"http://127.0.0.1:{self.client_port}"
+        client = f"{'https' if self.tls else 'http'}://127.0.0.1:{self.client_port}"
         peer = f"http://127.0.0.1:{self.peer_port}"
         command = [
             self.binary,
@@ -63,6 +82,13 @@ class EtcdProcess:
             "--logger=zap",
             "--log-level=warn",
         ]
+        if self.tls:
+            command += [
+                f"--cert-file={self.tls.cert}",
+                f"--key-file={self.tls.key}",
+                "--client-cert-auth",
+                f"--trusted-ca-file={self.tls.ca}",
+            ]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
@@ -70,6 +96,10 @@ class EtcdProcess:
         self._wait_healthy(client)
 
     def _wait_healthy(self, client: str) -> None:
+        context = None
+        if self.tls:
+            context = ssl.create_default_context(cafile=str(self.tls.ca))
+            context.load_cert_chain(str(self.tls.client_cert), str(self.tls.client_key))
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while time.monotonic() < deadline:
             assert self.process is not None
@@ -78,7 +108,9 @@ class EtcdProcess:
                 raise RuntimeError(f"etcd exited with {code}:\n{self.log_tail()}")
             with (
                 contextlib.suppress(OSError),
-                urllib.request.urlopen(f"{client}/health", timeout=0.5) as response,
+                urllib.request.urlopen(
+                    f"{client}/health", timeout=0.5, context=context
+                ) as response,
             ):
                 if b'"health":"true"' in response.read():
                     return
@@ -103,8 +135,8 @@ class EtcdProcess:
 
 
 @contextlib.contextmanager
-def running_etcd(workdir: Path) -> Iterator[EtcdProcess]:
-    etcd = EtcdProcess(workdir)
+def running_etcd(workdir: Path, tls: EtcdTlsFiles | None = None) -> Iterator[EtcdProcess]:
+    etcd = EtcdProcess(workdir, tls)
     try:
         etcd.start()
         yield etcd

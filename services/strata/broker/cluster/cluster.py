@@ -37,6 +37,7 @@ from strata.broker.replication.replica_fetcher import FetcherConfig, ReplicaFetc
 from strata.broker.replication.replica_manager import ReplicaManager
 from strata.metadata.factory import open_store
 from strata.metadata.store import MetadataStore
+from strata.metadata.store_tls import StoreTls
 from strata.storage.log_manager import LogManager
 
 logger = logging.getLogger(__name__)
@@ -79,7 +80,11 @@ class Cluster:
     async def open(cls, config: BrokerConfig, default_cluster_id: Callable[[], str]) -> Cluster:
         url = config.get("metadata.store")
         assert url
-        store = open_store(url)
+        store = open_store(url, tls=StoreTls(
+            cafile=config.get("metadata.store.ssl.cafile"),
+            certfile=config.get("metadata.store.ssl.certfile"),
+            keyfile=config.get("metadata.store.ssl.keyfile"),
+        ))
         try:
             entry = await store.get(CLUSTER_ID_KEY)
             if entry is None:

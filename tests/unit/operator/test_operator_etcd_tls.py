@@ -1,0 +1,162 @@
+"""The managed etcd's TLS under the operator's cluster CA: the rendered etcd StatefulSet (args,
+volumes, probe), the brokers' ``metadata.store`` settings, the ``<broker>-etcd-certs`` Secret
+that ``etcd_certs.ensure`` writes (against the in-memory API server of the certificates
+tests), and every object still valid Kubernetes."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, cast
+
+import kubernetes_validate
+
+from strata.operator import builders, certificates, cluster_ca, etcd_certs, etcd_tls
+from strata.operator.etcd import build_etcd_stateful_set
+from strata.operator.kube import Kube
+from strata.operator.model import BrokerNames, BrokerSpec
+
+from .test_operator_builders import K8S_VERSION, OWNER
+from .test_operator_certificates import BODY, Api, secret
+
+NAMES = BrokerNames("events", "prod")
+NOW = datetime.datetime(2026, 11, 26, 12, 0, tzinfo=datetime.UTC)
+
+
+def managed(*, tls: bool, replicas: int = 3, mtls: bool = False) -> BrokerSpec:
+    listener: dict[str, Any] = {"port": 9093, "tls": True}
+    if mtls:
+        listener["authentication"] = {"type": "tls"}
+    listeners = {"tls": listener} if tls else {"plain": {"port": 9092}}
+    return BrokerSpec.parse({"listeners": listeners,
+                             "metadata": {"managed": True, "managedReplicas": replicas}},
+                            "events")
+
+
+def etcd_container(spec: BrokerSpec) -> dict[str, Any]:
+    return cast(dict[str, Any],
+                build_etcd_stateful_set(NAMES, spec)["spec"]["template"]["spec"]["containers"][0])
+
+
+def test_with_the_cluster_ca_etcd_serves_tls_and_requires_client_certificates() -> None:
+    spec = managed(tls=True)
+    assert etcd_tls.enabled(spec)
+    sts = build_etcd_stateful_set(NAMES, spec)
+    container = etcd_container(spec)
+    script = container["command"][-1]
+    assert "--listen-client-urls=https://0.0.0.0:2379" in script
+    assert "--advertise-client-urls=https://${HOSTNAME}.events-etcd-peers.prod.svc:2379" in script
+    for flag in ("--cert-file=/etc/etcd/tls/server.crt", "--key-file=/etc/etcd/tls/server.key",
+                 "--client-cert-auth", "--trusted-ca-file=/etc/etcd/tls/ca.crt",
+                 "--listen-metrics-urls=http://0.0.0.0:2381"):
+        assert f" {flag}" in script
+    assert "--listen-peer-urls=http://" in script  # peers stay plain (module docstring)
+    assert {"name": "tls", "mountPath": "/etc/etcd/tls", "readOnly": True} in \
+        container["volumeMounts"]
+    assert sts["spec"]["template"]["spec"]["volumes"] == [
+        {"name": "tls", "secret": {"secretName": "events-etcd-certs", "defaultMode": 0o440}}]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "metrics"}
+    assert {"name": "metrics", "containerPort": 2381, "protocol": "TCP"} in container["ports"]
+
+
+def test_brokers_reach_a_tls_etcd_with_their_broker_certificate() -> None:
+    spec = managed(tls=True)
+    props = builders.broker_properties(NAMES, spec)
+    assert props["metadata.store"] == "etcds://" + ",".join(
+        f"events-etcd-{i}.events-etcd-peers.prod.svc:2379" for i in range(3))
+    assert etcd_tls.BROKER_TLS_DIR == builders.TLS_DIR
+    assert props["metadata.store.ssl.cafile"] == f"{builders.TLS_DIR}/ca.crt"
+    assert props["metadata.store.ssl.certfile"] == f"{builders.TLS_DIR}/tls.crt"
+    assert props["metadata.store.ssl.keyfile"] == f"{builders.TLS_DIR}/tls.key"
+    container = builders.build_pod_template(NAMES, spec)["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["STRATA_METADATA_STORE_SSL_CERTFILE"] == f"{builders.TLS_DIR}/tls.crt"
+    assert {"name": "tls", "mountPath": builders.TLS_DIR, "readOnly": True} in \
+        container["volumeMounts"]
+    properties = builders.build_config_map(NAMES, spec)["data"]["server.properties"]
+    assert "metadata.store=etcds://" in properties
+    assert f"metadata.store.ssl.keyfile={builders.TLS_DIR}/tls.key" in properties
+
+
+def test_without_tls_the_managed_etcd_stays_plain() -> None:
+    spec = managed(tls=False)
+    assert not etcd_tls.enabled(spec)
+    script = etcd_container(spec)["command"][-1]
+    assert "https" not in script and "--client-cert-auth" not in script
+    assert "volumes" not in build_etcd_stateful_set(NAMES, spec)["spec"]["template"]["spec"]
+    props = builders.broker_properties(NAMES, spec)
+    assert props["metadata.store"].startswith("etcd://")
+    assert not any(k.startswith("metadata.store.ssl.") for k in props)
+    # given endpoints (not managed) are the user's etcd: never switched to TLS here
+    given = BrokerSpec.parse({"listeners": {"tls": {"port": 9093, "tls": True}},
+                              "metadata": {"etcd": {"endpoints": ["e:2379"]}}}, "events")
+    assert builders.metadata_store(NAMES, given) == "etcd://e:2379"
+
+
+def test_every_object_with_etcd_tls_is_valid_kubernetes() -> None:
+    for obj in builders.owned(builders.build_all(NAMES, managed(tls=True)), OWNER):
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)  # raises when invalid
+
+
+def ensure(api: Api, spec: BrokerSpec, now: datetime.datetime = NOW) -> bool:
+    """One pass; True when the etcd certificates Secret was written."""
+    kube = cast(Kube, api)
+    prepared = cluster_ca.prepare(kube, BODY, NAMES, spec, 1, now=lambda: now)
+    before = api.objects.get(("Secret", "events-etcd-certs"))
+    trust = etcd_certs.ensure(kube, BODY, NAMES, spec, prepared, now=lambda: now)
+    after = api.objects.get(("Secret", "events-etcd-certs"))
+    if after is not None:
+        assert trust == builders.digest(secret(api, "events-etcd-certs")["ca.crt"])
+    else:
+        assert trust == ""
+    return after != before
+
+
+def test_the_etcd_certificates_secret_is_issued_by_the_cluster_ca_only() -> None:
+    api = Api()
+    assert ensure(api, managed(tls=True, mtls=True))  # a clients CA exists too
+    data = secret(api, "events-etcd-certs")
+    cluster = secret(api, "events-cluster-ca")["ca.crt"]
+    clients = secret(api, "events-clients-ca")["ca.crt"]
+    assert certificates.split_bundle(data["ca.crt"]) == certificates.split_bundle(cluster)
+    assert clients.strip() not in data["ca.crt"]
+    assert certificates.issued_by(data["server.crt"], cluster)
+    sans = certificates.sans_of(data["server.crt"])
+    for name in ("events-etcd", "events-etcd.prod.svc", "*.events-etcd-peers.prod.svc",
+                 "events-etcd-2.events-etcd-peers.prod.svc", "127.0.0.1"):
+        assert name in sans
+    owner = api.objects[("Secret", "events-etcd-certs")]["metadata"]["ownerReferences"]
+    assert owner[0]["uid"] == "u-1"
+    # the brokers' client certificate (what they present to etcd) is from the same CA
+    broker = secret(api, "events-broker-certs")
+    assert certificates.issued_by(broker["tls.crt"], cluster)
+
+
+def test_the_etcd_certificate_is_kept_then_reissued_for_new_members_or_near_its_end() -> None:
+    api = Api()
+    assert ensure(api, managed(tls=True))
+    first = secret(api, "events-etcd-certs")["server.crt"]
+    assert not ensure(api, managed(tls=True))
+    assert secret(api, "events-etcd-certs")["server.crt"] == first
+    assert ensure(api, managed(tls=True, replicas=5))
+    grown = secret(api, "events-etcd-certs")["server.crt"]
+    assert "events-etcd-4.events-etcd-peers.prod.svc" in certificates.sans_of(grown)
+    assert ensure(api, managed(tls=True, replicas=5), NOW + datetime.timedelta(days=340))
+    assert secret(api, "events-etcd-certs")["server.crt"] != grown
+
+
+def test_nothing_is_written_without_etcd_tls() -> None:
+    api = Api()
+    assert not ensure(api, managed(tls=False))
+    assert ("Secret", "events-etcd-certs") not in api.objects
+
+
+def test_a_change_of_the_trusted_cas_rolls_the_etcd_members() -> None:
+    spec = managed(tls=True)
+    plain = build_etcd_stateful_set(NAMES, spec)["spec"]["template"]["metadata"]
+    assert "annotations" not in plain
+    digests = builders.SecretDigests(etcd="abc")
+    sts = next(o for o in builders.build_all(NAMES, spec, digests=digests)
+               if o["kind"] == "StatefulSet" and o["metadata"]["name"] == "events-etcd")
+    assert sts["spec"]["template"]["metadata"]["annotations"] == {
+        etcd_tls.TRUST_HASH_ANNOTATION: "abc"}
+    assert "updateStrategy" not in sts["spec"]  # RollingUpdate: one member at a time
