@@ -37,7 +37,7 @@ import pytest
 from strata.broker.handlers import served_versions
 from strata.protocol import ApiKey
 
-from ..broker_process import BrokerProcess
+from ..broker_process import BrokerProcess, running_broker
 from ..clients.drivers.kafkajs_driver import JS_DIR
 from ..groups.conftest import GROUP_SETTINGS
 from ..groups.kafka_ops import create_topic, produce
@@ -64,21 +64,30 @@ KAFKA_PYTHON_CAPS: Final = {ApiKey.JOIN_GROUP: 7, ApiKey.SYNC_GROUP: 5,
                             ApiKey.OFFSET_COMMIT: 8, ApiKey.OFFSET_FETCH: 8}
 
 
-@pytest.fixture
-def tapped(make_broker: Callable[[Mapping[str, str] | None], BrokerProcess]
-           ) -> Iterator[tuple[RequestTap, str, str]]:
-    """(tap, topic holding ``RECORDS`` records, a fresh group id) on a broker of its own."""
+@pytest.fixture(scope="module")
+def tap_and_broker(tmp_path_factory: pytest.TempPathFactory
+                   ) -> Iterator[tuple[RequestTap, BrokerProcess]]:
+    """One broker behind one tap for the module: each test's client has its own client id, so
+    the versions it sent are told apart on the shared tap."""
     tap = RequestTap()
-    broker = make_broker({**GROUP_SETTINGS, "advertised.listeners": tap.advertised_listener})
-    tap.start(broker.port)
     try:
-        tag = uuid.uuid4().hex[:8]
-        topic = f"versions-{tag}"
-        create_topic(broker.bootstrap, topic, PARTITIONS)
-        produce(broker.bootstrap, topic, PARTITIONS, RECORDS)
-        yield tap, topic, f"versions-group-{tag}"
+        with running_broker(tmp_path_factory.mktemp("versions"), {
+                **GROUP_SETTINGS, "advertised.listeners": tap.advertised_listener}) as broker:
+            tap.start(broker.port)
+            yield tap, broker
     finally:
         tap.close()
+
+
+@pytest.fixture
+def tapped(tap_and_broker: tuple[RequestTap, BrokerProcess]) -> tuple[RequestTap, str, str]:
+    """(tap, a fresh topic holding ``RECORDS`` records, a fresh group id)."""
+    tap, broker = tap_and_broker
+    tag = uuid.uuid4().hex[:8]
+    topic = f"versions-{tag}"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    produce(broker.bootstrap, topic, PARTITIONS, RECORDS)
+    return tap, topic, f"versions-group-{tag}"
 
 
 def expected(newest: Mapping[ApiKey, int]) -> dict[ApiKey, int]:
