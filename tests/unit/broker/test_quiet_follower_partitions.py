@@ -19,7 +19,7 @@ from strata.broker.broker_state import BrokerState
 from strata.broker.fetch_session import FetchPartition
 from strata.broker.handlers.fetch import handle
 from strata.broker.network.request_context import Response
-from strata.broker.replication.quiet_partitions import is_quiet
+from strata.broker.replication.quiet_partitions import has_records_or_error, is_quiet
 from strata.broker.replication.replica_manager import ReplicaManager
 from strata.protocol import ApiKey
 from strata.protocol.messages import decode_response_body
@@ -210,3 +210,17 @@ async def test_replication_state_that_may_change_is_never_skipped(tmp_path: Path
     rm.make_follower("t", 1, TOPIC_ID, 3, 1, replicas=(1, 3), isr=frozenset({1, 3}),
                      partition_epoch=1)
     assert not is_quiet(rm.hosted, FOLLOWER, now, told)  # NOT_LEADER_OR_FOLLOWER
+
+
+async def test_a_parked_fetch_wakes_only_for_records_or_an_error(tmp_path: Path) -> None:
+    state, _, _ = await _settled(tmp_path)
+    rm = state.replica_manager
+    told = [_told(rm, index) for index in range(PARTITIONS)]
+    assert not has_records_or_error(rm.hosted, told)  # a HW move alone: keep waiting
+    await _append(rm, 3, b"records")
+    assert has_records_or_error(rm.hosted, told)
+    told = [_told(rm, index) for index in range(PARTITIONS)]
+    assert not has_records_or_error(rm.hosted, told)
+    rm.make_follower("t", 0, TOPIC_ID, 3, 1, replicas=(1, 3), isr=frozenset({1, 3}),
+                     partition_epoch=1)
+    assert has_records_or_error(rm.hosted, told)  # NOT_LEADER_OR_FOLLOWER to answer

@@ -83,7 +83,7 @@ from strata.broker.network.request_context import RequestContext, Response
 from strata.broker.quotas.request_quotas import charge_fetch, quota_user
 from strata.broker.replication.partition import FetchIsolation, PartitionError, error_code_of
 from strata.broker.replication.partition_results import FetchPartitionResult, PartitionFetchInfo
-from strata.broker.replication.quiet_partitions import is_quiet
+from strata.broker.replication.quiet_partitions import has_records_or_error, is_quiet
 from strata.protocol.error_codes import ErrorCode
 from strata.security.acl import AclOperation, ResourceType
 from strata.storage.errors import StorageError
@@ -268,10 +268,15 @@ async def _read_follower_session(read: _Read, context: FetchContext, max_wait_ms
         if (left_ms <= 0 or sum(r.size for r in results) >= read.min_bytes
                 or any(r.error_code for r in results)):
             return answered, tags, results
-        keys = [(p.topic, p.partition) for p in context.session_partitions
-                if p.topic is not None]
-        if not await replica_manager.fetch_purgatory.wait(keys, left_ms / 1000):
-            deadline_ms = now_ms  # the last round: answer what there is
+        everything = context.session_partitions
+        keys = [(p.topic, p.partition) for p in everything if p.topic is not None]
+        purgatory = replica_manager.fetch_purgatory
+        while True:
+            if not await purgatory.wait(keys, (deadline_ms - clock.milliseconds()) / 1000):
+                deadline_ms = now_ms  # the last round: answer what there is
+                break
+            if has_records_or_error(hosted, everything):
+                break
 
 
 def _charge_quotas(ctx: RequestContext, replica_id: int, records_size: int) -> int:

@@ -33,7 +33,7 @@ than what reading it would have changed.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from strata.broker.replication.partition import NO_LEADER_EPOCH, Partition
@@ -79,3 +79,23 @@ def is_quiet(get: Callable[[tuple[str, int]], Partition | None], replica_id: int
         return False
     partition.followers[replica_id] = follower.on_fetch(fetch_offset, fetch_offset, now_ms)
     return True
+
+
+def has_records_or_error(get: Callable[[tuple[str, int]], Partition | None],
+                         partitions: Iterable[SessionPartition]) -> bool:
+    """Whether a read of any of ``partitions`` might return records or an error: the check a
+    parked follower fetch makes on each wake-up before it skips and reads again (most wake-ups
+    are high watermark moves that give it nothing to send)."""
+    for p in partitions:
+        name = p.topic
+        if name is None:
+            continue
+        partition = get((name, p.partition))
+        if partition is None or partition.leader_id != partition.node_id:
+            return True
+        log = partition.log
+        epoch = p.current_leader_epoch
+        if (p.fetch_offset != log.log_end_offset or log.offline
+                or (epoch != NO_LEADER_EPOCH and epoch != partition.leader_epoch)):
+            return True
+    return False
