@@ -127,18 +127,9 @@ def advance(cluster: Cluster, status: Mapping[str, Any], replicas: int, batch_si
     plan = balance.plan_balance(racks, assignment)
     if not plan.empty:
         chunks = balance.batches(plan.reassignments, batch_size)
-        throttles = plan_throttles(assignment, chunks[0], throttle)
+        throttles = send_throttled_batch(cluster, assignment, chunks[0], throttle)
         if not throttles.empty:
-            cluster.set_throttle(throttles)
             current["throttle"] = throttles.to_status()
-        try:
-            if not cluster.reassign(chunks[0]):
-                raise KafkaOperationError("the controller does not serve "
-                                          "AlterPartitionReassignments")
-        except KafkaOperationError:
-            if not throttles.empty:  # nothing moves: nothing stays throttled
-                cluster.clear_throttle(throttles)
-            raise
         done = int(current.get("batchesDone", 0)) + 1
         total = done + len(chunks) - 1
         message = (f"batch {done} of {total}: moving {len(chunks[0])} partitions "
@@ -214,3 +205,24 @@ def condition(state: Mapping[str, Any], generation: int | None,
         conditions.REBALANCING, moving,
         conditions.REBALANCING_REASON if moving else conditions.REBALANCE_COMPLETE,
         f"{state.get('reason')}: {state.get('message', '')}", generation, previous)
+
+
+def send_throttled_batch(cluster: Cluster,
+                         assignment: Mapping[balance.TopicPartition, tuple[int, ...]],
+                         batch: Mapping[balance.TopicPartition, tuple[int, ...]], rate: int
+                         ) -> ThrottlePlan:
+    """Throttle ``batch``'s moves at ``rate`` bytes/s (``plan_throttles``; 0 = none), then
+    send it to the controller; the throttles set. ``KafkaOperationError`` when the controller
+    refuses or cannot be asked: nothing moves, so nothing stays throttled."""
+    throttles = plan_throttles(assignment, batch, rate)
+    if not throttles.empty:
+        cluster.set_throttle(throttles)
+    try:
+        if not cluster.reassign(batch):
+            raise KafkaOperationError("the controller does not serve "
+                                      "AlterPartitionReassignments")
+    except KafkaOperationError:
+        if not throttles.empty:
+            cluster.clear_throttle(throttles)
+        raise
+    return throttles

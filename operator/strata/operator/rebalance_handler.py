@@ -40,8 +40,9 @@ from strata.operator.broker import ClusterFactory, connect, default_cluster
 from strata.operator.kafka import Cluster, KafkaOperationError
 from strata.operator.kube import Kube, Obj
 from strata.operator.model import BrokerNames, BrokerSpec, SpecError
+from strata.operator.rebalance import send_throttled_batch
 from strata.operator.settings import SETTINGS
-from strata.operator.throttle import ThrottlePlan, plan_throttles
+from strata.operator.throttle import ThrottlePlan
 
 logger = logging.getLogger(__name__)
 
@@ -264,17 +265,7 @@ class _Pass:
             events.record(self.kube, self.body, events.NORMAL, "RebalanceApproved",
                           f"approved: executing {len(self.plan)} batches")
         rate = SETTINGS.rebalance_throttle if spec.throttle is None else spec.throttle
-        throttles = plan_throttles(cluster.assignment(), batch, rate)
-        if not throttles.empty:
-            cluster.set_throttle(throttles)
-        try:
-            if not cluster.reassign(batch):
-                raise KafkaOperationError("the controller does not serve "
-                                          "AlterPartitionReassignments")
-        except KafkaOperationError:
-            if not throttles.empty:  # nothing moves: nothing stays throttled
-                cluster.clear_throttle(throttles)
-            raise
+        throttles = send_throttled_batch(cluster, cluster.assignment(), batch, rate)
         self.flight = dict(batch)
         self.throttle = throttles.to_status() if not throttles.empty else None
         return self.write(rr.REBALANCING, conditions.REBALANCING_REASON,

@@ -1,6 +1,7 @@
 """Fixtures of the operator suite: per module, one mock API server, one real Strata broker
-(the parent conftest's ``broker``) and the operator process pointed at both. A failing test's
-report gets the operator's log tail."""
+(the parent conftest's ``broker``) and the operator process pointed at both; the modules that
+need several brokers ask for ``cluster`` (three on one SQLite store) and point their own
+``operator`` at it. A failing test's report gets the operator's log tail."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from strata.operator.kube import Kube
 
 from ..broker_process import BrokerProcess
+from ..cluster.cluster_processes import ClusterProcesses, cluster_on
 from .kube_mock import KubeMock, running_kube_mock
 from .operator_process import OperatorProcess, running_operator
 
@@ -19,6 +21,12 @@ from .operator_process import OperatorProcess, running_operator
 def kube_mock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeMock]:
     with running_kube_mock(tmp_path_factory.mktemp("kmock")) as mock:
         yield mock
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+    with cluster_on("sqlite", tmp_path_factory.mktemp("cluster"), 3) as started:
+        yield started
 
 
 @pytest.fixture(scope="module")

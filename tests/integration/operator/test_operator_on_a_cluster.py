@@ -22,19 +22,13 @@ from confluent_kafka.admin import ConfigResource
 
 from strata.operator.kube import Kube
 
-from ..cluster.cluster_processes import ClusterProcesses, cluster_on
+from ..cluster.cluster_processes import ClusterProcesses
 from .kube_mock import KubeMock, StatefulSetController
 from .operator_process import OperatorProcess, running_operator, wait_until
 from .test_broker_operator import NS, pod_hashes, ready_broker, ready_reason
 
 pytestmark = [pytest.mark.k8s, pytest.mark.integration, pytest.mark.slow,
               pytest.mark.timeout(180)]
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
-    with cluster_on("sqlite", tmp_path_factory.mktemp("cluster"), 3) as started:
-        yield started
 
 
 @pytest.fixture(scope="module")

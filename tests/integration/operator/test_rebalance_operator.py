@@ -23,7 +23,7 @@ from confluent_kafka.admin import ConfigResource
 
 from strata.operator.kube import Kube
 
-from ..cluster.cluster_processes import BackgroundProducer, ClusterProcesses, cluster_on, read_all
+from ..cluster.cluster_processes import BackgroundProducer, ClusterProcesses, read_all
 from .kube_mock import KubeMock, StatefulSetController
 from .operator_process import OperatorProcess, running_operator, wait_until
 from .test_broker_operator import NS, ready_broker
@@ -33,12 +33,6 @@ pytestmark = [pytest.mark.k8s, pytest.mark.integration, pytest.mark.slow,
 
 PARTITIONS = 10
 THROTTLE = 10 * 1024 * 1024
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
-    with cluster_on("sqlite", tmp_path_factory.mktemp("cluster"), 3) as started:
-        yield started
 
 
 @pytest.fixture(scope="module")
