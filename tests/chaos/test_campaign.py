@@ -49,8 +49,10 @@ def test_short_campaign_loses_nothing(tmp_path: Path, capsys: pytest.CaptureFixt
     assert report.read_complete, table
     assert report.result.replicas_checked and report.result.group_checked, table
     counters = report.result.counters()
-    informational = ("acknowledged", "acknowledged without offset", "read")
+    # Re-sends under a bumped epoch are librdkafka's (see ``chaos_checker``), reported not failed.
+    informational = ("acknowledged", "acknowledged without offset", "read",
+                     "re-sent by the client under a new producer epoch")
     assert {k: counters[k] for k in counters if k not in informational} == {
-        "lost": 0, "duplicated": 0, "reordered": 0, "wrong offset": 0,
+        "lost": 0, "duplicated": 0, "reordered": 0, "sequence breaks": 0, "wrong offset": 0,
         "fatal producer errors": 0, "divergent partitions": 0, "group misses": 0}, table
     assert counters["acknowledged"] > 0, table

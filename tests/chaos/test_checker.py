@@ -42,7 +42,8 @@ def test_a_clean_history_counts_nothing() -> None:
     assert result.ok()
     assert result.counters() == {
         "acknowledged": 5, "acknowledged without offset": 0, "read": 5, "lost": 0,
-        "duplicated": 0, "reordered": 0, "wrong offset": 0, "fatal producer errors": 0,
+        "duplicated": 0, "re-sent by the client under a new producer epoch": 0,
+        "reordered": 0, "sequence breaks": 0, "wrong offset": 0, "fatal producer errors": 0,
         "divergent partitions": 0, "group misses": 0}
 
 
@@ -67,6 +68,61 @@ def test_every_extra_copy_of_a_value_is_a_duplicate() -> None:
     assert result.counters()["duplicated"] == 2
     assert result.duplicated == [(v(0, 2), [(0, 2), (0, 3), (1, 2)])]
     assert result.wrong_offset == []  # one copy is where it was acknowledged
+
+
+def resend_history(writers: dict[int, tuple[int, int, int]]
+                   ) -> tuple[list[Delivery], list[StoredRecord], ReplicaRead]:
+    """Producer 0 on partition 0: sequences 0-2 under epoch 0, then value 2 again at offset 3
+    (acknowledged there) and value 3, under the writers given for offsets 3 and 4."""
+    read = [StoredRecord(0, o, v(0, s)) for o, s in enumerate([0, 1, 2, 2, 3])]
+    deliveries = [Delivery(0, 0, v(0, 0)), Delivery(0, 1, v(0, 1)), Delivery(0, 3, v(0, 2)),
+                  Delivery(0, 4, v(0, 3))]
+    replica = ReplicaRead(0, 0, True, {r.offset: r.value for r in read},
+                          {0: (1000, 0, 0), 1: (1000, 0, 1), 2: (1000, 0, 2), **writers})
+    return deliveries, read, replica
+
+
+def test_a_copy_the_client_sent_again_under_a_bumped_epoch_is_counted_apart() -> None:
+    deliveries, read, replica = resend_history({3: (1000, 1, 0), 4: (1000, 1, 1)})
+    result = check(deliveries, read, replicas=[replica], high_watermarks={0: 5})
+    assert result.duplicated == [] and result.sequence_breaks == []
+    assert result.resent == [(v(0, 2), [(0, 2), (0, 3)])]
+    assert result.counters()["re-sent by the client under a new producer epoch"] == 1
+    assert result.counters()["duplicated"] == 0
+
+
+def test_a_copy_under_the_same_epoch_is_a_duplicate_and_a_sequence_break() -> None:
+    # The broker let a retry of sequence 2 in again: its idempotence check missed it.
+    deliveries, read, replica = resend_history({3: (1000, 0, 2), 4: (1000, 0, 3)})
+    result = check(deliveries, read, replicas=[replica], high_watermarks={0: 5})
+    assert result.resent == [] and result.duplicated == [(v(0, 2), [(0, 2), (0, 3)])]
+    assert result.sequence_breaks == [
+        "partition 0 offset 3: producer id 1000 epoch 0 sequence 2 after 2"]
+    assert not result.ok()
+
+
+def test_a_copy_whose_writer_is_unknown_or_another_producer_id_is_a_duplicate() -> None:
+    for writers in ({}, {3: (2000, 1, 0), 4: (2000, 1, 1)}, {3: (-1, -1, -1)}):
+        deliveries, read, replica = resend_history(writers)
+        result = check(deliveries, read, replicas=[replica], high_watermarks={0: 5})
+        assert result.resent == [] and len(result.duplicated) == 1, writers
+    deliveries, read, _ = resend_history({})
+    assert check(deliveries, read).counters()["duplicated"] == 1  # no replicas: no writers
+
+
+def test_a_gap_in_one_epochs_sequences_is_a_sequence_break() -> None:
+    deliveries, read, replica = resend_history({3: (1000, 1, 0), 4: (1000, 1, 2)})
+    result = check(deliveries, read, replicas=[replica], high_watermarks={0: 5})
+    assert result.sequence_breaks == [
+        "partition 0 offset 4: producer id 1000 epoch 1 sequence 2 after 0"]
+    assert not result.ok()
+
+
+def test_an_out_of_sync_replica_names_a_writer_only_where_no_in_sync_one_does() -> None:
+    deliveries, read, in_sync = resend_history({3: (1000, 1, 0)})
+    stale = ReplicaRead(1, 0, False, {}, {3: (1000, 0, 3), 4: (1000, 1, 1)})
+    result = check(deliveries, read, replicas=[stale, in_sync], high_watermarks={0: 5})
+    assert result.resent == [(v(0, 2), [(0, 2), (0, 3)])] and result.sequence_breaks == []
 
 
 def test_a_record_only_at_another_offset_is_acknowledged_at_the_wrong_offset() -> None:

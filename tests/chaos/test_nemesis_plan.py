@@ -18,7 +18,7 @@ from strata.cli.chaos_nemesis import (
     plan_faults,
 )
 from strata.cli.chaos_segments import (
-    batch_producers,
+    batch_writers,
     damage_tail,
     read_replica,
     whole_batches,
@@ -126,7 +126,7 @@ def test_a_replica_read_decodes_every_record_below_the_limit(tmp_path: Path) -> 
     assert records == {o: b"value-%d" % o for o in range(7)}
 
 
-def test_the_writer_of_each_duplicated_copy_is_read_from_the_batches(tmp_path: Path) -> None:
+def test_the_writer_of_each_record_is_read_from_the_batch_headers(tmp_path: Path) -> None:
     part = tmp_path / f"{TOPIC}-0"
     part.mkdir()
     specs = [RecordSpec(value=b"v%d" % j) for j in range(3)]
@@ -134,7 +134,11 @@ def test_the_writer_of_each_duplicated_copy_is_read_from_the_batches(tmp_path: P
         build_batch(specs, base_offset=0, producer_id=7, producer_epoch=0, base_sequence=10)
         + build_batch(specs, base_offset=3, producer_id=7, producer_epoch=1, base_sequence=0)
         + build_batch(specs, base_offset=6))
-    assert batch_producers(part, {1, 4, 8}) == {1: (7, 0, 11), 4: (7, 1, 1), 8: (-1, -1, -1)}
+    writers = batch_writers(part, 8)
+    assert sorted(writers) == list(range(8))  # below the limit only
+    assert (writers[0], writers[1], writers[2]) == ((7, 0, 10), (7, 0, 11), (7, 0, 12))
+    assert (writers[3], writers[5]) == ((7, 1, 0), (7, 1, 2))
+    assert writers[6] == writers[7] == (-1, -1, -1)  # no producer id: no sequence
 
 
 def test_broker_settings_parse_as_key_value_pairs() -> None:

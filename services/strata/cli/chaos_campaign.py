@@ -29,7 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from strata.cli.chaos_checker import CheckResult, ReplicaRead, check
+from strata.cli.chaos_checker import (
+    CheckResult,
+    Place,
+    ReplicaRead,
+    Writer,
+    check,
+    writers_by_place,
+)
 from strata.cli.chaos_cluster import BrokerStartError, ChaosCluster
 from strata.cli.chaos_nemesis import (
     NETWORK_KINDS,
@@ -39,7 +46,7 @@ from strata.cli.chaos_nemesis import (
     Timing,
     plan_faults,
 )
-from strata.cli.chaos_segments import batch_producers, partition_dirs, read_replica
+from strata.cli.chaos_segments import batch_writers, partition_dirs, read_replica
 from strata.cli.chaos_workload import (
     DeliveryLog,
     GroupConsumer,
@@ -85,7 +92,7 @@ class CampaignReport:
     failed_deliveries: dict[str, int] = field(default_factory=dict)
     group_reopens: int = 0
     seconds: float = 0.0
-    # "partition:offset" of each duplicated copy -> [producer id, epoch, sequence]
+    # "partition:offset" of each duplicated or re-sent copy -> [producer id, epoch, sequence]
     duplicate_writers: dict[str, list[int]] = field(default_factory=dict)
 
     def faults_by_kind(self) -> dict[str, int]:
@@ -126,7 +133,10 @@ class CampaignReport:
                 "lost": [vars_of(d) for d in r.lost[:EVIDENCE_CAP]],
                 "duplicated": [[v.decode(errors="replace"), places]
                                for v, places in r.duplicated[:EVIDENCE_CAP]],
+                "resent": [[v.decode(errors="replace"), places]
+                           for v, places in r.resent[:EVIDENCE_CAP]],
                 "duplicate_writers": self.duplicate_writers,
+                "sequence_breaks": r.sequence_breaks[:EVIDENCE_CAP],
                 "wrong_offset": [[vars_of(d), places]
                                  for d, places in r.wrong_offset[:EVIDENCE_CAP]],
                 "reordered": [[p, o, v.decode(errors="replace"), b.decode(errors="replace")]
@@ -138,19 +148,14 @@ class CampaignReport:
         }
 
 
-def duplicate_writers(result: CheckResult, cluster: ChaosCluster) -> dict[str, list[int]]:
-    """Who wrote each duplicated copy, from the first replica holding it (evidence only)."""
-    wanted: dict[int, set[int]] = {}
-    for _, places in result.duplicated[:EVIDENCE_CAP]:
-        for partition, offset in places:
-            wanted.setdefault(partition, set()).add(offset)
+def duplicate_writers(result: CheckResult, writers: Mapping[Place, Writer]
+                      ) -> dict[str, list[int]]:
+    """Who wrote each copy of a duplicated or re-sent value (evidence only)."""
     found: dict[str, list[int]] = {}
-    for broker in cluster.brokers.values():
-        dirs = partition_dirs(Path(broker.config["log.dirs"]), TOPIC)
-        for partition, offsets in wanted.items():
-            if partition in dirs:
-                for offset, writer in batch_producers(dirs[partition], offsets).items():
-                    found.setdefault(f"{partition}:{offset}", list(writer))
+    for _, places in result.duplicated[:EVIDENCE_CAP] + result.resent[:EVIDENCE_CAP]:
+        for place in places:
+            if place in writers:
+                found[f"{place[0]}:{place[1]}"] = list(writers[place])
     return found
 
 
@@ -252,14 +257,15 @@ def run_campaign(config: CampaignConfig, store_url: str | None = None,
         cluster.stop_all()
         replicas = [
             ReplicaRead(node_id, p, node_id in isr.get(p, set()),
-                        read_replica(path, high_watermarks.get(p, 0)))
+                        read_replica(path, high_watermarks.get(p, 0)),
+                        batch_writers(path, high_watermarks.get(p, 0)))
             for node_id, broker in cluster.brokers.items()
             for p, path in partition_dirs(Path(broker.config["log.dirs"]), TOPIC).items()]
         deliveries = [d for w in producers for d in w.observed.deliveries]
         fatal = [e for w in producers for e in w.observed.fatal]
         result = check(deliveries, read, fatal, replicas, high_watermarks,
                        set(consumer.consumed))
-        writers = duplicate_writers(result, cluster)
+        writers = duplicate_writers(result, writers_by_place(replicas))
         failed: Counter[str] = Counter()
         for worker in producers:
             failed.update(worker.observed.failed)

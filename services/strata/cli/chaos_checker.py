@@ -13,7 +13,19 @@ Definitions (a record is *acknowledged* when its delivery report carried no erro
 
 * **lost** — an acknowledged value that the full read does not contain at all.
 * **duplicated** — a value (acknowledged or not) that the full read contains more than once;
-  each extra copy counts once. An idempotent producer must never duplicate.
+  each extra copy counts once. An idempotent producer must never duplicate — within one
+  producer epoch: sequence numbers are per (producer id, epoch) (KIP-98, KIP-360), so a record
+  the client itself sends again under a bumped epoch is a new record to any broker, Kafka's
+  included. Copies written by one producer id under epochs that rise with the offset (read from
+  the batch headers) are counted apart, as *re-sent by the client under a new producer epoch*
+  (informational): librdkafka's idempotent producer bumps its epoch on an
+  OUT_OF_ORDER_SEQUENCE_NUMBER that only follows an earlier failed request and then re-sends
+  messages whose first send was possibly persisted (confluentinc/librdkafka#4953; the Java
+  client re-enqueues without a bump). Any other duplicate — same epoch, another producer id,
+  another partition, a copy whose writer no replica shows — counts as duplicated.
+* **sequence breaks** — per partition, in offset order, the records one (producer id, epoch)
+  wrote must carry consecutive sequence numbers: a gap or a repeat is a batch the broker's
+  idempotence check should have refused (a missed duplicate shows here too).
 * **wrong offset** — an acknowledged value that the full read contains, but not at the
   partition and offset its delivery report named (the broker acknowledged one offset and the
   log holds the record at another: a consumer that stored the offset reads something else).
@@ -32,10 +44,14 @@ Definitions (a record is *acknowledged* when its delivery report carried no erro
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+Writer = tuple[int, int, int]  # (producer id, producer epoch, sequence) from a batch header
+Place = tuple[int, int]  # (partition, offset)
 
 VALUE_PATTERN = re.compile(rb"^chaos-p(\d+)-i(\d+)-(\d+)$")
 
@@ -91,6 +107,7 @@ class ReplicaRead:
     partition: int
     in_isr: bool
     records: Mapping[int, bytes | None]  # offset -> value
+    writers: Mapping[int, Writer] = field(default_factory=dict)  # offset -> who wrote it
 
 
 @dataclass
@@ -100,7 +117,9 @@ class CheckResult:
     acknowledged: int = 0
     read: int = 0
     lost: list[Delivery] = field(default_factory=list)
-    duplicated: list[tuple[bytes, list[tuple[int, int]]]] = field(default_factory=list)
+    duplicated: list[tuple[bytes, list[Place]]] = field(default_factory=list)
+    resent: list[tuple[bytes, list[Place]]] = field(default_factory=list)
+    sequence_breaks: list[str] = field(default_factory=list)
     wrong_offset: list[tuple[Delivery, list[tuple[int, int]]]] = field(default_factory=list)
     reordered: list[tuple[int, int, bytes, bytes]] = field(default_factory=list)
     fatal_errors: list[str] = field(default_factory=list)
@@ -117,7 +136,8 @@ class CheckResult:
     def ok(self) -> bool:
         """True when every counter of the table is zero."""
         return not (self.lost or self.duplicated or self.wrong_offset or self.reordered
-                    or self.fatal_errors or self.divergent or self.group_misses)
+                    or self.sequence_breaks or self.fatal_errors or self.divergent
+                    or self.group_misses)
 
     def counters(self) -> dict[str, int]:
         """The table's correctness columns, in order."""
@@ -127,7 +147,10 @@ class CheckResult:
             "read": self.read,
             "lost": len(self.lost),
             "duplicated": self.duplicate_copies,
+            "re-sent by the client under a new producer epoch":
+                sum(len(places) - 1 for _, places in self.resent),
             "reordered": len(self.reordered),
+            "sequence breaks": len(self.sequence_breaks),
             "wrong offset": len(self.wrong_offset),
             "fatal producer errors": len(self.fatal_errors),
             "divergent partitions": len(self.divergent),
@@ -192,6 +215,51 @@ def find_divergence(read: Sequence[StoredRecord], replicas: Iterable[ReplicaRead
     return dict(divergent)
 
 
+def writers_by_place(replicas: Iterable[ReplicaRead]) -> dict[Place, Writer]:
+    """Who wrote the record at each (partition, offset): the in-sync replicas' batch headers
+    first (below the high watermark they agree, or the divergence check says so), the others
+    only where no in-sync replica holds the offset."""
+    out: dict[Place, Writer] = {}
+    for replica in sorted(replicas, key=lambda r: not r.in_isr):
+        for offset, writer in replica.writers.items():
+            out.setdefault((replica.partition, offset), writer)
+    return out
+
+
+def is_client_resend(places: Sequence[Place], writers: Mapping[Place, Writer]) -> bool:
+    """True when the copies of one value lie in one partition and were written by one producer
+    id under epochs that rise with the offset: the client sent it again after bumping its epoch
+    (see the module's definitions); False when any copy's writer is unknown."""
+    if len({partition for partition, _ in places}) != 1:
+        return False
+    found = [writers.get(place) for place in sorted(places)]
+    known = [w for w in found if w is not None and w[0] >= 0]
+    if len(known) != len(found) or len({w[0] for w in known}) != 1:
+        return False
+    return all(a[1] < b[1] for a, b in itertools.pairwise(known))
+
+
+def find_sequence_breaks(read: Sequence[StoredRecord], writers: Mapping[Place, Writer]
+                         ) -> list[str]:
+    """One line per record whose sequence does not follow the one before it from the same
+    (producer id, epoch) in its partition (offset order); records without a producer id or
+    sequence, or whose writer no replica shows, are not checked."""
+    last: dict[tuple[int, int, int], int] = {}
+    out: list[str] = []
+    for record in sorted(read, key=lambda r: (r.partition, r.offset)):
+        writer = writers.get((record.partition, record.offset))
+        if writer is None or writer[0] < 0 or writer[2] < 0:
+            continue
+        producer_id, epoch, sequence = writer
+        key = (record.partition, producer_id, epoch)
+        before = last.get(key)
+        if before is not None and sequence != before + 1:
+            out.append(f"partition {record.partition} offset {record.offset}: producer id "
+                       f"{producer_id} epoch {epoch} sequence {sequence} after {before}")
+        last[key] = sequence
+    return out
+
+
 def check(deliveries: Sequence[Delivery], read: Sequence[StoredRecord],
           fatal_errors: Sequence[str] = (),
           replicas: Sequence[ReplicaRead] | None = None,
@@ -215,8 +283,14 @@ def check(deliveries: Sequence[Delivery], read: Sequence[StoredRecord],
                 and (delivery.partition, delivery.offset) not in where:
             result.wrong_offset.append((delivery, list(where)))
     copies = Counter({value: len(where) for value, where in places.items()})
-    result.duplicated = [(value, places[value]) for value, n in copies.items() if n > 1]
+    writers = writers_by_place(replicas or ())
+    for value, n in copies.items():
+        if n > 1:
+            bucket = result.resent if is_client_resend(places[value], writers) \
+                else result.duplicated
+            bucket.append((value, places[value]))
     result.reordered = find_reorders(read)
+    result.sequence_breaks = find_sequence_breaks(read, writers)
     if replicas is not None:
         result.replicas_checked = True
         result.divergent = find_divergence(read, replicas, high_watermarks or {})

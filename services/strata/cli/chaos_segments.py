@@ -17,7 +17,9 @@ Owns two things done to the ``<topic>-<partition>/`` directories of a broker's `
     replica from the ISR without losing anything (RF 3, ``min.insync.replicas`` 2).
 
 * ``read_replica`` — every record of one replica below a given offset, decoded from its
-  segments with ``strata.storage``'s batch and record grammar (the divergence check).
+  segments with ``strata.storage``'s batch and record grammar (the divergence check), and
+  ``batch_writers`` — the producer id, epoch and sequence each of those records was written
+  with (the duplicate and sequence checks).
 
 The caller (``chaos_nemesis``) passes as ``eligible`` only partitions whose ISR holds another
 broker than the damaged one: Kafka's promise is that an acknowledged record survives while one
@@ -166,19 +168,23 @@ def read_replica(partition_dir: Path, below: int) -> dict[int, bytes | None]:
     return out
 
 
-def batch_producers(partition_dir: Path, offsets: set[int]) -> dict[int, tuple[int, int, int]]:
-    """offset -> (producer id, producer epoch, sequence) of the record at each of ``offsets``
-    in a replica's segments: who wrote a duplicated copy (a copy under another epoch of the
-    same producer is a client's renumbering, one under the same epoch and sequence a broker's
-    missed duplicate)."""
+def batch_writers(partition_dir: Path, below: int) -> dict[int, tuple[int, int, int]]:
+    """offset -> (producer id, producer epoch, sequence) of every record below ``below`` in a
+    replica's segments, from the batch headers (whole, CRC-valid batches only, as
+    ``read_replica``; -1s for a batch written without a producer id): what tells a client's
+    re-send under a new producer epoch from a broker's missed duplicate, and what the
+    per-epoch sequence check reads."""
     out: dict[int, tuple[int, int, int]] = {}
     for segment in segment_files(partition_dir):
         data = segment.read_bytes()
         for batch in whole_batches(data):
+            if batch.base_offset >= below:
+                return out
             header = rb.parse_header(data, batch.position)
-            for offset in offsets:
-                if batch.base_offset <= offset <= header.last_offset:
-                    sequence = (header.base_sequence + offset - batch.base_offset
-                                if header.base_sequence >= 0 else -1)
-                    out[offset] = (header.producer_id, header.producer_epoch, sequence)
+            if not rb.is_valid_crc(data, batch.position, header):
+                return out
+            sequenced = header.base_sequence >= 0
+            for offset in range(batch.base_offset, min(header.last_offset + 1, below)):
+                sequence = header.base_sequence + offset - batch.base_offset if sequenced else -1
+                out[offset] = (header.producer_id, header.producer_epoch, sequence)
     return out
