@@ -12,10 +12,14 @@ Rules (Kafka's, KRaft flavour):
   INVALID_REQUEST; the keys must be Kafka's dynamic broker configs, per-broker ones on a node
   id only (``strata.broker.dynamic_broker_config``), else INVALID_CONFIG; they are stored in
   the metadata store (``TopicStore.set_broker_configs``) and the broker defaults re-applied;
+* client-metrics and group resources: ``client_metrics_resource`` and
+  ``group_config_resource`` validate and store them (group configs: KIP-848's per-group
+  consumer timeouts, INVALID_CONFIG outside the broker's bounds);
 * a null value is INVALID_REQUEST; a resource named twice in one request is INVALID_REQUEST;
   other resource types are INVALID_REQUEST;
 * ``validate_only`` checks and changes nothing;
-* with an authorizer, AlterConfigs on the topic or the Cluster (``check_config_access``).
+* with an authorizer, AlterConfigs on the topic, the group or the Cluster
+  (``check_config_access``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from strata.broker.dynamic_broker_config import (
     InvalidDynamicConfig,
     check_dynamic_broker_configs,
 )
+from strata.broker.group import group_config_resource
+from strata.broker.group.group_config import GroupConfigError
 from strata.broker.handlers import ApiError
 from strata.broker.handlers.create_topics import check_topic_configs
 from strata.broker.handlers.describe_configs import (
@@ -59,6 +65,11 @@ def current_configs(state: BrokerState, resource_type: int, resource_name: str) 
         try:
             return client_metrics_resource.current(state.topic_store, resource_name)
         except ClientMetricsConfigError as exc:
+            raise ApiError(ErrorCode[exc.error_name.lower()], str(exc)) from None
+    if resource_type == ConfigResourceType.GROUP:
+        try:
+            return group_config_resource.current(state.topic_store, resource_name)
+        except GroupConfigError as exc:
             raise ApiError(ErrorCode[exc.error_name.lower()], str(exc)) from None
     raise ApiError(ErrorCode.invalid_request,
                    f"Unsupported resource type {resource_type} for altering configs")
@@ -94,6 +105,12 @@ async def alter_resource(state: BrokerState, resource_type: int, resource_name: 
             await client_metrics_resource.alter(state.topic_store, resource_name, configs,
                                                 validate_only)
         except ClientMetricsConfigError as exc:
+            raise ApiError(ErrorCode[exc.error_name.lower()], str(exc)) from None
+    elif resource_type == ConfigResourceType.GROUP:
+        try:
+            await group_config_resource.alter(state.topic_store, state.config, resource_name,
+                                              configs, validate_only)
+        except GroupConfigError as exc:
             raise ApiError(ErrorCode[exc.error_name.lower()], str(exc)) from None
     else:
         raise ApiError(ErrorCode.invalid_request,

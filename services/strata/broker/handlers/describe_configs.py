@@ -23,10 +23,14 @@ is read-only unless it is one of Kafka's dynamic broker configs
 
 Broker-logger resources (type 8, named by this node's id): the broker's Python loggers and
 their levels (``strata.broker.broker_logger``), source DYNAMIC_BROKER_LOGGER_CONFIG.
+Client-metrics resources (type 16): ``strata.broker.telemetry.client_metrics_resource``. Group
+resources (type 32, KIP-848): every group config, GROUP_CONFIG where set on the group, else
+DEFAULT_CONFIG at the broker's value (``strata.broker.group.group_config_resource``).
 
 Authorization (shared with the alter handlers, ``check_config_access``): DescribeConfigs (or
 AlterConfigs) on the topic, else TOPIC_AUTHORIZATION_FAILED; on the Cluster for broker
-resources, else CLUSTER_AUTHORIZATION_FAILED.
+resources, else CLUSTER_AUTHORIZATION_FAILED; on the group for group resources, else
+GROUP_AUTHORIZATION_FAILED.
 
 ``configuration_keys`` null means every key; a list means those keys only (Kafka's rule, so an
 empty list answers none). v3 adds ``config_type`` and, when asked, ``documentation``; v4 is
@@ -52,6 +56,8 @@ from strata.broker.config import (
 )
 from strata.broker.dynamic_broker_config import config_type as dynamic_config_type
 from strata.broker.dynamic_broker_config import is_dynamic
+from strata.broker.group import group_config_resource
+from strata.broker.group.group_config import GroupConfigError
 from strata.broker.handlers import ApiError
 from strata.broker.network.request_context import RequestContext
 from strata.broker.telemetry import client_metrics_resource
@@ -86,6 +92,7 @@ class ConfigSource(enum.IntEnum):
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
     CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
 
 
 _BROKER_SETTING_NAMES: Final = frozenset(s.name for s in BROKER_SETTINGS)
@@ -266,6 +273,10 @@ def check_config_access(ctx: RequestContext, resource_type: int, name: str,
         if not ctx.authorize(operation, ResourceType.TOPIC, name):
             raise ApiError(ErrorCode.topic_authorization_failed,
                            f"{operation.kafka_name} on topic {name} is not authorized")
+    elif resource_type == ConfigResourceType.GROUP:
+        if not ctx.authorize(operation, ResourceType.GROUP, name):
+            raise ApiError(ErrorCode.group_authorization_failed,
+                           f"{operation.kafka_name} on group {name} is not authorized")
     elif resource_type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER,
                            ConfigResourceType.CLIENT_METRICS) and \
             not ctx.authorize(operation, ResourceType.CLUSTER):
@@ -295,6 +306,18 @@ def _entries(state: BrokerState, resource: Any) -> list[ConfigEntry]:
         source = ConfigSource.CLIENT_METRICS_CONFIG
         return [ConfigEntry(name, value, source, False, config_type, doc, ((name, value, source),))
                 for name, value, config_type, doc in entries]
+    if resource_type == ConfigResourceType.GROUP:
+        try:
+            described = group_config_resource.described(state.topic_store, state.config,
+                                                        resource.resource_name)
+        except GroupConfigError as exc:
+            raise ApiError(ErrorCode[exc.error_name.lower()], str(exc)) from None
+        out = []
+        for name, value, is_set, doc in described:
+            source = ConfigSource.GROUP_CONFIG if is_set else ConfigSource.DEFAULT_CONFIG
+            out.append(ConfigEntry(name, value, source, False, ConfigType.INT, doc,
+                                   ((name, value, source),)))
+        return out
     raise ApiError(ErrorCode.invalid_request,
                    f"Unsupported resource type {resource_type} for DescribeConfigs")
 

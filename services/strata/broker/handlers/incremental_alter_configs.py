@@ -22,6 +22,7 @@ from typing import Any
 from strata.broker.broker_logger import LoggerConfigError, alter_logger_levels
 from strata.broker.broker_settings import SETTINGS_BY_NAME, ConfigType
 from strata.broker.broker_state import BrokerState
+from strata.broker.group import group_config
 from strata.broker.handlers import ApiError
 from strata.broker.handlers.alter_configs import (
     alter_each,
@@ -68,6 +69,11 @@ def _list_value_in_force(state: BrokerState, resource_type: int, resource_name: 
             raise ApiError(ErrorCode.invalid_request,
                            f"Config value append is not allowed for config key: {name}")
         raw = configs.get(name, "")
+    elif resource_type == ConfigResourceType.GROUP:
+        if name not in group_config.BROKER_KEYS:
+            raise ApiError(ErrorCode.invalid_config, f"Unknown group config name: {name}")
+        raise ApiError(ErrorCode.invalid_request,
+                       f"Config value append is not allowed for config key: {name}")
     else:
         if broker_key_type(name) is not ConfigType.LIST:
             raise ApiError(ErrorCode.invalid_request,
