@@ -173,10 +173,15 @@ def label_racks(kube: Kube, pods: list[Obj], topology_key: str) -> None:
 
 def reconcile(body: Mapping[str, Any], kube: Kube,
               cluster_factory: ClusterFactory = default_cluster) -> Obj:
-    """One pass over a Broker; returns the status it wrote (or found current)."""
+    """One pass over a Broker; returns the status it wrote (or found current). The Broker is
+    read again once the lock is held: a pass that waited for another one must see the status
+    it wrote (the drain's and the rebalance's batch in flight and throttles)."""
     metadata = body["metadata"]
     with lock(metadata["namespace"], metadata["name"]):
-        return _reconcile(body, kube, cluster_factory)
+        fresh = kube.read("Broker", metadata["namespace"], metadata["name"])
+        if fresh is None:  # deleted meanwhile: its owned objects go with it
+            return dict(body.get("status") or {})
+        return _reconcile(fresh, kube, cluster_factory)
 
 
 def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFactory) -> Obj:
