@@ -115,8 +115,9 @@ def run_pass(kube: Kube, body: Mapping[str, Any], get_cluster: Callable[[], Clus
     try:
         cluster = get_cluster()
         assignment = cluster.assignment()
-    except KafkaOperationError:
-        return Outcome(rolling.decide_scale(current, desired, None), kept)
+    except KafkaOperationError:  # a batch sent before may still be moving
+        return Outcome(rolling.decide_scale(current, desired, None), kept,
+                       moving=bool(state.get("inFlight")))
     scale = rolling.decide_scale(current, desired, assignment)
     flight = targets(state.get("inFlight"))
     done = int(state.get("batchesDone", 0))

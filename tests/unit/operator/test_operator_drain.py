@@ -223,3 +223,18 @@ def test_a_rebalance_sees_a_running_drain_even_once_started() -> None:
     broker_obj["status"] = {"rebalance": {"state": "Pending"}, "conditions": [own]}
     assert rebalance_handler.other_running(api, body, broker_obj,  # type: ignore[arg-type]
                                            started=True) is None
+
+
+def test_an_unreachable_cluster_keeps_the_batch_and_its_throttles() -> None:
+    api, cluster = Api(), Cluster([0, 1, 2], ON_2)
+    first = drain_pass(api, cluster, None)
+
+    def unreachable() -> Any:
+        raise KafkaOperationError("Metadata from 127.0.0.1:9092: timed out")
+
+    body = api.objects[("Broker", "events")]
+    outcome = drain.run_pass(api, body, unreachable, 3, 2,  # type: ignore[arg-type]
+                             first.status, rate=1000, batch_size=2)
+    assert outcome.status == first.status and outcome.moving
+    assert "cannot read the replica assignment" in outcome.scale.blocked
+    assert outcome.scale.replicas == 3 and cluster.throttles
