@@ -3,7 +3,7 @@ API server and cluster of the rebalance tests (whose controller carries out a ba
 told to): throttled batches one at a time, the throttles cleared once the batch is done (also
 by an operator restarted mid-batch), cleared again when the batch is refused; the drain waits
 for a running ``Rebalance`` unless it started first, and a ``Rebalance`` sees a running drain
-as another rebalance of the Broker."""
+as another rebalance of the Broker; the Broker CRD keeps ``status.scaleDown`` (not pruned)."""
 
 from __future__ import annotations
 
@@ -238,3 +238,30 @@ def test_an_unreachable_cluster_keeps_the_batch_and_its_throttles() -> None:
     assert outcome.status == first.status and outcome.moving
     assert "cannot read the replica assignment" in outcome.scale.blocked
     assert outcome.scale.replicas == 3 and cluster.throttles
+
+
+def pruned(schema: dict[str, Any], value: Any) -> Any:
+    """``value`` as the API server stores it under a structural ``schema``: undeclared fields
+    dropped (kept under ``x-kubernetes-preserve-unknown-fields``)."""
+    if isinstance(value, dict) and not schema.get("x-kubernetes-preserve-unknown-fields"):
+        props = schema.get("properties") or {}
+        return {k: pruned(props[k], v) for k, v in value.items() if k in props}
+    if isinstance(value, list):
+        return [pruned(schema.get("items") or {}, v) for v in value]
+    return value
+
+
+def test_the_broker_crd_keeps_the_drain_status() -> None:
+    import jsonschema
+
+    from strata.operator import crds
+
+    from .test_operator_crds import json_schema, schema_of
+
+    api, cluster = Api(), Cluster([0, 1, 2], ON_2)
+    outcome = drain_pass(api, cluster, None)
+    assert outcome.status is not None and outcome.status["throttle"]
+    status_schema = schema_of(crds.BROKER_CRD)["properties"]["status"]
+    status = {"scaleDown": outcome.status}
+    jsonschema.validate(status, json_schema(status_schema))
+    assert pruned(status_schema, status) == status  # nothing of it silently dropped
