@@ -6,7 +6,9 @@ progress without any event; handlers run more than once, so every step is idempo
 1. Build every owned object (``builders.build_all``) with an ownerReference to the Broker, and
    ``apply`` each: missing ones are created, changed ones patched back (drift repair).
 2. Scale-down: the StatefulSet keeps its current size until no partition has a replica on the
-   leaving brokers (``rolling.decide_scale``).
+   leaving brokers (``rolling.decide_scale``); the drain moves them in throttled batches, one
+   in flight at a time, in ``status.scaleDown`` (``drain.py``), and does not start while a
+   ``Rebalance`` of this Broker is ``Rebalancing``.
 3. Rack awareness: broker pods scheduled on a node get the node's ``rack.topologyKey`` label
    as the annotation ``strata.dev/rack`` (the entrypoint waits for it).
 4. Rolling restart: ``rolling.decide_roll`` picks at most one pod to delete. The config hash
@@ -28,10 +30,12 @@ progress without any event; handlers run more than once, so every step is idempo
    refusal appears (``events.py``).
 
 Passes over one Broker are serialised by a per-Broker lock (the timer and a change handler may
-overlap). The Kafka side comes from ``cluster_factory`` so tests can inject it; ``connect``
-gives it the inter-broker listener's address and security settings (``client_security``), with
-the inter-broker password and the TLS material read from their Secrets at each pass (so a
-rotated Secret is used at once; the operator needs ``get`` on Secrets).
+overlap); the passes over its ``Rebalance`` resources take the same lock, so a drain and a
+Rebalance never both decide to start at once. The Kafka side comes from ``cluster_factory``
+so tests can inject it; ``connect`` gives it the inter-broker listener's address and security
+settings (``client_security``), with the inter-broker password and the TLS material read from
+their Secrets at each pass (so a rotated Secret is used at once; the operator needs ``get`` on
+Secrets).
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from strata.operator import (
     builders,
     cluster_ca,
     conditions,
+    drain,
     etcd_certs,
     events,
     jbod,
@@ -76,7 +81,8 @@ _locks: dict[tuple[str, str], threading.Lock] = {}
 _locks_guard = threading.Lock()
 
 
-def _lock(namespace: str, name: str) -> threading.Lock:
+def lock(namespace: str, name: str) -> threading.Lock:
+    """The Broker's lock: its passes, and those of its ``Rebalance`` resources, hold it."""
     with _locks_guard:
         return _locks.setdefault((namespace, name), threading.Lock())
 
@@ -167,10 +173,15 @@ def label_racks(kube: Kube, pods: list[Obj], topology_key: str) -> None:
 
 def reconcile(body: Mapping[str, Any], kube: Kube,
               cluster_factory: ClusterFactory = default_cluster) -> Obj:
-    """One pass over a Broker; returns the status it wrote (or found current)."""
+    """One pass over a Broker; returns the status it wrote (or found current). The Broker is
+    read again once the lock is held: a pass that waited for another one must see the status
+    it wrote (the drain's and the rebalance's batch in flight and throttles)."""
     metadata = body["metadata"]
-    with _lock(metadata["namespace"], metadata["name"]):
-        return _reconcile(body, kube, cluster_factory)
+    with lock(metadata["namespace"], metadata["name"]):
+        fresh = kube.read("Broker", metadata["namespace"], metadata["name"])
+        if fresh is None:  # deleted meanwhile: its owned objects go with it
+            return dict(body.get("status") or {})
+        return _reconcile(fresh, kube, cluster_factory)
 
 
 def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFactory) -> Obj:
@@ -196,23 +207,17 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
             cluster = connect(kube, names, spec, cluster_factory)
         return cluster
 
-    # Scale-down first moves partitions off the brokers that go.
+    # Scale-down first moves partitions off the brokers that go, in throttled batches.
     live_sts = kube.read("StatefulSet", names.namespace, names.stateful_set)
     current = int(((live_sts or {}).get("spec") or {}).get("replicas", 0)) if live_sts else 0
     scale = rolling.decide_scale(current, spec.replicas, None) if not live_sts else None
-    if live_sts and spec.replicas < current:
-        try:
-            assignment: dict[rolling.TopicPartition, tuple[int, ...]] | None = (
-                get_cluster().assignment())
-        except KafkaOperationError:
-            assignment = None
-        scale = rolling.decide_scale(current, spec.replicas, assignment)
-        if scale.reassignments:
-            scale = _request_reassignment(get_cluster(), scale)
-            if (conditions.find(old_status, conditions.REBALANCING) or {}).get("status") != "True":
-                events.record(kube, body, events.NORMAL, conditions.REASSIGNING,
-                              f"moving {len(scale.reassignments)} partitions off brokers "
-                              f"{list(range(spec.replicas, current))} before scaling down")
+    drained: drain.Outcome | None = None
+    if live_sts and (spec.replicas < current or old_status.get("scaleDown")):
+        drained = drain.run_pass(kube, body, get_cluster, current, spec.replicas,
+                                 old_status.get("scaleDown"),
+                                 rate=SETTINGS.rebalance_throttle,
+                                 batch_size=SETTINGS.rebalance_batch_size)
+        scale = drained.scale
     replicas = scale.replicas if scale is not None else spec.replicas
 
     certs = cluster_ca.prepare(kube, body, names, spec, max(spec.replicas, current))
@@ -250,7 +255,8 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
     ready_pods = sum(1 for p in pods if pod_view(p).ready)
     reason, message, ready = decision.reason, decision.message, decision.settled
     if scale is not None and scale.blocked:
-        reason, message, ready = conditions.SCALE_DOWN_BLOCKED, scale.blocked, False
+        reason, message, ready = (drained.reason if drained else conditions.SCALE_DOWN_BLOCKED,
+                                  scale.blocked, False)
     status = {
         "observedGeneration": generation,
         "replicas": len([p for p in pods if not pod_view(p).terminating]),
@@ -259,10 +265,13 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
         "bootstrapServers": names.bootstrap_servers(spec.bootstrap_listener.port),
         "adminUrl": (names.admin_url(https=bool(spec.security.admin_tls_secret))
                      if spec.admin_enabled else ""),
-        "conditions": broker_conditions(ready, reason, message, scale, resize, spec,
-                                        live_replicas=current, generation=generation,
-                                        previous=previous),
+        "conditions": broker_conditions(
+            ready, reason, message, scale, resize, spec, live_replicas=current,
+            generation=generation, previous=previous, moving=bool(drained and drained.moving),
+            blocked_reason=drained.reason if drained else conditions.SCALE_DOWN_BLOCKED),
     }
+    if drained is not None or old_status.get("scaleDown"):  # a merge patch: null removes it
+        status["scaleDown"] = drained.status if drained is not None else None
     if certificates is not None:
         status["certificates"] = certificates
     users = sync_users(kube, names, spec, get_cluster, old_status.get("users") or [],
@@ -358,22 +367,6 @@ def _applied_message(spec: BrokerSpec, key: scram_users.UserKey) -> str:
     return f"credential set from Secret {user.password.name} (key {user.password.key})"
 
 
-def _request_reassignment(cluster: Cluster, scale: rolling.ScaleDecision) -> rolling.ScaleDecision:
-    """Ask the controller to move the partitions; the StatefulSet keeps its size meanwhile."""
-    try:
-        accepted = cluster.reassign(scale.reassignments)
-    except KafkaOperationError as exc:
-        return rolling.ScaleDecision(scale.replicas, scale.reassignments,
-                                     f"{scale.blocked} ({exc})")
-    if accepted:
-        return scale
-    return rolling.ScaleDecision(
-        scale.replicas, scale.reassignments,
-        scale.blocked.replace("are being reassigned", "must be reassigned")
-        + " (the controller does not serve AlterPartitionReassignments: move them with your "
-        "tools, then the StatefulSet shrinks)")
-
-
 def resize_claims(kube: Kube, names: BrokerNames, spec: BrokerSpec, replicas: int,
                   body: Mapping[str, Any]) -> volumes.ResizePlan:
     """Raise each broker claim's request to its volume's size (``volumes.plan_resize``, per
@@ -431,17 +424,17 @@ def _claims_retention(kube: Kube, names: BrokerNames, spec: BrokerSpec, replicas
 def broker_conditions(ready: bool, reason: str, message: str,
                       scale: rolling.ScaleDecision | None, resize: volumes.ResizePlan,
                       spec: BrokerSpec, live_replicas: int, generation: int | None,
-                      previous: Sequence[Mapping[str, Any]]) -> list[Obj]:
+                      previous: Sequence[Mapping[str, Any]], *, moving: bool = False,
+                      blocked_reason: str = conditions.SCALE_DOWN_BLOCKED) -> list[Obj]:
     """Ready, and one condition per concern (Reconciling, ScaleDownBlocked, StorageResizing,
-    Rebalancing), each with observedGeneration."""
+    Rebalancing), each with observedGeneration. ``moving``: a drain batch is moving
+    (``Rebalancing`` True); ``blocked_reason``: why the scale-down waits."""
     def make(kind: str, true: bool, why: str, text: str) -> Obj:
         return conditions.condition(kind, true, why, text, generation, previous)
 
     size = spec.storage.size if not spec.storage.jbod_volumes else ", ".join(
         f"volume {v.id} {v.size}" for v in spec.storage.jbod_volumes)
     blocked = scale is not None and bool(scale.blocked)
-    moving = blocked and scale is not None and bool(scale.reassignments) and \
-        "refused" not in scale.blocked and "must be reassigned" not in scale.blocked
     if resize.refused:
         storage = make(conditions.STORAGE_RESIZING, False, conditions.EXPANSION_REFUSED,
                        f"storage.size {size} refused by the API server: "
@@ -466,13 +459,14 @@ def broker_conditions(ready: bool, reason: str, message: str,
              conditions.RESIZING,
              "nothing to do" if settled else message if not ready else storage["message"]),
         make(conditions.SCALE_DOWN_BLOCKED_TYPE, blocked,
-             conditions.SCALE_DOWN_BLOCKED if blocked else conditions.RECONCILED,
+             blocked_reason if blocked else conditions.RECONCILED,
              scale.blocked if blocked and scale is not None else
              f"{live_replicas} -> {spec.replicas} brokers: nothing holds the StatefulSet"),
         storage,
         make(conditions.REBALANCING, moving,
              conditions.REASSIGNING if moving else conditions.BALANCED,
-             scale.blocked if moving and scale is not None else "no reassignment in progress"),
+             (scale.blocked if scale is not None else "") or "a drain batch still moving"
+             if moving else "no reassignment in progress"),
     ]
 
 

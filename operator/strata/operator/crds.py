@@ -292,6 +292,23 @@ BROKER_SPEC: Final[Schema] = obj(
     ]},
 )
 
+def in_flight() -> Schema:
+    """A batch of reassignments in flight (a fresh object each time: no YAML anchors)."""
+    return {"type": "array", "description": "The batch being moved.",
+            "items": obj("A partition's target replicas.", {
+                "topic": string("Topic."), "partition": integer("Partition."),
+                "replicas": {"type": "array", "items": {"type": "integer"},
+                             "description": "Target replicas, preferred first."},
+            })}
+
+
+def throttle() -> Schema:
+    """The replication throttles of that batch (``throttle.ThrottlePlan.to_status``)."""
+    return {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+            "description": "The replication throttles set for the batch being moved (removed "
+                           "once it is done)."}
+
+
 BROKER_STATUS: Final[Schema] = obj("Observed state, written by the operator.", {
     "conditions": conditions(),
     "observedGeneration": integer("The spec generation last reconciled."),
@@ -313,15 +330,14 @@ BROKER_STATUS: Final[Schema] = obj("Observed state, written by the operator.", {
         "batchesDone": integer("Reassignment batches sent."),
         "batchesTotal": integer("Batches sent plus those the current plan still needs."),
         "message": string("Progress, or the final spread of replicas and leaders."),
-        "inFlight": {"type": "array", "description": "The batch being moved.",
-                     "items": obj("A partition's target replicas.", {
-                         "topic": string("Topic."), "partition": integer("Partition."),
-                         "replicas": {"type": "array", "items": {"type": "integer"},
-                                      "description": "Target replicas, preferred first."},
-                     })},
-        "throttle": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
-                     "description": "The replication throttles set for the batch being "
-                                    "moved (removed once it is done)."},
+        "inFlight": in_flight(),
+        "throttle": throttle(),
+    }),
+    "scaleDown": obj("A scale-down's drain (absent when none): the replicas of the leaving "
+                     "brokers moved off in throttled batches before the StatefulSet shrinks.", {
+        "batchesDone": integer("Drain batches done."),
+        "inFlight": in_flight(),
+        "throttle": throttle(),
     }),
     "users": {
         "type": "array",

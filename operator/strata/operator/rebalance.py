@@ -34,6 +34,7 @@ for this one unless it had already started).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -44,6 +45,8 @@ from strata.operator.kube import Kube, Obj
 from strata.operator.model import BrokerSpec
 from strata.operator.settings import SETTINGS
 from strata.operator.throttle import ThrottlePlan, plan_throttles
+
+logger = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
@@ -212,17 +215,24 @@ def send_throttled_batch(cluster: Cluster,
                          batch: Mapping[balance.TopicPartition, tuple[int, ...]], rate: int
                          ) -> ThrottlePlan:
     """Throttle ``batch``'s moves at ``rate`` bytes/s (``plan_throttles``; 0 = none), then
-    send it to the controller; the throttles set. ``KafkaOperationError`` when the controller
-    refuses or cannot be asked: nothing moves, so nothing stays throttled."""
+    send it to the controller; the throttles set. Used by every batch the operator sends: a
+    rebalance's, a ``Rebalance``'s and a scale-down's drain (``drain.py``).
+    ``KafkaOperationError`` when a throttle cannot be set or the controller refuses or cannot
+    be asked (code ``ReassignmentNotServed`` when it does not serve the API): nothing moves,
+    so what was set is cleared again."""
     throttles = plan_throttles(assignment, batch, rate)
-    if not throttles.empty:
-        cluster.set_throttle(throttles)
     try:
+        if not throttles.empty:
+            cluster.set_throttle(throttles)
         if not cluster.reassign(batch):
             raise KafkaOperationError("the controller does not serve "
-                                      "AlterPartitionReassignments")
+                                      "AlterPartitionReassignments",
+                                      conditions.REASSIGNMENT_NOT_SERVED)
     except KafkaOperationError:
         if not throttles.empty:
-            cluster.clear_throttle(throttles)
+            try:
+                cluster.clear_throttle(throttles)
+            except KafkaOperationError as exc:  # the first error is the one to report
+                logger.warning("throttles of a refused batch not cleared: %s", exc)
         raise
     return throttles

@@ -1,7 +1,9 @@
 """The ``Rebalance`` reconcile and deletion: the I/O shell around ``rebalance_resource``.
 
 One pass (on create/update/resume and on a kopf timer; idempotent, serialised per Broker by a
-lock so two Rebalances of one Broker never both start a batch):
+lock so two Rebalances of one Broker never both start a batch — the Broker's own lock
+(``broker.lock``), so a Broker pass, whose scale-down drain starts batches too, is not
+concurrent with it either):
 
 1. the spec (``read_spec``; bad -> ``NotReady`` / ``InvalidSpec``) and the Broker (missing or
    being deleted -> ``NotReady`` / ``BrokerNotFound``);
@@ -28,7 +30,6 @@ unreachable the finalizer is released after ``STRATA_OPERATOR_TOPIC_DELETE_TIMEO
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,6 +38,7 @@ import kopf
 from strata.operator import conditions, events
 from strata.operator import rebalance_resource as rr
 from strata.operator.broker import ClusterFactory, connect, default_cluster
+from strata.operator.broker import lock as broker_lock
 from strata.operator.kafka import Cluster, KafkaOperationError
 from strata.operator.kube import Kube, Obj
 from strata.operator.model import BrokerNames, BrokerSpec, SpecError
@@ -49,15 +51,8 @@ logger = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 KIND = "Rebalance"
 
-_locks: dict[tuple[str, str], threading.Lock] = {}
-_locks_guard = threading.Lock()
 # The (reason, message) last posted as an Event per Rebalance (namespace, name, uid).
 _posted: dict[tuple[str, str, str], tuple[str, str]] = {}
-
-
-def _lock(namespace: str, broker: str) -> threading.Lock:
-    with _locks_guard:
-        return _locks.setdefault((namespace, broker), threading.Lock())
 
 
 def _targets(entries: Any) -> dict[TopicPartition, tuple[int, ...]]:
@@ -89,13 +84,16 @@ def _cluster(kube: Kube, namespace: str, broker: Obj, factory: ClusterFactory) -
 def other_running(kube: Kube, body: Mapping[str, Any], broker: Mapping[str, Any],
                   started: bool = False) -> str | None:
     """Another rebalance of the same Broker in progress: the Broker's own (its Rebalancing
-    condition True: scale-up, scale-down or annotation) or another Rebalance running. A
+    condition True: scale-up, scale-down drain or annotation) or another Rebalance running. A
     Rebalance that ``started`` is not held back by a Broker run still ``Pending`` (that one
-    waits for it: ``rebalance.run_pass``), so neither waits for the other forever."""
+    waits for it: ``rebalance.run_pass``), so neither waits for the other forever; a drain
+    moving partitions (reason ``ReassigningPartitions``) started first, so it holds back
+    every Rebalance (a drain that has not started waits for a running one: ``drain.py``)."""
     metadata = body["metadata"]
     own = conditions.find(broker.get("status"), conditions.REBALANCING)
     pending = ((broker.get("status") or {}).get("rebalance") or {}).get("state") == "Pending"
-    if own is not None and own.get("status") == "True" and not (started and pending):
+    own_pending = pending and (own or {}).get("reason") != conditions.REASSIGNING
+    if own is not None and own.get("status") == "True" and not (started and own_pending):
         return f"Broker {broker['metadata']['name']} ({own.get('reason')})"
     ref = (body.get("spec") or {}).get("brokerRef")
     for item in kube.list(KIND, metadata["namespace"]):
@@ -114,7 +112,7 @@ def reconcile(body: Mapping[str, Any], kube: Kube,
     if metadata.get("deletionTimestamp") or old.get("state") in (rr.READY, rr.STOPPED):
         return dict(old)
     ref = str((body.get("spec") or {}).get("brokerRef") or "")
-    with _lock(metadata["namespace"], ref):
+    with broker_lock(metadata["namespace"], ref):
         fresh = kube.read(KIND, metadata["namespace"], metadata["name"])  # another pass may
         if fresh is None:  # have moved it on while this one waited for the lock
             return dict(old)
@@ -289,7 +287,7 @@ def delete(body: Mapping[str, Any], kube: Kube, runtime_s: float,
     if broker is None:
         return f"Broker {ref} is gone"
     give_up = runtime_s >= SETTINGS.topic_delete_timeout
-    with _lock(namespace, ref):
+    with broker_lock(namespace, ref):
         try:
             cluster = _cluster(kube, namespace, broker, cluster_factory)
             if flight and not give_up:

@@ -6,7 +6,11 @@
   ``status.replicas`` as Kafka has it only once every partition has that many replicas, the
   move's replication throttles removed once no reassignment is in progress;
 * a scale-down first moves the partitions off the leaving broker (AlterPartitionReassignments,
-  carried out by the cluster's controller) and only then shrinks the StatefulSet.
+  carried out by the cluster's controller) and only then shrinks the StatefulSet; while the
+  drain's batch is in flight its replication throttles are on the brokers and the topic
+  (DescribeConfigs, at the operator's STRATA_OPERATOR_REBALANCE_THROTTLE), once it is done
+  they are gone, and every record an acks=all producer had acknowledged meanwhile is read
+  back.
 
 The pods on kmock stand for the brokers: pod ``events-<n>`` is node ``n`` of the real cluster.
 """
@@ -16,13 +20,14 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import ConfigResource
 
 from strata.operator.kube import Kube
 
-from ..cluster.cluster_processes import ClusterProcesses
+from ..cluster.cluster_processes import BackgroundProducer, ClusterProcesses, read_all
 from .kube_mock import KubeMock, StatefulSetController
 from .operator_process import OperatorProcess, running_operator, wait_until
 from .test_broker_operator import NS, pod_hashes, ready_broker, ready_reason
@@ -30,12 +35,15 @@ from .test_broker_operator import NS, pod_hashes, ready_broker, ready_reason
 pytestmark = [pytest.mark.k8s, pytest.mark.integration, pytest.mark.slow,
               pytest.mark.timeout(180)]
 
+THROTTLE = 8 * 1024 * 1024  # the operator's STRATA_OPERATOR_REBALANCE_THROTTLE here
+
 
 @pytest.fixture(scope="module")
 def operator(kube_mock: KubeMock, cluster: ClusterProcesses,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     with running_operator(tmp_path_factory.mktemp("operator"), kube_mock.kubeconfig,
-                          {"STRATA_OPERATOR_BOOTSTRAP_SERVERS": cluster.bootstrap}) as started:
+                          {"STRATA_OPERATOR_BOOTSTRAP_SERVERS": cluster.bootstrap,
+                           "STRATA_OPERATOR_REBALANCE_THROTTLE": str(THROTTLE)}) as started:
         yield started
 
 
@@ -125,13 +133,68 @@ def test_topic_replication_factor_changes_by_reassignment(
                "the topic deleted", operator.log_tail)
 
 
+def throttle_configs(cluster: ClusterProcesses, topic: str) -> dict[str, str]:
+    """The replication throttles in force: ``<broker>/<rate config>`` of every broker and
+    ``<topic>/<throttled-replicas config>`` (DescribeConfigs; Kafka's unthrottled default,
+    Long.MAX_VALUE, does not count)."""
+    found = {}
+    for asked in [*(ConfigResource("broker", str(b)) for b in range(3)),
+                  ConfigResource("topic", topic)]:
+        (future,) = cluster.admin().describe_configs([asked]).values()
+        for name, entry in future.result(timeout=30).items():
+            if "replication.throttled" in name and entry.value not in (None, "", str(2**63 - 1)):
+                found[f"{asked.name}/{name}"] = entry.value
+    return found
+
+
 def test_scale_down_moves_partitions_off_the_leaving_broker_first(
         kube: Kube, pods: StatefulSetController, operator: OperatorProcess,
         cluster: ClusterProcesses) -> None:
     cluster.create_topic("pinned", assignment=[[2]])  # lives on broker 2 only
-    kube.patch("Broker", NS, "events", {"spec": {"replicas": 2}})
-    cluster.wait_for(lambda: (p := cluster.partition("pinned")) is not None
-                     and 2 not in p.replicas and p.leader in (0, 1),
-                     "the partition moved off broker 2 by the operator's reassignment", 90)
-    wait_until(lambda: kube.read("StatefulSet", NS, "events")["spec"]["replicas"] == 2, 60,
-               "the StatefulSet to shrink once nothing lives on broker 2", operator.log_tail)
+    with BackgroundProducer(cluster.bootstrap, "pinned",
+                            {"acks": "all", "enable.idempotence": True}) as producer:
+        wait_until(lambda: producer.acked.count() > 200, 30, "records acknowledged")
+        kube.patch("Broker", NS, "events", {"spec": {"replicas": 2}})
+
+        def batch_throttled() -> tuple[dict[str, Any], dict[str, str]] | None:
+            drain = ((kube.read("Broker", NS, "events") or {}).get("status") or {}).get(
+                "scaleDown") or {}
+            if not drain.get("inFlight") or not drain.get("throttle"):
+                return None
+            configs = throttle_configs(cluster, "pinned")
+            return (drain, configs) if "pinned/leader.replication.throttled.replicas" in \
+                configs else None
+
+        # While the drain's batch is in flight its throttles are on the brokers and the topic.
+        drain, configs = wait_until(batch_throttled, 60, "the drain batch throttled",
+                                    operator.log_tail)
+        assert drain["inFlight"][0]["topic"] == "pinned", drain
+        (target,) = drain["inFlight"][0]["replicas"]
+        assert target in (0, 1) and drain["throttle"]["rate"] == THROTTLE
+        assert configs["pinned/leader.replication.throttled.replicas"] == "0:2"
+        assert configs["pinned/follower.replication.throttled.replicas"] == f"0:{target}"
+        for broker in (2, target):
+            assert configs[f"{broker}/leader.replication.throttled.rate"] == str(THROTTLE)
+            assert configs[f"{broker}/follower.replication.throttled.rate"] == str(THROTTLE)
+        cluster.wait_for(lambda: (p := cluster.partition("pinned")) is not None
+                         and 2 not in p.replicas and p.leader in (0, 1),
+                         "the partition moved off broker 2 by the operator's reassignment", 90)
+        wait_until(lambda: kube.read("StatefulSet", NS, "events")["spec"]["replicas"] == 2, 60,
+                   "the StatefulSet to shrink once nothing lives on broker 2",
+                   operator.log_tail)
+        # The pass that found the batch done cleared its throttles before it shrank the set.
+        assert not throttle_configs(cluster, "pinned"), "throttles left after the drain"
+        wait_until(lambda: "scaleDown" not in (kube.read("Broker", NS, "events") or {}).get(
+            "status", {}), 30, "status.scaleDown removed", operator.log_tail)
+        written = producer.acked.count()
+        wait_until(lambda: producer.acked.count() > written + 100, 30,
+                   "records acknowledged after the drain")
+        acked = producer.stop()
+    reasons = [e["reason"] for e in kube.list("Event", NS)
+               if e["involvedObject"]["name"] == "events"]
+    assert "ReassigningPartitions" in reasons, reasons
+    assert not acked.errors, acked.errors[:5]
+    read = read_all(cluster.live_bootstrap(), "pinned", 1, acked.count())
+    got = {(p, offset): value for p, records in read.items() for offset, value in records}
+    missing = [key for key, value in acked.records.items() if got.get(key) != value]
+    assert not missing, f"{len(missing)} acknowledged records not read back: {missing[:5]}"

@@ -157,7 +157,8 @@ def test_one_condition_per_concern_each_with_observed_generation() -> None:
                                    "scale-down waits: 1 partitions ... are being reassigned")
     busy = broker_reconcile.broker_conditions(
         False, "ScaleDownBlocked", moving.blocked, moving,
-        ResizePlan(patch=("data-events-0",), waiting=("data-events-0",)), spec(), 3, 8, settled)
+        ResizePlan(patch=("data-events-0",), waiting=("data-events-0",)), spec(), 3, 8, settled,
+        moving=True)
     assert by_type(busy) == {
         "Ready": ("False", "ScaleDownBlocked"), "Reconciling": ("True", "ScaleDownBlocked"),
         "ScaleDownBlocked": ("True", "ScaleDownBlocked"),
