@@ -21,7 +21,8 @@ uses. Owns:
   member of the consumer protocol leaves (or is fenced) and classic members remain, the group
   is *downgraded* (when the policy allows): the consumer group's records are deleted and a
   classic group metadata record written at generation = the group epoch before the leave,
-  then the classic group rebalances (its members rejoin with JoinGroup);
+  then the classic group rebalances (its members rejoin with JoinGroup); when a static
+  classic member's JoinGroup replaces it, at once at the group epoch, with no rebalance;
 * the committed offsets of a consumer group: they stay where every offset API finds them, in
   a classic group of the same id with no members (the *offsets holder*, protocol type
   ``consumer``), which ListGroups, DescribeGroups and DeleteGroups never show as a classic
