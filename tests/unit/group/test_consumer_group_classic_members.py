@@ -102,3 +102,18 @@ def test_a_stale_sync_starts_the_join_timeout(membership: ConsumerGroupMembershi
     assert sync(members, group, joined, 2_000) == ErrorCode.rebalance_in_progress
     assert expire(membership, group, 2_000 + REBALANCE_MS - 1) == []
     assert expire(membership, group, 2_000 + REBALANCE_MS) == [joined.member_id]
+
+
+def test_a_rebalance_deadline_the_member_moved_past_is_dropped_when_due(
+        membership: ConsumerGroupMembership) -> None:
+    """A classic member has no rebalance timer of its own, but a reloaded group gives one to
+    each member revoking partitions (Kafka's ``onLoaded``); the classic requests never cancel
+    it, so once the member left that epoch it must not keep the timers waking."""
+    group = ConsumerGroup("g")
+    members = ClassicMembers(membership)
+    joined = join(members, group, 0)
+    assert sync(members, group, joined, 0) == ErrorCode.none
+    group.rebalance_deadlines[joined.member_id] = (1_000, joined.generation_id - 1)
+    assert expire(membership, group, 1_000) == []
+    assert joined.member_id in group.members
+    assert membership.next_deadline(group) == SESSION_MS  # not 1_000 again and again

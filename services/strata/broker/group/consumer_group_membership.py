@@ -359,12 +359,16 @@ class ConsumerGroupMembership:
         """Remove the members whose session, rebalance, join or sync deadline passed (a
         classic member's join and sync timers); their ids."""
         expired = [m for m, deadline in group.session_deadlines.items() if deadline <= now]
-        for member_id, (deadline, epoch) in group.rebalance_deadlines.items():
+        for member_id, (deadline, epoch) in list(group.rebalance_deadlines.items()):
+            if deadline > now:
+                continue
             member = group.members.get(member_id)
-            if (deadline <= now and member is not None and member.member_epoch == epoch
-                    and member.state is MemberState.UNREVOKED_PARTITIONS
-                    and member_id not in expired):
-                expired.append(member_id)
+            if member is not None and member.member_epoch == epoch \
+                    and member.state is MemberState.UNREVOKED_PARTITIONS:
+                if member_id not in expired:
+                    expired.append(member_id)
+            else:  # the member moved on (a classic member's is never cancelled): drop it
+                del group.rebalance_deadlines[member_id]
         for deadlines in (group.join_deadlines, group.sync_deadlines):
             expired.extend(m for m, deadline in deadlines.items()
                            if deadline <= now and m not in expired)
