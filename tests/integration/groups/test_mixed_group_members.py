@@ -1,12 +1,15 @@
-"""The timeouts of classic members inside a consumer group (KIP-848 online migration), with a
-confluent-kafka member of the consumer protocol (``group.protocol=consumer``) in the group:
+"""Classic members inside a consumer group (KIP-848 online migration), with a confluent-kafka
+member of the consumer protocol (``group.protocol=consumer``) in the group:
 
 * a classic confluent-kafka member (``group.protocol=classic``) killed lives by its own
   ``session.timeout.ms`` (2 s here), not by ``group.consumer.session.timeout.ms`` (45 s):
   after it, the consumer-protocol member holds every partition;
 * a classic member that sends JoinGroup (raw, rebalance timeout 2 s, session 45 s) and never
   SyncGroup is removed after its rebalance timeout (Kafka's sync timeout): the
-  consumer-protocol member holds every partition again well before that session would end.
+  consumer-protocol member holds every partition again well before that session would end;
+* a static member of the consumer protocol that closes (epoch -2) and comes back under the same
+  ``group.instance.id`` on the classic protocol downgrades the group at once: it gets its
+  partitions back, the other (classic) member sees no rebalance, the group is classic.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from pathlib import Path
 from typing import Final
 
 import pytest
+from confluent_kafka import ConsumerGroupType
+from confluent_kafka.admin import AdminClient
 
 from strata.broker.group.consumer_protocol import encode_subscription
 from strata.client.broker_client import BrokerClient
@@ -110,3 +115,37 @@ async def _join_without_sync(broker: BrokerProcess, group_id: str, topic: str) -
         return str(answer.member_id)
     finally:
         await client.close()
+
+
+def test_a_static_member_back_on_the_classic_protocol_downgrades_the_group(
+        mixed_broker: BrokerProcess, tmp_path: Path) -> None:
+    bootstrap = mixed_broker.bootstrap
+    topic, group_id, everything = fresh_topic(bootstrap, "mixed-static", PARTITIONS, 40)
+    with Group(bootstrap, group_id, tmp_path) as group:
+        ledger = group.ledger
+        group.start_sharing(["classic"], "confluent", everything, topics=[topic],
+                            work_ms=WORK_MS)
+        group.start("modern", "confluent", topics=[topic], work_ms=WORK_MS,
+                    group_protocol="consumer", group_instance_id="i1")
+        ledger.wait_until(lambda lg: lg.covers(["classic", "modern"], everything), WAIT_S,
+                          "the classic and the static consumer-protocol member sharing")
+        assert _group_type(bootstrap, group_id) == ConsumerGroupType.CONSUMER
+        mine = ledger.assignments(["modern"])["modern"]
+        others_seq = ledger.seq
+        group.members["modern"].stop()  # static: leaves with epoch -2, keeps its place
+        group.start("downgraded", "confluent", topics=[topic], work_ms=WORK_MS,
+                    group_instance_id="i1")  # the same instance, group.protocol=classic
+        ledger.wait_until(lambda lg: lg.assignments(["downgraded"])["downgraded"] == mine,
+                          WAIT_S, "the classic instance of i1 to get i1's partitions")
+        assert _group_type(bootstrap, group_id) == ConsumerGroupType.CLASSIC
+        moved = [e for e in ledger.events[others_seq:]
+                 if e.worker == "classic" and e.kind in ("assigned", "revoked")]
+        assert moved == [], f"the classic member saw a rebalance: {moved}"
+        for name in ("classic", "downgraded"):
+            group.members[name].stop()
+
+
+def _group_type(bootstrap: str, group_id: str) -> ConsumerGroupType:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    listed = admin.list_consumer_groups(request_timeout=10).result(10)
+    return {g.group_id: g.type for g in listed.valid}[group_id]
