@@ -5,7 +5,8 @@ Run as ``python group_worker.py SPEC_JSON``. The spec names the client (``conflu
 (``topics`` or a ``pattern``), and optional ``assignor`` and ``group_instance_id``;
 ``group_protocol: "consumer"`` (confluent only) makes it a KIP-848 member (``remote_assignor``:
 its ``group.remote.assignor``; the broker owns the timeouts and the assignment); ``revoke_ms``
-(confluent only): how long the revocation callback takes. The member
+(confluent only): how long the revocation callback takes; ``session_timeout_ms`` (confluent
+classic only): its ``session.timeout.ms`` instead of the 6 s below. The member
 polls in a loop and, after each batch it has "processed", commits the batch's next offsets
 synchronously: commit-after-processing, the at-least-once pattern whose duplicates are bounded
 by the commit points. The kafkajs twin of this script is ``tests/integration/js/group_worker.js``;
@@ -124,7 +125,7 @@ def run_confluent(spec: dict[str, Any], stop: threading.Event) -> None:
         "client.id": spec.get("name", "worker"),
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
-        "session.timeout.ms": SESSION_TIMEOUT_MS,
+        "session.timeout.ms": spec.get("session_timeout_ms", SESSION_TIMEOUT_MS),
         "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
         "max.poll.interval.ms": MAX_POLL_INTERVAL_MS,
         "fetch.wait.max.ms": FETCH_MAX_WAIT_MS,

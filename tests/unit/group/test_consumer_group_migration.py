@@ -66,35 +66,39 @@ async def _stop(state: BrokerState) -> None:
     state.log_manager.shutdown()
 
 
-def _join_fields(member_id: str, owned: list[int] | None = None) -> dict[str, Any]:
+def _join_fields(member_id: str, owned: list[int] | None = None,
+                 instance: str | None = None) -> dict[str, Any]:
     metadata = encode_subscription([TOPIC], owned=[(TOPIC, p) for p in owned or []])
     return {"group_id": "g", "session_timeout_ms": 10_000, "rebalance_timeout_ms": 30_000,
-            "member_id": member_id, "group_instance_id": None, "protocol_type": "consumer",
+            "member_id": member_id, "group_instance_id": instance, "protocol_type": "consumer",
             "protocols": [{"name": "range", "metadata": metadata}], "reason": None}
 
 
 async def classic_join(state: BrokerState, member_id: str = "",
-                       owned: list[int] | None = None) -> Any:
+                       owned: list[int] | None = None, instance: str | None = None) -> Any:
     """JoinGroup v5 (twice for a new member: MEMBER_ID_REQUIRED first)."""
-    answer = await round_trip(state, ApiKey.JOIN_GROUP, 5, _join_fields(member_id, owned))
+    answer = await round_trip(state, ApiKey.JOIN_GROUP, 5,
+                              _join_fields(member_id, owned, instance))
     if answer.error_code == ErrorCode.member_id_required:
         answer = await round_trip(state, ApiKey.JOIN_GROUP, 5,
-                                  _join_fields(answer.member_id, owned))
+                                  _join_fields(answer.member_id, owned, instance))
     return answer
 
 
 async def classic_sync(state: BrokerState, member_id: str, generation: int,
-                       assignments: dict[str, bytes] | None = None) -> Any:
+                       assignments: dict[str, bytes] | None = None,
+                       instance: str | None = None) -> Any:
     return await round_trip(state, ApiKey.SYNC_GROUP, 3, {
         "group_id": "g", "generation_id": generation, "member_id": member_id,
-        "group_instance_id": None, "assignments": [
+        "group_instance_id": instance, "assignments": [
             {"member_id": m, "assignment": a} for m, a in (assignments or {}).items()]})
 
 
-async def classic_heartbeat(state: BrokerState, member_id: str, generation: int) -> int:
+async def classic_heartbeat(state: BrokerState, member_id: str, generation: int,
+                            instance: str | None = None) -> int:
     answer = await round_trip(state, ApiKey.HEARTBEAT, 3, {
         "group_id": "g", "generation_id": generation, "member_id": member_id,
-        "group_instance_id": None})
+        "group_instance_id": instance})
     return int(answer.error_code)
 
 
@@ -103,9 +107,10 @@ def partitions_of(sync_answer: Any) -> list[int]:
 
 
 async def consumer_beat(state: BrokerState, member_id: str, epoch: int,
-                        owned: list[int] | None = None) -> Any:
+                        owned: list[int] | None = None, instance: str | None = None) -> Any:
     tid = topic_id(state)
     fields: dict[str, Any] = {"group_id": "g", "member_id": member_id, "member_epoch": epoch,
+                              "instance_id": instance,
                               "topic_partitions": None if owned is None else
                               [{"topic_id": tid, "partitions": owned}]}
     if epoch == 0:
@@ -146,12 +151,13 @@ def assert_disjoint(group: ConsumerGroup) -> None:
         held |= owned
 
 
-async def classic_group_of_one(state: BrokerState) -> str:
+async def classic_group_of_one(state: BrokerState, instance: str | None = None) -> str:
     """A classic group: member A, generation 1, every partition, an offset committed."""
-    joined = await classic_join(state)
+    joined = await classic_join(state, instance=instance)
     assert joined.error_code == 0 and joined.generation_id == 1, joined
     a = joined.member_id
-    synced = await classic_sync(state, a, 1, {a: encode_assignment({TOPIC: range(PARTITIONS)})})
+    synced = await classic_sync(state, a, 1, {a: encode_assignment({TOPIC: range(PARTITIONS)})},
+                                instance)
     assert synced.error_code == 0
     assert await commit(state, a, 1, 7) == ErrorCode.none
     return str(a)
@@ -322,6 +328,43 @@ async def test_downgrade_when_the_last_consumer_member_leaves(tmp_path: Path) ->
         assert committed(state) == 7
     finally:
         await _stop(state)
+
+
+async def test_static_classic_member_replacing_the_last_consumer_member_downgrades(
+        state: BrokerState) -> None:
+    """Kafka's downgrade by static replacement: the consumer member with instance ib leaves
+    for now (epoch -2) and ib comes back on the classic protocol; the group is classic at once,
+    without a rebalance, every static member keeping its instance id and its partitions."""
+    a = await classic_group_of_one(state, instance="ia")
+    await consumer_beat(state, "b", 0, instance="ib")
+    rejoined = await classic_join(state, a, owned=[], instance="ia")
+    a_parts = partitions_of(await classic_sync(state, a, rejoined.generation_id,
+                                               instance="ia"))
+    b_parts = consumer_partitions(await consumer_beat(state, "b", 2, owned=[], instance="ib"))
+    assert sorted(a_parts + b_parts) == list(range(PARTITIONS)) and len(a_parts) == 3
+    assert (await consumer_beat(state, "b", -2, instance="ib")).error_code == 0
+    assert state.group_coordinator.consumer_groups.group("g") is not None  # b keeps its place
+
+    joined = await classic_join(state, instance="ib")  # ib restarted with group.protocol=classic
+    assert joined.error_code == 0, joined
+    new_b = joined.member_id
+    assert state.group_coordinator.consumer_groups.group("g") is None
+    classic = state.group_coordinator.group("g")
+    assert classic is not None and classic.state is GroupState.STABLE
+    assert classic.static_members == {"ia": a, "ib": new_b}
+    assert joined.generation_id == classic.generation_id == 2
+    assert partitions_of(await classic_sync(state, new_b, 2, instance="ib")) == b_parts
+    assert await classic_heartbeat(state, a, 2, "ia") == ErrorCode.none
+    assert committed(state) == 7
+
+    # A restarts (a new member id, the same instance id): it takes over its place and
+    # keeps its partitions, with no rebalance (KIP-345).
+    restarted = await classic_join(state, instance="ia")
+    assert restarted.error_code == 0 and restarted.generation_id == 2, restarted
+    assert classic.static_members["ia"] == restarted.member_id != a
+    assert partitions_of(await classic_sync(state, restarted.member_id, 2,
+                                            instance="ia")) == a_parts
+    assert classic.state is GroupState.STABLE
 
 
 async def test_describe_tells_classic_members_apart(state: BrokerState) -> None:

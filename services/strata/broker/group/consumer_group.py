@@ -14,8 +14,12 @@ clock). Owns:
   ``IllegalGroupStateError`` rather than break it): no partition is held by two members;
 * the subscription metadata (topic name -> ``TopicMetadata`` of every subscribed topic that
   exists), compared at each heartbeat with the broker's topics to see a topic change;
-* the timers: each member's session deadline and, while it must revoke partitions, its
-  rebalance deadline (at the member epoch it was set for).
+* the timers: each member's session deadline and, while a member of the consumer protocol
+  must revoke partitions, its rebalance deadline (at the member epoch it was set for); a
+  classic member (online migration) has instead a *join* deadline (told to rejoin, it must
+  send JoinGroup within its rebalance timeout) and a *sync* deadline (after its JoinGroup, it
+  must send SyncGroup within its rebalance timeout) — Kafka's join and sync timers. Every
+  deadline of a member goes with it (``remove_member``).
 
 Who mutates it: ``consumer_group_membership`` on the coordinator's event loop.
 """
@@ -77,6 +81,8 @@ class ConsumerGroup:
         self.subscription_metadata: dict[str, TopicMetadata] = {}
         self.session_deadlines: dict[str, float] = {}
         self.rebalance_deadlines: dict[str, tuple[float, int]] = {}
+        self.join_deadlines: dict[str, float] = {}
+        self.sync_deadlines: dict[str, float] = {}
         self._partition_owners: dict[tuple[uuid.UUID, int], tuple[str, int]] = {}
         self.deleted = False
 
@@ -162,6 +168,8 @@ class ConsumerGroup:
         self.target_assignment.pop(member_id, None)
         self.session_deadlines.pop(member_id, None)
         self.rebalance_deadlines.pop(member_id, None)
+        self.join_deadlines.pop(member_id, None)
+        self.sync_deadlines.pop(member_id, None)
         return member
 
     def set_target_assignment(self, epoch: int, assignment: dict[str, Assignment]) -> None:

@@ -21,6 +21,15 @@ the consumer group; the broker computes their assignment like everyone's, and:
   passed its epoch, it must revoke partitions, or partitions it waits for were released.
 * **LeaveGroup** removes the members (the group epoch bumped, their partitions free).
 
+Timers (Kafka's, for classic members only; a classic member has no rebalance timer): every
+JoinGroup, SyncGroup and Heartbeat runs the member's session again from ``now`` with *its*
+``session.timeout.ms`` (from its JoinGroup). A member answered REBALANCE_IN_PROGRESS (by a
+Heartbeat or a SyncGroup) gets a *join* deadline, its rebalance timeout from then, unless it
+has one already (``scheduleConsumerGroupJoinTimeoutIfAbsent``); its JoinGroup cancels it and
+sets a *sync* deadline, the JoinGroup's rebalance timeout from then
+(``scheduleConsumerGroupSyncTimeout``), which its SyncGroup cancels. At any deadline the member
+is removed and the group epoch bumped (``ConsumerGroupMembership.expire_due``).
+
 A partition is never held by two members: classic members go through the same
 ``ConsumerGroup.update_member`` and revoke-before-assign reconciliation as the others.
 """
@@ -113,6 +122,8 @@ class ClassicMembers:
                                group.partition_epoch, owned)
         group.update_member(reconciled)
         self._heard_from(group, reconciled, now)
+        group.join_deadlines.pop(member_id, None)
+        group.sync_deadlines[member_id] = now + max(0, request.rebalance_timeout_ms)
         return JoinGroupResult(ErrorCode.none, member_id, reconciled.member_epoch,
                                CONSUMER_PROTOCOL_TYPE, request.protocols[0][0], NO_LEADER)
 
@@ -166,8 +177,10 @@ class ClassicMembers:
             return SyncGroupResult(ErrorCode.inconsistent_group_protocol)
         if group.group_epoch > member.member_epoch and \
                 member.state is not MemberState.UNREVOKED_PARTITIONS:
+            schedule_join_timeout_if_absent(group, member, now)
             return SyncGroupResult(ErrorCode.rebalance_in_progress)
         self._heard_from(group, member, now)
+        group.sync_deadlines.pop(member.member_id, None)
         try:
             version = version_of(first_metadata)
         except ConsumerProtocolError:
@@ -190,6 +203,7 @@ class ClassicMembers:
                 or member.state is MemberState.UNREVOKED_PARTITIONS
                 or (member.state is MemberState.UNRELEASED_PARTITIONS
                     and not waiting_on_unreleased(group, member))):
+            schedule_join_timeout_if_absent(group, member, now)
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
 
@@ -233,19 +247,19 @@ class ClassicMembers:
         return member
 
     def _heard_from(self, group: ConsumerGroup, member: ConsumerGroupMember, now: float) -> None:
-        """The member's session runs again from now (its classic session timeout); while it
-        must revoke partitions, it has its rebalance timeout to rejoin without them."""
+        """The member's session runs again from now, for its own classic session timeout."""
         classic = member.classic
         timeout = classic.session_timeout_ms if classic is not None \
             else self.membership.config.session_timeout_ms
         group.session_deadlines[member.member_id] = now + timeout
-        if member.state is MemberState.UNREVOKED_PARTITIONS:
-            pending = group.rebalance_deadlines.get(member.member_id)
-            if pending is None or pending[1] != member.member_epoch:
-                group.rebalance_deadlines[member.member_id] = (
-                    now + max(0, member.rebalance_timeout_ms), member.member_epoch)
-        else:
-            group.rebalance_deadlines.pop(member.member_id, None)
+
+
+def schedule_join_timeout_if_absent(group: ConsumerGroup, member: ConsumerGroupMember,
+                                    now: float) -> None:
+    """Told to rejoin, the member must send JoinGroup within its rebalance timeout (the first
+    such answer starts the clock; Kafka's ``scheduleConsumerGroupJoinTimeoutIfAbsent``)."""
+    group.join_deadlines.setdefault(member.member_id,
+                                    now + max(0, member.rebalance_timeout_ms))
 
 
 def waiting_on_unreleased(group: ConsumerGroup, member: ConsumerGroupMember) -> bool:

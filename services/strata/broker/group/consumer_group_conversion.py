@@ -16,7 +16,14 @@ The runtime around the pure ``consumer_group_migration`` (Kafka's ``convertToCon
   classic members remain and the policy allows downgrades (and ``group.max.size``), one batch
   deletes the consumer group's records and writes the classic group's metadata record; the
   classic group (generation = the group epoch before the leave) takes the offsets and starts a
-  rebalance. If the batch cannot be appended, nothing changes.
+  rebalance. If the batch cannot be appended, nothing changes. Static members keep their
+  ``group.instance.id`` and, as their classic assignment, their target: a static member that
+  rejoins the classic group under a new member id takes over its place (KIP-345);
+* ``maybe_downgrade`` with ``rebalance=False``: a classic JoinGroup with a
+  ``group.instance.id`` replaced the last member of the consumer protocol (the same
+  application restarted on the classic protocol): the group is downgraded at once, at the
+  current group epoch, the joining member holding the replaced member's target, and no
+  rebalance starts (Kafka's ``validateOnlineDowngradeWithReplacedMemberId``).
 
 Event-loop only; no locks.
 """
@@ -90,18 +97,20 @@ class GroupConversion:
             group.session_deadlines[member_id] = now + timeout
         self._consumer_groups.adopt(group, [(group_metadata_key(classic.group_id), None)])
 
-    def maybe_downgrade(self, group: ConsumerGroup, epoch_before: int) -> bool:
-        """After a member of the consumer protocol left or was fenced: if only classic members
-        remain and the policy allows, the group becomes a classic group (True)."""
+    def maybe_downgrade(self, group: ConsumerGroup, generation: int, *,
+                        rebalance: bool = True) -> ClassicGroup | None:
+        """After a member of the consumer protocol left, was fenced or was replaced: if only
+        classic members remain and the policy allows, the classic group ``group`` became, at
+        ``generation`` (None: it stays a consumer group)."""
         config = self._consumer_groups.membership.config
         if not group.members or any(not m.uses_classic_protocol for m in group.members.values()) \
                 or not config.migration_policy.downgrade_enabled \
                 or len(group.members) > config.classic_max_size:
-            return False
+            return None
         coordinator = self._coordinator
         names = {t.topic_id: t.name for t in self._consumer_groups.topics().values()}
         classic, assignments = to_classic_group(group, coordinator.clock, names)
-        classic.generation_id = epoch_before
+        classic.generation_id = generation
         group_id = group.group_id
         written = self._consumer_groups.deletion_records(group_id)
         written.append((group_metadata_key(group_id), group_metadata_record(classic, assignments)))
@@ -109,7 +118,7 @@ class GroupConversion:
                                                         written), offsets=False)
         if error != ErrorCode.none:
             logger.warning("cannot downgrade consumer group %s: %s", group_id, error.name)
-            return False
+            return None
         self._consumer_groups.forget(group_id)
         logger.info("downgraded consumer group %s to a classic group (generation %d, %d "
                     "members)", group_id, classic.generation_id, classic.size)
@@ -118,7 +127,8 @@ class GroupConversion:
             classic.offsets = holder.offsets
         coordinator.put_group(classic)
         coordinator.membership.on_group_loaded(classic)
-        coordinator.membership.prepare_rebalance(
-            classic, f"Downgrade group {group_id} from consumer to classic.")
+        if rebalance:
+            coordinator.membership.prepare_rebalance(
+                classic, f"Downgrade group {group_id} from consumer to classic.")
         coordinator._after(classic)
-        return True
+        return classic

@@ -21,7 +21,8 @@ uses. Owns:
   member of the consumer protocol leaves (or is fenced) and classic members remain, the group
   is *downgraded* (when the policy allows): the consumer group's records are deleted and a
   classic group metadata record written at generation = the group epoch before the leave,
-  then the classic group rebalances (its members rejoin with JoinGroup);
+  then the classic group rebalances (its members rejoin with JoinGroup); when a static
+  classic member's JoinGroup replaces it, at once at the group epoch, with no rebalance;
 * the committed offsets of a consumer group: they stay where every offset API finds them, in
   a classic group of the same id with no members (the *offsets holder*, protocol type
   ``consumer``), which ListGroups, DescribeGroups and DeleteGroups never show as a classic
@@ -46,6 +47,7 @@ Event-loop only; no locks.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -227,7 +229,8 @@ class ConsumerGroupCoordinator:
                 and group_id not in self._prefix:  # created for nothing
             self._groups.pop(group_id, None)
             return result
-        if had_consumer_members and self.conversion.maybe_downgrade(group, epoch_before):
+        if had_consumer_members and \
+                self.conversion.maybe_downgrade(group, epoch_before) is not None:
             return result
         stored = self._persist(group)
         self._after(group)
@@ -244,8 +247,13 @@ class ConsumerGroupCoordinator:
     def classic_join(self, group_id: str, request: JoinRequest) -> JoinGroupResult:
         group = self._groups[group_id]
         now, epoch_before = self._coordinator.clock.monotonic_ms(), group.group_epoch
+        had_consumer_members = _has_consumer_members(group)
         result = self.classic_members.join(group, request, now, self._topics_for(group, None))
         self._report(group, epoch_before, result.member_id, now)
+        if had_consumer_members and result.error == ErrorCode.none:  # a static replacement
+            classic = self.conversion.maybe_downgrade(group, group.group_epoch, rebalance=False)
+            if classic is not None:
+                return dataclasses.replace(result, generation_id=classic.generation_id)
         error = self._persist(group)
         self._after(group)
         if error != ErrorCode.none and result.error == ErrorCode.none:
@@ -460,8 +468,8 @@ class ConsumerGroupCoordinator:
         for member_id in expired:
             logger.info("member %s of consumer group %s expired (group epoch %d)", member_id,
                         group.group_id, group.group_epoch)
-        if expired and not (had_consumer_members
-                            and self.conversion.maybe_downgrade(group, epoch_before)):
+        if expired and not (had_consumer_members and self.conversion.maybe_downgrade(
+                group, epoch_before) is not None):
             self._persist(group)
 
     def _report(self, group: ConsumerGroup, epoch_before: int, member_id: str | None,

@@ -26,7 +26,8 @@ assignment when it joined, sent a full request, or its assigned partitions chang
 Leaving: epoch -1 removes the member (group epoch bumped, its partitions free for the others);
 epoch -2 (static members only) keeps it and its partitions until its session expires or its
 instance rejoins. Timers (``expire_due``): a member whose session expired, or that did not
-revoke within its rebalance timeout, is removed and the group epoch bumped.
+revoke within its rebalance timeout (a classic member: did not rejoin or sync within it,
+``consumer_group_classic_members``), is removed and the group epoch bumped.
 """
 
 from __future__ import annotations
@@ -355,14 +356,22 @@ class ConsumerGroupMembership:
 
     # ------------------------------------------------------------------ timers
     def expire_due(self, group: ConsumerGroup, now: float) -> list[str]:
-        """Remove the members whose session or rebalance deadline passed; their ids."""
+        """Remove the members whose session, rebalance, join or sync deadline passed (a
+        classic member's join and sync timers); their ids."""
         expired = [m for m, deadline in group.session_deadlines.items() if deadline <= now]
-        for member_id, (deadline, epoch) in group.rebalance_deadlines.items():
+        for member_id, (deadline, epoch) in list(group.rebalance_deadlines.items()):
+            if deadline > now:
+                continue
             member = group.members.get(member_id)
-            if (deadline <= now and member is not None and member.member_epoch == epoch
-                    and member.state is MemberState.UNREVOKED_PARTITIONS
-                    and member_id not in expired):
-                expired.append(member_id)
+            if member is not None and member.member_epoch == epoch \
+                    and member.state is MemberState.UNREVOKED_PARTITIONS:
+                if member_id not in expired:
+                    expired.append(member_id)
+            else:  # the member moved on (a classic member's is never cancelled): drop it
+                del group.rebalance_deadlines[member_id]
+        for deadlines in (group.join_deadlines, group.sync_deadlines):
+            expired.extend(m for m, deadline in deadlines.items()
+                           if deadline <= now and m not in expired)
         for member_id in expired:
             self.remove_member(group, member_id)
         return expired
@@ -370,4 +379,6 @@ class ConsumerGroupMembership:
     def next_deadline(self, group: ConsumerGroup) -> float | None:
         deadlines = list(group.session_deadlines.values())
         deadlines.extend(d for d, _ in group.rebalance_deadlines.values())
+        deadlines.extend(group.join_deadlines.values())
+        deadlines.extend(group.sync_deadlines.values())
         return min(deadlines, default=None)
