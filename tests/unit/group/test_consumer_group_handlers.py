@@ -307,3 +307,34 @@ async def test_racks_reach_the_assignor_once_a_member_has_one(state: BrokerState
         == (frozenset({"r0"}), frozenset({"r1"}))
     assert {m: sorted(p for ps in a.values() for p in ps)
             for m, a in group.target_assignment.items()} == {"a": [1], "b": [0]}
+
+
+async def test_a_groups_configs_set_its_members_timeouts(state: BrokerState) -> None:
+    """KIP-848 group configs: a group's ``consumer.heartbeat.interval.ms`` is what its members
+    are told, its ``consumer.session.timeout.ms`` how long they live without a heartbeat; other
+    groups keep the broker's (5 s, 45 s); a change applies at the next heartbeat."""
+    from strata.broker.group import group_config_resource
+
+    await group_config_resource.alter(state.topic_store, state.config, "g", {
+        "consumer.heartbeat.interval.ms": "7000", "consumer.session.timeout.ms": "55000"},
+        validate_only=False)
+    answer = await round_trip(state, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, join("m1"))
+    assert answer.heartbeat_interval.total_seconds() == 7
+    other = await round_trip(state, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1,
+                             join("o1", group_id="other"))
+    assert other.heartbeat_interval.total_seconds() == 5
+    clock = state.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(50_000)  # past the broker's 45 s, inside the group's 55 s
+    state.group_coordinator.tick()
+    group = state.group_coordinator.consumer_groups.group("g")
+    assert group is not None and list(group.members) == ["m1"]
+    gone = state.group_coordinator.consumer_groups.group("other")
+    assert gone is not None and gone.members == {}
+    await group_config_resource.alter(state.topic_store, state.config, "g", {
+        "consumer.heartbeat.interval.ms": "6000"}, validate_only=False)
+    again = await round_trip(state, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, beat("m1", 1))
+    assert again.heartbeat_interval.total_seconds() == 6
+    clock.advance(46_000)  # the session is the broker's 45 s again
+    state.group_coordinator.tick()
+    assert list(group.members) == []

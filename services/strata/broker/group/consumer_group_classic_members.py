@@ -250,7 +250,7 @@ class ClassicMembers:
         """The member's session runs again from now, for its own classic session timeout."""
         classic = member.classic
         timeout = classic.session_timeout_ms if classic is not None \
-            else self.membership.config.session_timeout_ms
+            else self.membership.timeouts(group.group_id).session_timeout_ms
         group.session_deadlines[member.member_id] = now + timeout
 
 

@@ -81,6 +81,7 @@ from strata.broker.group.consumer_group_records import (
     records_of,
     replay,
 )
+from strata.broker.group.group_config_resource import values_for
 from strata.broker.group.member import JoinGroupResult, SyncGroupResult
 from strata.broker.group.membership import JoinRequest
 from strata.broker.group.metadata_codec import GroupRecordError
@@ -157,7 +158,9 @@ class ConsumerGroupCoordinator:
 
     def __init__(self, coordinator: GroupCoordinator, config: ConsumerGroupConfig) -> None:
         self._coordinator = coordinator
-        self.membership = ConsumerGroupMembership(config)
+        store = coordinator.topic_store
+        self.membership = ConsumerGroupMembership(
+            config, group_configs=lambda group_id, broker: values_for(store, group_id, broker))
         self.classic_members = ClassicMembers(self.membership)
         self.conversion = GroupConversion(coordinator, self)
         self._groups: dict[str, ConsumerGroup] = {}
@@ -384,12 +387,12 @@ class ConsumerGroupCoordinator:
             logger.error("cannot replay consumer group records: %s", exc)
             return
         now = self._coordinator.clock.monotonic_ms()
-        config = self.membership.config
         for group_id, group in groups.items():
+            session_timeout_ms = self.membership.timeouts(group_id).session_timeout_ms
             for member_id, member in group.members.items():
                 group.session_deadlines[member_id] = now + (
                     member.classic.session_timeout_ms if member.classic is not None
-                    else config.session_timeout_ms)
+                    else session_timeout_ms)
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     group.rebalance_deadlines[member_id] = (
                         now + max(0, member.rebalance_timeout_ms), member.member_epoch)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -51,6 +51,7 @@ from strata.broker.group.consumer_group_member import (
 )
 from strata.broker.group.consumer_group_migration import MigrationPolicy
 from strata.broker.group.current_assignment_builder import reconcile
+from strata.broker.group.group_config import GroupConfigValues
 from strata.broker.group.partition_assignor import (
     MemberSubscription,
     PartitionAssignor,
@@ -59,6 +60,9 @@ from strata.broker.group.partition_assignor import (
 from strata.broker.group.range_assignor import RangeAssignor
 from strata.broker.group.uniform_assignor import UniformAssignor
 from strata.protocol.error_codes import ErrorCode
+
+GroupConfigLookup = Callable[[str, GroupConfigValues], GroupConfigValues]
+"""(group id, the broker's timeouts) -> the group's timeouts in force (its group configs)."""
 
 ASSIGNORS: Final[Mapping[str, PartitionAssignor]] = {
     a.name: a for a in (UniformAssignor(), RangeAssignor())}
@@ -129,9 +133,20 @@ class ConsumerGroupMembership:
     """See the module docstring."""
 
     def __init__(self, config: ConsumerGroupConfig,
-                 assignors: Mapping[str, PartitionAssignor] = ASSIGNORS) -> None:
+                 assignors: Mapping[str, PartitionAssignor] = ASSIGNORS,
+                 group_configs: GroupConfigLookup | None = None) -> None:
         self.config = config
         self.assignors = {n: assignors[n] for n in config.assignors if n in assignors}
+        self._group_configs = group_configs
+        self._broker_timeouts = GroupConfigValues(config.session_timeout_ms,
+                                                  config.heartbeat_interval_ms)
+
+    def timeouts(self, group_id: str) -> GroupConfigValues:
+        """The session timeout and heartbeat interval of ``group_id``'s members: its group
+        configs (KIP-848, ``group_config``) over the broker's ``group.consumer.*``."""
+        if self._group_configs is None:
+            return self._broker_timeouts
+        return self._group_configs(group_id, self._broker_timeouts)
 
     # ---------------------------------------------------------------- checks
     def validate_request(self, group_id: str, request: HeartbeatRequest
@@ -240,7 +255,8 @@ class ConsumerGroupMembership:
                                group.partition_epoch, request.owned)
         group.update_member(reconciled)
         member_id = reconciled.member_id
-        group.session_deadlines[member_id] = now + self.config.session_timeout_ms
+        timeouts = self.timeouts(group.group_id)
+        group.session_deadlines[member_id] = now + timeouts.session_timeout_ms
         if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
             pending = group.rebalance_deadlines.get(member_id)
             if pending is None or pending[1] != reconciled.member_epoch:
@@ -251,7 +267,7 @@ class ConsumerGroupMembership:
         changed = reconciled.assigned_partitions != member.assigned_partitions
         send = (request.member_epoch == JOIN_GROUP_MEMBER_EPOCH or request.is_full or changed)
         return HeartbeatResult(ErrorCode.none, member_id, reconciled.member_epoch,
-                               self.config.heartbeat_interval_ms,
+                               timeouts.heartbeat_interval_ms,
                                reconciled.assigned_partitions if send else None)
 
     def _member_for(self, group: ConsumerGroup, request: HeartbeatRequest
