@@ -9,7 +9,9 @@ StatefulSet needs (``etcd_tls.EtcdCerts``): the digest of the trusted CAs and th
 The Secret is owned by the Broker. The clock is injectable.
 
 The peer mode is decided once and recorded on the Secret (``etcd_tls.PEER_TLS_ANNOTATION``),
-since etcd cannot switch a running member's peer scheme by a restart:
+since etcd cannot switch a running member's peer scheme by a restart; it is copied onto the
+claim ``data-<broker>-etcd-0`` too, which outlives the Broker (a Broker re-created over the
+claims takes the mode of the etcd data they hold):
 
 * ``"true"``: the Secret was made before the etcd existed (no StatefulSet ``<broker>-etcd``,
   no claim ``data-<broker>-etcd-0``): its members are created with peer TLS;
@@ -63,7 +65,21 @@ def ensure(kube: Kube, body: Mapping[str, Any], names: BrokerNames, spec: Broker
     if planned.changed or recorded != mode:
         cluster_ca.write_secret(kube, body, names, name, planned.data,
                                 {etcd_tls.PEER_TLS_ANNOTATION: mode}, live)
+    _mark_claim(kube, names, mode)
     return etcd_tls.EtcdCerts(builders.digest(planned.data["ca.crt"]), peer_tls)
+
+
+def _mark_claim(kube: Kube, names: BrokerNames, mode: str) -> None:
+    """Copy the peer mode onto member 0's claim once the StatefulSet controller made it."""
+    claim = kube.read("PersistentVolumeClaim", names.namespace, first_claim(names))
+    if claim is not None and _annotations(claim).get(etcd_tls.PEER_TLS_ANNOTATION) != mode:
+        kube.patch("PersistentVolumeClaim", names.namespace, first_claim(names),
+                   {"metadata": {"annotations": {etcd_tls.PEER_TLS_ANNOTATION: mode}}})
+
+
+def first_claim(names: BrokerNames) -> str:
+    """The claim of member 0 (``volumeClaimTemplates`` ``data``): the etcd's data exists."""
+    return f"data-{names.etcd}-0"
 
 
 def _annotations(obj: Obj | None) -> Mapping[str, str]:
@@ -72,13 +88,17 @@ def _annotations(obj: Obj | None) -> Mapping[str, str]:
 
 def _peer_tls_for_new(kube: Kube, body: Mapping[str, Any], names: BrokerNames,
                       live: Obj | None) -> bool:
-    """No mode recorded yet: TLS peers only for an etcd not created yet."""
-    claim = f"data-{names.etcd}-0"
-    if live is None and kube.read("StatefulSet", names.namespace, names.etcd) is None \
-            and kube.read("PersistentVolumeClaim", names.namespace, claim) is None:
+    """No mode on the Secret: the claim's (a re-created Broker), else TLS peers only for an
+    etcd not created yet."""
+    claim_name = first_claim(names)
+    claim = kube.read("PersistentVolumeClaim", names.namespace, claim_name)
+    if _annotations(claim).get(etcd_tls.PEER_TLS_ANNOTATION) in (PEER_TLS, PEER_TLS_KEPT):
+        return True
+    if live is None and claim is None \
+            and kube.read("StatefulSet", names.namespace, names.etcd) is None:
         return True
     why = ("its certificates Secret predates peer TLS" if live is not None
-           else f"the etcd (StatefulSet {names.etcd} or claim {claim}) existed before TLS")
+           else f"the etcd (StatefulSet {names.etcd} or claim {claim_name}) existed before TLS")
     events.record(kube, body, events.NORMAL, etcd_tls.PEERS_PLAIN,
                   f"the managed etcd's members keep plain HTTP between them: {why}, and a "
                   "running member's peer URLs change only through etcd's member API; its "
@@ -98,5 +118,6 @@ def _without_tls(kube: Kube, body: Mapping[str, Any], names: BrokerNames, live: 
                       "the operator no longer makes this Broker's certificates: the managed "
                       "etcd's clients go plain, its members keep TLS between them with the "
                       "certificate last issued, which is no longer renewed")
+    _mark_claim(kube, names, PEER_TLS)
     trust = cluster_ca.decoded(live).get("ca.crt", "")
     return etcd_tls.EtcdCerts(builders.digest(trust), peer_tls=True)

@@ -128,3 +128,26 @@ async def test_members_replicate_over_peer_tls_and_refuse_peers_without_the_cas_
     while not all(e in cluster[1].log_path.read_text() for e in expected):
         assert time.monotonic() < deadline, cluster[1].log_tail()
         await asyncio.sleep(0.05)
+
+
+def test_a_restart_with_https_peer_urls_leaves_the_recorded_peer_url_http(
+    tmp_path: Path, tls_dir: Path
+) -> None:
+    """Why an etcd that predates TLS keeps plain peers: etcd keeps a member's peer URLs in its
+    data dir and ignores ``--initial-advertise-peer-urls`` on a restart, so the other members
+    would go on dialling ``http://`` (only ``etcdctl member update`` changes it)."""
+    files = EtcdTlsFiles(ca=tls_dir / "ca.crt", cert=tls_dir / "server.crt",
+                         key=tls_dir / "server.key", client_cert=tls_dir / "tls.crt",
+                         client_key=tls_dir / "tls.key")
+    (tmp_path / "m").mkdir()
+    member = EtcdProcess(tmp_path / "m", files, name="events-etcd-0", peer_tls=False)
+    try:
+        member.start()
+        member.stop()
+        member.peer_tls = True  # what a roll to the peer-TLS template would do
+        member.start()
+        assert member.peer_url.startswith("https://")
+        (recorded,) = peer_members(member.peer_port, tls_dir, "tls")
+        assert recorded["peerURLs"] == [f"http://127.0.0.1:{member.peer_port}"]
+    finally:
+        member.stop()

@@ -164,6 +164,14 @@ def etcd_events(api: Api) -> list[str]:
     return [reason for reason in api.events if reason.startswith("Etcd")]
 
 
+CLAIM = ("PersistentVolumeClaim", "data-events-etcd-0")
+
+
+def claim_mode(api: Api) -> str | None:
+    return cast(str | None, (api.objects[CLAIM]["metadata"].get("annotations") or {}).get(
+        etcd_tls.PEER_TLS_ANNOTATION))
+
+
 def peer_mode(api: Api) -> str:
     annotations = api.objects[("Secret", "events-etcd-certs")]["metadata"]["annotations"]
     return cast(str, annotations[etcd_tls.PEER_TLS_ANNOTATION])
@@ -239,9 +247,12 @@ def test_an_etcd_created_with_tls_gets_tls_peers_for_good() -> None:
     certs = decide(api, managed(tls=True))
     assert certs.peer_tls and peer_mode(api) == etcd_certs.PEER_TLS
     assert etcd_events(api) == []
-    # the etcd now exists: later passes keep the recorded mode, writing nothing
+    # the etcd now exists: later passes keep the recorded mode, writing nothing, and copy it
+    # onto member 0's claim (which outlives the Broker)
     api.objects[("StatefulSet", "events-etcd")] = {"kind": "StatefulSet"}
+    api.objects[CLAIM] = {"kind": "PersistentVolumeClaim", "metadata": {}}
     assert not ensure(api, managed(tls=True))
+    assert claim_mode(api) == etcd_certs.PEER_TLS
     assert decide(api, managed(tls=True)).peer_tls
     # renewal keeps the mode
     assert ensure(api, managed(tls=True), NOW + datetime.timedelta(days=340))
@@ -249,10 +260,9 @@ def test_an_etcd_created_with_tls_gets_tls_peers_for_good() -> None:
 
 
 def test_an_etcd_that_existed_before_tls_keeps_plain_peers_and_says_so_once() -> None:
-    for existing in (("StatefulSet", "events-etcd"), ("PersistentVolumeClaim",
-                                                      "data-events-etcd-0")):
+    for existing in (("StatefulSet", "events-etcd"), CLAIM):
         api = Api()
-        api.objects[existing] = {"kind": existing[0]}
+        api.objects[existing] = {"kind": existing[0], "metadata": {}}
         certs = decide(api, managed(tls=True))
         assert not certs.peer_tls and certs.trust_digest
         assert peer_mode(api) == etcd_certs.PEERS_PLAIN
@@ -260,6 +270,8 @@ def test_an_etcd_that_existed_before_tls_keeps_plain_peers_and_says_so_once() ->
         assert not ensure(api, managed(tls=True))
         assert not decide(api, managed(tls=True)).peer_tls
         assert etcd_events(api) == [etcd_tls.PEERS_PLAIN]  # once
+        if existing == CLAIM:
+            assert claim_mode(api) == etcd_certs.PEERS_PLAIN
 
 
 def test_a_secret_from_before_peer_tls_means_plain_peers() -> None:
@@ -292,3 +304,15 @@ def test_turning_the_operators_certificates_off_keeps_peer_tls() -> None:
     plain.objects[("StatefulSet", "events-etcd")] = {"kind": "StatefulSet"}
     decide(plain, managed(tls=True))
     assert decide(plain, managed(tls=False)) == etcd_tls.PLAIN
+
+
+def test_a_broker_recreated_over_its_etcds_claims_takes_the_mode_of_their_data() -> None:
+    """The claims outlive the Broker (and its Secret): the mode copied onto member 0's claim
+    decides for the re-created Broker."""
+    for mode, peer_tls in ((etcd_certs.PEER_TLS, True), (etcd_certs.PEERS_PLAIN, False)):
+        api = Api()
+        api.objects[CLAIM] = {"kind": "PersistentVolumeClaim", "metadata": {
+            "annotations": {etcd_tls.PEER_TLS_ANNOTATION: mode}}}
+        assert decide(api, managed(tls=True)).peer_tls is peer_tls
+        assert peer_mode(api) == mode
+        assert etcd_events(api) == ([] if peer_tls else [etcd_tls.PEERS_PLAIN])
