@@ -137,7 +137,9 @@ class SecretDigests:
 
     broker: str = ""
     admin: str = ""
-    etcd: str = ""  # etcd_certs.ensure: the CAs the managed etcd trusts (it reads them at start)
+    # etcd_certs.ensure: the digest of the CAs the managed etcd trusts (it reads them at
+    # start) and whether its members talk TLS to each other
+    etcd: etcd_tls.EtcdCerts = etcd_tls.PLAIN
 
 
 # ------------------------------------------------------------------------------ common parts

@@ -18,12 +18,20 @@ a client certificate signed by the cluster CA (``--client-cert-auth``):
 * etcd's ``/health`` moves to a plain-HTTP metrics listener (``ETCD_METRICS_PORT``) for the
   readiness probe, since the client port now wants a certificate.
 
-Peer traffic between etcd members stays plain HTTP inside the namespace (a change of the
-peer URLs of a running etcd needs its member API).
+Peer TLS (``EtcdCerts.peer_tls``, decided by ``etcd_certs.ensure``): the members talk https
+to each other and require a peer certificate from the same cluster CAs
+(``--peer-client-cert-auth``); each presents ``server.crt``, which already names every
+member (``server_sans``) and has both serverAuth and clientAuth usages (a peer connection
+uses it both ways). etcd keeps a member's peer URLs in its data dir and ignores
+``--initial-*`` flags on restart, so a running etcd's peers cannot switch scheme by a roll
+(it needs ``etcdctl member update`` per member while the others still dial the old URL):
+peer TLS is only for an etcd created with TLS on, and once on it stays on for the etcd's
+life — an etcd that predates TLS keeps plain peers (``PEERS_PLAIN``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 from strata.operator.model import BrokerNames, BrokerSpec
@@ -32,7 +40,24 @@ from strata.operator.tls_spec import OPERATOR
 ETCD_TLS_DIR: Final = "/etc/etcd/tls"
 ETCD_METRICS_PORT: Final = 2381
 TRUST_HASH_ANNOTATION: Final = "strata.dev/etcd-trust-hash"
+# On ``<broker>-etcd-certs``: the peer mode, decided once ("true" | "false").
+PEER_TLS_ANNOTATION: Final = "strata.dev/etcd-peer-tls"
+PEERS_PLAIN: Final = "EtcdPeersPlain"  # Event reason: an existing etcd keeps plain peers
+PEER_TLS_KEPT: Final = "EtcdPeerTlsKept"  # Event reason: TLS off, peer TLS kept
 BROKER_TLS_DIR: Final = "/etc/strata/tls"  # builders.TLS_DIR: the broker certificates Secret
+
+
+@dataclass(frozen=True, slots=True)
+class EtcdCerts:
+    """What ``etcd_certs.ensure`` decided for the etcd StatefulSet: the digest of the CAs
+    etcd trusts (the pod template annotation; "" without a certificates Secret) and whether
+    the members talk TLS to each other."""
+
+    trust_digest: str = ""
+    peer_tls: bool = False
+
+
+PLAIN: Final = EtcdCerts()  # no certificates Secret: plain client port and peers
 
 
 def enabled(spec: BrokerSpec) -> bool:
@@ -59,6 +84,19 @@ def etcd_flags() -> list[str]:
             "--client-cert-auth",
             f"--trusted-ca-file={ETCD_TLS_DIR}/ca.crt",
             f"--listen-metrics-urls=http://0.0.0.0:{ETCD_METRICS_PORT}"]
+
+
+def peer_flags() -> list[str]:
+    """etcd's flags for TLS between members: ``server.crt`` as the peer certificate (client
+    and server), a peer certificate from the cluster CAs required."""
+    return [f"--peer-cert-file={ETCD_TLS_DIR}/server.crt",
+            f"--peer-key-file={ETCD_TLS_DIR}/server.key",
+            "--peer-client-cert-auth",
+            f"--peer-trusted-ca-file={ETCD_TLS_DIR}/ca.crt"]
+
+
+def peer_scheme(peer_tls: bool) -> str:
+    return "https" if peer_tls else "http"
 
 
 def client_scheme(spec: BrokerSpec) -> str:

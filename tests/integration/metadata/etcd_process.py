@@ -6,7 +6,12 @@ TTL is 1 s and the suite's leases can be short. ``restart`` kills the process (S
 starts a new one on the same data dir and ports: what a crashed etcd looks like to clients.
 
 With ``tls`` (``EtcdTlsFiles``: PEM paths) the client URLs are https, etcd requires a client
-certificate signed by ``tls.ca`` (``--client-cert-auth``) and ``url`` is ``etcds://``.
+certificate signed by ``tls.ca`` (``--client-cert-auth``) and ``url`` is ``etcds://``; with
+``peer_tls`` too the peer URLs are https with the same files (``--peer-client-cert-auth``).
+
+A member of a cluster: give each its ``name``, set every member's ``initial_cluster`` from
+their ``peer_url`` once all are made, ``launch`` them all, then ``wait_healthy`` (a member is
+healthy only once a quorum runs).
 """
 
 from __future__ import annotations
@@ -47,13 +52,17 @@ class EtcdTlsFiles:
 
 
 class EtcdProcess:
-    def __init__(self, workdir: Path, tls: EtcdTlsFiles | None = None) -> None:
+    def __init__(self, workdir: Path, tls: EtcdTlsFiles | None = None, *,
+                 name: str = "strata-test", peer_tls: bool = False) -> None:
         binary = shutil.which("etcd")
         if binary is None:
             raise RuntimeError(MISSING)
         self.binary = binary
         self.workdir = workdir
         self.tls = tls
+        self.name = name
+        self.peer_tls = peer_tls and tls is not None
+        self.initial_cluster: str | None = None  # default: this member alone
         self.data_dir = workdir / "data"
         self.log_path = workdir / "etcd.log"
         self.client_port = free_port()
@@ -65,18 +74,29 @@ class EtcdProcess:
         scheme = "etcds" if self.tls else "etcd"
         return f"{scheme}://127.0.0.1:{self.client_port}"
 
+    @property
+    def client_url(self) -> str:
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.client_port}"
+
+    @property
+    def peer_url(self) -> str:
+        return f"{'https' if self.peer_tls else 'http'}://127.0.0.1:{self.peer_port}"
+
     def start(self) -> None:
-        client = f"{'https' if self.tls else 'http'}://127.0.0.1:{self.client_port}"
-        peer = f"http://127.0.0.1:{self.peer_port}"
+        self.launch()
+        self.wait_healthy()
+
+    def launch(self) -> None:
+        client, peer = self.client_url, self.peer_url
         command = [
             self.binary,
-            "--name=strata-test",
+            f"--name={self.name}",
             f"--data-dir={self.data_dir}",
             f"--listen-client-urls={client}",
             f"--advertise-client-urls={client}",
             f"--listen-peer-urls={peer}",
             f"--initial-advertise-peer-urls={peer}",
-            f"--initial-cluster=strata-test={peer}",
+            f"--initial-cluster={self.initial_cluster or f'{self.name}={peer}'}",
             "--heartbeat-interval=50",
             "--election-timeout=500",
             "--logger=zap",
@@ -89,13 +109,20 @@ class EtcdProcess:
                 "--client-cert-auth",
                 f"--trusted-ca-file={self.tls.ca}",
             ]
+        if self.tls and self.peer_tls:
+            command += [
+                f"--peer-cert-file={self.tls.cert}",
+                f"--peer-key-file={self.tls.key}",
+                "--peer-client-cert-auth",
+                f"--peer-trusted-ca-file={self.tls.ca}",
+            ]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
-        self._wait_healthy(client)
 
-    def _wait_healthy(self, client: str) -> None:
+    def wait_healthy(self) -> None:
+        client = self.client_url
         context = None
         if self.tls:
             context = ssl.create_default_context(cafile=str(self.tls.ca))

@@ -9,6 +9,8 @@ import datetime
 from typing import Any, cast
 
 import kubernetes_validate
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from strata.operator import builders, certificates, cluster_ca, etcd_certs, etcd_tls
 from strata.operator.etcd import build_etcd_stateful_set
@@ -32,9 +34,15 @@ def managed(*, tls: bool, replicas: int = 3, mtls: bool = False) -> BrokerSpec:
                             "events")
 
 
-def etcd_container(spec: BrokerSpec) -> dict[str, Any]:
-    return cast(dict[str, Any],
-                build_etcd_stateful_set(NAMES, spec)["spec"]["template"]["spec"]["containers"][0])
+def etcd_container(spec: BrokerSpec,
+                   certs: etcd_tls.EtcdCerts = etcd_tls.PLAIN) -> dict[str, Any]:
+    sts = build_etcd_stateful_set(NAMES, spec, certs)
+    return cast(dict[str, Any], sts["spec"]["template"]["spec"]["containers"][0])
+
+
+PEER_FLAGS = ("--peer-cert-file=/etc/etcd/tls/server.crt",
+              "--peer-key-file=/etc/etcd/tls/server.key", "--peer-client-cert-auth",
+              "--peer-trusted-ca-file=/etc/etcd/tls/ca.crt")
 
 
 def test_with_the_cluster_ca_etcd_serves_tls_and_requires_client_certificates() -> None:
@@ -49,13 +57,46 @@ def test_with_the_cluster_ca_etcd_serves_tls_and_requires_client_certificates() 
                  "--client-cert-auth", "--trusted-ca-file=/etc/etcd/tls/ca.crt",
                  "--listen-metrics-urls=http://0.0.0.0:2381"):
         assert f" {flag}" in script
-    assert "--listen-peer-urls=http://" in script  # peers stay plain (module docstring)
+    # an etcd that predates TLS (etcd_certs.ensure decided): its peers stay plain
+    assert "--listen-peer-urls=http://" in script
+    assert not any(flag in script for flag in PEER_FLAGS)
     assert {"name": "tls", "mountPath": "/etc/etcd/tls", "readOnly": True} in \
         container["volumeMounts"]
     assert sts["spec"]["template"]["spec"]["volumes"] == [
         {"name": "tls", "secret": {"secretName": "events-etcd-certs", "defaultMode": 0o440}}]
     assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "metrics"}
     assert {"name": "metrics", "containerPort": 2381, "protocol": "TCP"} in container["ports"]
+
+
+def test_an_etcd_created_with_tls_has_tls_peers_with_peer_certificates_required() -> None:
+    spec = managed(tls=True)
+    certs = etcd_tls.EtcdCerts("abc", peer_tls=True)
+    container = etcd_container(spec, certs)
+    script = container["command"][-1]
+    peers = "events-etcd-peers.prod.svc:2380"
+    assert "--listen-peer-urls=https://0.0.0.0:2380" in script
+    assert f"--initial-advertise-peer-urls=https://${{HOSTNAME}}.{peers}" in script
+    assert "--initial-cluster=" + ",".join(
+        f"events-etcd-{i}=https://events-etcd-{i}.{peers}" for i in range(3)) in script
+    assert "http://events-etcd" not in script
+    for flag in PEER_FLAGS:
+        assert f" {flag}" in script
+    assert "--listen-client-urls=https://" in script and " --client-cert-auth" in script
+    assert {"name": "tls", "mountPath": "/etc/etcd/tls", "readOnly": True} in \
+        container["volumeMounts"]
+
+
+def test_kept_peer_tls_without_client_tls_mounts_the_secret_and_probes_the_client_port() -> None:
+    """The operator's certificates turned off on a peer-TLS etcd (``EtcdPeerTlsKept``)."""
+    spec = managed(tls=False)
+    sts = build_etcd_stateful_set(NAMES, spec, etcd_tls.EtcdCerts("abc", peer_tls=True))
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    script = container["command"][-1]
+    assert "--listen-peer-urls=https://" in script and " --peer-client-cert-auth" in script
+    assert "--listen-client-urls=http://" in script and " --client-cert-auth" not in script
+    assert sts["spec"]["template"]["spec"]["volumes"] == [
+        {"name": "tls", "secret": {"secretName": "events-etcd-certs", "defaultMode": 0o440}}]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "client"}
 
 
 def test_brokers_reach_a_tls_etcd_with_their_broker_certificate() -> None:
@@ -93,22 +134,47 @@ def test_without_tls_the_managed_etcd_stays_plain() -> None:
 
 
 def test_every_object_with_etcd_tls_is_valid_kubernetes() -> None:
-    for obj in builders.owned(builders.build_all(NAMES, managed(tls=True)), OWNER):
-        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)  # raises when invalid
+    for certs in (etcd_tls.PLAIN, etcd_tls.EtcdCerts("abc", peer_tls=True)):
+        for spec in (managed(tls=True), managed(tls=False)):
+            digests = builders.SecretDigests(etcd=certs)
+            for obj in builders.owned(builders.build_all(NAMES, spec, digests=digests), OWNER):
+                kubernetes_validate.validate(obj, K8S_VERSION, strict=True)  # raises if invalid
+
+
+def decide(api: Api, spec: BrokerSpec, now: datetime.datetime = NOW) -> etcd_tls.EtcdCerts:
+    """One pass of ``cluster_ca.prepare`` then ``etcd_certs.ensure``."""
+    kube = cast(Kube, api)
+    prepared = cluster_ca.prepare(kube, BODY, NAMES, spec, 1, now=lambda: now)
+    certs = etcd_certs.ensure(kube, BODY, NAMES, spec, prepared, now=lambda: now)
+    if etcd_tls.enabled(spec) or certs.peer_tls:
+        assert certs.trust_digest == builders.digest(secret(api, "events-etcd-certs")["ca.crt"])
+    else:
+        assert certs == etcd_tls.PLAIN
+    return certs
 
 
 def ensure(api: Api, spec: BrokerSpec, now: datetime.datetime = NOW) -> bool:
     """One pass; True when the etcd certificates Secret was written."""
-    kube = cast(Kube, api)
-    prepared = cluster_ca.prepare(kube, BODY, NAMES, spec, 1, now=lambda: now)
     before = api.objects.get(("Secret", "events-etcd-certs"))
-    trust = etcd_certs.ensure(kube, BODY, NAMES, spec, prepared, now=lambda: now)
-    after = api.objects.get(("Secret", "events-etcd-certs"))
-    if after is not None:
-        assert trust == builders.digest(secret(api, "events-etcd-certs")["ca.crt"])
-    else:
-        assert trust == ""
-    return after != before
+    decide(api, spec, now)
+    return api.objects.get(("Secret", "events-etcd-certs")) != before
+
+
+def etcd_events(api: Api) -> list[str]:
+    return [reason for reason in api.events if reason.startswith("Etcd")]
+
+
+CLAIM = ("PersistentVolumeClaim", "data-events-etcd-0")
+
+
+def claim_mode(api: Api) -> str | None:
+    return cast(str | None, (api.objects[CLAIM]["metadata"].get("annotations") or {}).get(
+        etcd_tls.PEER_TLS_ANNOTATION))
+
+
+def peer_mode(api: Api) -> str:
+    annotations = api.objects[("Secret", "events-etcd-certs")]["metadata"]["annotations"]
+    return cast(str, annotations[etcd_tls.PEER_TLS_ANNOTATION])
 
 
 def test_the_etcd_certificates_secret_is_issued_by_the_cluster_ca_only() -> None:
@@ -154,9 +220,99 @@ def test_a_change_of_the_trusted_cas_rolls_the_etcd_members() -> None:
     spec = managed(tls=True)
     plain = build_etcd_stateful_set(NAMES, spec)["spec"]["template"]["metadata"]
     assert "annotations" not in plain
-    digests = builders.SecretDigests(etcd="abc")
+    digests = builders.SecretDigests(etcd=etcd_tls.EtcdCerts("abc"))
     sts = next(o for o in builders.build_all(NAMES, spec, digests=digests)
                if o["kind"] == "StatefulSet" and o["metadata"]["name"] == "events-etcd")
     assert sts["spec"]["template"]["metadata"]["annotations"] == {
         etcd_tls.TRUST_HASH_ANNOTATION: "abc"}
     assert "updateStrategy" not in sts["spec"]  # RollingUpdate: one member at a time
+
+
+def test_the_etcd_certificate_serves_as_peer_certificate_for_every_member() -> None:
+    """A peer connection uses ``server.crt`` as server (the dialled member's name) and as
+    client: it names every member's peer DNS name and has both extended key usages."""
+    api = Api()
+    decide(api, managed(tls=True, replicas=5))
+    cert = secret(api, "events-etcd-certs")["server.crt"]
+    sans = certificates.sans_of(cert)
+    for i in range(5):
+        assert f"events-etcd-{i}.events-etcd-peers.prod.svc" in sans
+    usages = certificates.load(cert).extensions.get_extension_for_class(
+        x509.ExtendedKeyUsage).value
+    assert set(usages) == {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH}
+
+
+def test_an_etcd_created_with_tls_gets_tls_peers_for_good() -> None:
+    api = Api()
+    certs = decide(api, managed(tls=True))
+    assert certs.peer_tls and peer_mode(api) == etcd_certs.PEER_TLS
+    assert etcd_events(api) == []
+    # the etcd now exists: later passes keep the recorded mode, writing nothing, and copy it
+    # onto member 0's claim (which outlives the Broker)
+    api.objects[("StatefulSet", "events-etcd")] = {"kind": "StatefulSet"}
+    api.objects[CLAIM] = {"kind": "PersistentVolumeClaim", "metadata": {}}
+    assert not ensure(api, managed(tls=True))
+    assert claim_mode(api) == etcd_certs.PEER_TLS
+    assert decide(api, managed(tls=True)).peer_tls
+    # renewal keeps the mode
+    assert ensure(api, managed(tls=True), NOW + datetime.timedelta(days=340))
+    assert peer_mode(api) == etcd_certs.PEER_TLS
+
+
+def test_an_etcd_that_existed_before_tls_keeps_plain_peers_and_says_so_once() -> None:
+    for existing in (("StatefulSet", "events-etcd"), CLAIM):
+        api = Api()
+        api.objects[existing] = {"kind": existing[0], "metadata": {}}
+        certs = decide(api, managed(tls=True))
+        assert not certs.peer_tls and certs.trust_digest
+        assert peer_mode(api) == etcd_certs.PEERS_PLAIN
+        assert etcd_events(api) == [etcd_tls.PEERS_PLAIN]
+        assert not ensure(api, managed(tls=True))
+        assert not decide(api, managed(tls=True)).peer_tls
+        assert etcd_events(api) == [etcd_tls.PEERS_PLAIN]  # once
+        if existing == CLAIM:
+            assert claim_mode(api) == etcd_certs.PEERS_PLAIN
+
+
+def test_a_secret_from_before_peer_tls_means_plain_peers() -> None:
+    """An operator upgrade: the etcd was made with plain peers and its Secret has no mode."""
+    api = Api()
+    decide(api, managed(tls=True))
+    del api.objects[("Secret", "events-etcd-certs")]["metadata"]["annotations"][
+        etcd_tls.PEER_TLS_ANNOTATION]
+    certs = decide(api, managed(tls=True))
+    assert not certs.peer_tls and peer_mode(api) == etcd_certs.PEERS_PLAIN
+    assert etcd_events(api) == [etcd_tls.PEERS_PLAIN]
+
+
+def test_turning_the_operators_certificates_off_keeps_peer_tls() -> None:
+    api = Api()
+    on = decide(api, managed(tls=True))
+    off = decide(api, managed(tls=False))
+    assert off == on  # same trust, peers still TLS (a scheme change would split the etcd)
+    assert peer_mode(api) == etcd_certs.PEER_TLS_KEPT
+    assert etcd_events(api) == [etcd_tls.PEER_TLS_KEPT]
+    assert decide(api, managed(tls=False)) == on
+    assert etcd_events(api) == [etcd_tls.PEER_TLS_KEPT]  # once
+    script = etcd_container(managed(tls=False), off)["command"][-1]
+    assert "--listen-client-urls=http://" in script and "--listen-peer-urls=https://" in script
+    # on again: renewed by the cluster CA as before, still peer TLS
+    assert decide(api, managed(tls=True)).peer_tls
+    assert peer_mode(api) == etcd_certs.PEER_TLS
+    # a plain etcd stays plain when TLS goes off
+    plain = Api()
+    plain.objects[("StatefulSet", "events-etcd")] = {"kind": "StatefulSet"}
+    decide(plain, managed(tls=True))
+    assert decide(plain, managed(tls=False)) == etcd_tls.PLAIN
+
+
+def test_a_broker_recreated_over_its_etcds_claims_takes_the_mode_of_their_data() -> None:
+    """The claims outlive the Broker (and its Secret): the mode copied onto member 0's claim
+    decides for the re-created Broker."""
+    for mode, peer_tls in ((etcd_certs.PEER_TLS, True), (etcd_certs.PEERS_PLAIN, False)):
+        api = Api()
+        api.objects[CLAIM] = {"kind": "PersistentVolumeClaim", "metadata": {
+            "annotations": {etcd_tls.PEER_TLS_ANNOTATION: mode}}}
+        assert decide(api, managed(tls=True)).peer_tls is peer_tls
+        assert peer_mode(api) == mode
+        assert etcd_events(api) == ([] if peer_tls else [etcd_tls.PEERS_PLAIN])
