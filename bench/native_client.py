@@ -10,7 +10,8 @@ starts:
 1. 1 broker, 1 partition: acks=1 produce, then a group-less consume of the same records.
 2. 3 brokers on one SQLite metadata store, replication factor 3: acks=1 over 6 partitions;
    acks=all over 1 partition and over 6; acks=all over 6 at half the 6-partition rate
-   (``--throughput``: produce-to-ack latency when not saturated); idempotent acks=all against
+   (``--throughput``: produce-to-ack latency when not saturated, after one second of the
+   same load to the new topic, not measured); idempotent acks=all against
    transactional produce (1 transaction per 1,000 records, issue 19), both over 6 partitions;
    last, acks=all over 1,000 partitions (created once, after everything else).
 3. Redis 7 XADD with redis-benchmark (``bench/redis_streams.py``), the peer the 1-broker rate
@@ -127,12 +128,22 @@ def measure(label: str, runs: Sequence[Sequence[str]], pids: list[int],
 
 
 def _produce(bootstrap: str, label: str, produce: Produce, partitions: int, replication: int,
-             pids: list[int], args: argparse.Namespace, producers: int = 1) -> Step:
+             pids: list[int], args: argparse.Namespace, producers: int = 1,
+             warmup_records: int = 0) -> Step:
     """One produce step; with ``producers`` > 1 that many programs at once, each sending
-    ``produce.records`` (a transactional one with its own ``transactional.id``)."""
+    ``produce.records`` (a transactional one with its own ``transactional.id``). With
+    ``warmup_records``, one run of that many records to the new topic first, not measured (a
+    latency step: the client's first requests of a new topic wait for its metadata and
+    leaders, which is start-up, not the steady state the step measures)."""
     produce = dataclasses.replace(produce, partitioner=args.partitioner)
     timeout_s = args.timeout_s
     create_topic(bootstrap, produce.topic, partitions, replication)
+    if warmup_records:
+        warm = dataclasses.replace(produce, records=warmup_records)
+        native_perf.run_many([native_perf.produce_args(bootstrap, warm, timeout_s)],
+                             timeout_s=timeout_s)
+        print(f"(warm-up: {warmup_records:,} records to {produce.topic}, not measured)",
+              flush=True)
     _title(f"{label}: {producers * produce.records:,} records of {produce.record_size} bytes")
     each = [produce if producers == 1 or produce.transactional_id is None else
             dataclasses.replace(produce, transactional_id=f"{produce.transactional_id}-{i}")
@@ -199,7 +210,7 @@ def cluster(args: argparse.Namespace) -> dict[str, Step]:
             bootstrap, f"3 brokers, RF 3, 6 partitions, acks=all at {half:,} records/s "
                        "(half the rate)",
             Produce("native-rf3-half", max(int(half * args.latency_seconds), 1), acks="all",
-                    throughput=half), 6, 3, pids, t)
+                    throughput=half), 6, 3, pids, t, warmup_records=half)
         steps.update(transactions(bootstrap, args, pids))
         steps["rf3-p1000"] = _produce(
             bootstrap, f"3 brokers, RF 3, {SCALE_PARTITIONS:,} partitions, acks=all",
