@@ -74,6 +74,13 @@ class BrokerDescription(Broker):
     configs: dict[str, ConfigValue]
 
 
+class GroupConfigs(BaseModel):
+    """A group's configs (KIP-848), each with its source (GROUP_CONFIG or DEFAULT_CONFIG)."""
+
+    group_id: str
+    configs: dict[str, ConfigValue]
+
+
 # ------------------------------------------------------------------------------------ topics
 class TopicSummary(BaseModel):
     name: str

@@ -13,6 +13,10 @@ confluent-kafka's ``AdminClient`` (the CLI never imports broker internals):
   member, like ``--describe``. A group that does not exist is an error (exit 1).
 * ``delete GROUP...``: DeleteGroups; a group with members is refused by the coordinator
   (GROUP_NOT_EMPTY).
+* ``configs GROUP [--set K=V]... [--delete K]...``: a group's configs (KIP-848:
+  ``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``) with their source, after
+  the changes asked (IncrementalAlterConfigs on the GROUP resource; ``kafka-configs
+  --entity-type groups``); a refused value is the broker's INVALID_CONFIG line.
 * ``reset-offsets GROUP``: for ``--topic T`` / ``--topic T:0,2`` (repeatable) or
   ``--all-topics`` (the partitions the group has commits for), exactly one of
   ``--to-earliest``, ``--to-latest``, ``--to-offset N``, ``--to-datetime WHEN``, ``--shift-by N``
@@ -39,6 +43,7 @@ from strata.cli.kafka_client import (
     kafka_command,
 )
 from strata.cli.output import OutputFormat, print_json_line, print_table
+from strata.cli.topic import parse_pairs
 from strata.client.group_offsets import (
     LagRow,
     Owner,
@@ -49,11 +54,12 @@ from strata.client.group_offsets import (
     parse_datetime,
     reset_plan,
 )
-from strata.client.kafka_admin import KafkaAdmin, check_partitions
+from strata.client.kafka_admin import KafkaAdmin, check_partitions, config_source_name
 
 app = typer.Typer(
     name="groups",
-    help="List, describe and delete consumer groups; reset their committed offsets.",
+    help="List, describe and delete consumer groups; reset their committed offsets; show "
+         "and change their configs.",
     no_args_is_help=True,
 )
 
@@ -195,6 +201,47 @@ def delete(
             for failure in failures[:-1]:
                 typer.echo(f"{ctx.command_path}: {failure.message}", err=True)
             raise failures[-1]
+
+
+# ----------------------------------------------------------------------------------- configs
+@app.command()
+@kafka_command
+def configs(
+    ctx: typer.Context,
+    conn: Connection,
+    group: Annotated[str, typer.Argument(help="Group id.", show_default=False)],
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", "-s", metavar="KEY=VALUE",
+                                       help="Set a group config. Repeatable.")
+    ] = None,
+    delete_: Annotated[
+        list[str] | None, typer.Option("--delete", "-d", metavar="KEY",
+                                       help="Remove a group config (back to the broker's "
+                                            "value). Repeatable.")
+    ] = None,
+    output: FormatOption = OutputFormat.TEXT,
+) -> None:
+    """Show a group's configs (KIP-848: its consumer session timeout and heartbeat interval);
+    with --set / --delete, change them first (IncrementalAlterConfigs)."""
+    to_set = parse_pairs(set_ or [], "--set")
+    to_delete = list(dict.fromkeys(k.strip() for k in delete_ or []))
+    if any(not key for key in to_delete):
+        raise typer.BadParameter("a config name cannot be empty", param_hint="--delete")
+    both = sorted(set(to_set) & set(to_delete))
+    if both:
+        raise typer.BadParameter(f"{both[0]!r} is also given to --set", param_hint="--delete")
+    with reported_errors(ctx):
+        admin = _admin(conn)
+        if to_set or to_delete:
+            admin.alter_group_configs(group, to_set, to_delete)
+        entries = sorted(admin.group_configs(group).items())
+        if output is OutputFormat.JSON:
+            print_json_line({"group": group, "configs": {
+                name: {"value": e.value, "source": config_source_name(e.source)}
+                for name, e in entries}})
+            return
+        print_table(("NAME", "VALUE", "SOURCE"),
+                    [(name, e.value, config_source_name(e.source)) for name, e in entries])
 
 
 # ----------------------------------------------------------------------------- reset-offsets

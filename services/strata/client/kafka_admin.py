@@ -270,18 +270,32 @@ class KafkaAdmin:
                             delete: Iterable[str] = ()) -> None:
         """IncrementalAlterConfigs: set ``set_config``, delete (back to the default)
         ``delete``."""
+        self._alter_configs("topic", topic, set_config, delete, f"topic {topic!r}")
+
+    def alter_group_configs(self, group: str, set_config: Mapping[str, str],
+                            delete: Iterable[str] = ()) -> None:
+        """IncrementalAlterConfigs of a group's configs (KIP-848: its consumer timeouts)."""
+        self._alter_configs("group", group, set_config, delete, f"group {group!r}")
+
+    def _alter_configs(self, resource_type: str, name: str, set_config: Mapping[str, str],
+                       delete: Iterable[str], subject: str) -> None:
         entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
                    for k, v in set_config.items()]
         entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
                     for k in dict.fromkeys(delete)]
-        resource = ConfigResource("topic", topic, incremental_configs=entries)
+        resource = ConfigResource(resource_type, name, incremental_configs=entries)
         futures = self.client.incremental_alter_configs([resource],
                                                         request_timeout=self.timeout_s)
-        self.result(futures[resource], f"topic {topic!r}", "IncrementalAlterConfigs")
+        self.result(futures[resource], subject, "IncrementalAlterConfigs")
 
     def topic_configs(self, topic: str) -> Mapping[str, ConfigEntry]:
         """DescribeConfigs of a topic: every config, with its source."""
         return self._describe_configs(ConfigResource("topic", topic), f"topic {topic!r}")
+
+    def group_configs(self, group: str) -> Mapping[str, ConfigEntry]:
+        """DescribeConfigs of a group: every group config, with its source (GROUP_CONFIG
+        where set on the group, else DEFAULT_CONFIG)."""
+        return self._describe_configs(ConfigResource("group", group), f"group {group!r}")
 
     def broker_configs(self, broker_id: int) -> Mapping[str, ConfigEntry]:
         """DescribeConfigs of a broker: every config, with its source."""

@@ -146,3 +146,25 @@ def test_consumer_protocol_group_reports_group_type_consumer(
         assert described["group_type"] == "consumer"
     finally:
         consumer.close()
+
+
+def test_group_configs_route(api: httpx.Client) -> None:
+    """``/v1/groups/{id}/configs``: KIP-848 group configs with their source; PATCH sets and
+    deletes; a value outside the broker's bounds is 400 INVALID_CONFIG with Kafka's message."""
+    shown = api.get("/v1/groups/cfg-rest/configs")
+    assert shown.status_code == 200, shown.text
+    assert shown.json()["configs"]["consumer.session.timeout.ms"] == {
+        "value": "45000", "source": "DEFAULT_CONFIG", "read_only": False, "sensitive": False}
+    changed = api.patch("/v1/groups/cfg-rest/configs",
+                        json={"set": {"consumer.session.timeout.ms": "50000"}})
+    assert changed.status_code == 200, changed.text
+    assert changed.json()["configs"]["consumer.session.timeout.ms"]["source"] == "GROUP_CONFIG"
+    body = problem(api.patch("/v1/groups/cfg-rest/configs",
+                             json={"set": {"consumer.heartbeat.interval.ms": "99999"}}),
+                   400, "INVALID_CONFIG")
+    assert "consumer.heartbeat.interval.ms must be less than or equal to " \
+           "group.consumer.max.heartbeat.interval.ms" in str(body["detail"])
+    back = api.patch("/v1/groups/cfg-rest/configs",
+                     json={"delete": ["consumer.session.timeout.ms"]})
+    assert back.json()["configs"]["consumer.session.timeout.ms"] == {
+        "value": "45000", "source": "DEFAULT_CONFIG", "read_only": False, "sensitive": False}

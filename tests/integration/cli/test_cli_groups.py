@@ -162,3 +162,26 @@ def test_usage_errors(strata_cli: StrataCli, args: tuple[str, ...], message: str
     result = reset(strata_cli, *args)
     assert result.returncode == 2, str(result)
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_group_configs_are_shown_set_and_refused(strata_cli: StrataCli, topic: str) -> None:
+    """``strata groups configs``: KIP-848 group configs with their source; a value outside the
+    broker's bounds is the broker's INVALID_CONFIG line (exit 1); usage errors exit 2."""
+    [shown] = json_lines(strata_cli("groups", "configs", "cfg-app", "--format", "json"))
+    assert shown["configs"]["consumer.heartbeat.interval.ms"] == {
+        "value": "5000", "source": "DEFAULT_CONFIG"}
+    [changed] = json_lines(strata_cli("groups", "configs", "cfg-app", "--set",
+                                      "consumer.heartbeat.interval.ms=6000", "--format", "json"))
+    assert changed["configs"]["consumer.heartbeat.interval.ms"] == {
+        "value": "6000", "source": "GROUP_CONFIG"}
+    table = strata_cli("groups", "configs", "cfg-app", "-d",
+                       "consumer.heartbeat.interval.ms").ok().stdout
+    assert "consumer.heartbeat.interval.ms" in table and "DEFAULT_CONFIG" in table
+    assert "GROUP_CONFIG" not in table
+    refused = strata_cli("groups", "configs", "cfg-app", "-s", "consumer.session.timeout.ms=1")
+    assert refused.returncode == 1, str(refused)
+    assert refused.error_lines == [
+        "strata groups configs: INVALID_CONFIG: consumer.session.timeout.ms must be greater "
+        "than or equal to group.consumer.min.session.timeout.ms"], str(refused)
+    usage = strata_cli("groups", "configs", "cfg-app", "-s", "nokey")
+    assert usage.returncode == 2 and "expected KEY=VALUE" in usage.stderr, str(usage)

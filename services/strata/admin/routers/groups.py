@@ -13,11 +13,15 @@
   rules (``strata.client.group_offsets.reset_plan``, shared with ``strata groups reset-offsets``);
   409 NON_EMPTY_GROUP while the group has active members (Kafka: "Assignments can only be
   reset if the group is inactive"): their next commit would undo the reset;
-* ``DELETE /v1/groups/{group_id}``: DeleteGroups → 204; 409 NON_EMPTY_GROUP with members.
+* ``DELETE /v1/groups/{group_id}``: DeleteGroups → 204; 409 NON_EMPTY_GROUP with members;
+* ``GET /v1/groups/{group_id}/configs``: DescribeConfigs of the GROUP resource (KIP-848:
+  ``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``), each value with its
+  source; ``PATCH`` sets / deletes some (IncrementalAlterConfigs; a value the broker refuses
+  is 400 INVALID_CONFIG with its message). The group need not exist.
 
 Authorization (authentication on): the list shows only groups the caller may Describe (Kafka's
 ListGroups rule); describe needs Group Describe, reset Group Read (as OffsetCommit does), delete
-Group Delete.
+Group Delete, configs Group DescribeConfigs / AlterConfigs (as the broker checks).
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ from fastapi import APIRouter, Path, Response
 
 from strata.admin.kafka_gateway import KafkaGateway
 from strata.admin.models import (
+    ConfigPatch,
+    ConfigValue,
+    GroupConfigs,
     GroupDescription,
     GroupMember,
     GroupOffset,
@@ -42,7 +49,7 @@ from strata.admin.models import (
 from strata.admin.problems import ProblemError
 from strata.admin.routers import PROBLEMS, AccessDep, GatewayDep
 from strata.client.group_offsets import PartitionOffsets, ResetSpec, ResetTo, reset_plan
-from strata.client.kafka_admin import check_partitions
+from strata.client.kafka_admin import check_partitions, config_source_name
 from strata.security.acl import AclOperation, ResourceType
 
 router = APIRouter(prefix="/v1/groups", tags=["groups"], responses=PROBLEMS)
@@ -178,6 +185,17 @@ def _delete(gateway: KafkaGateway, group: str) -> None:
         raise error
 
 
+def group_configs(gateway: KafkaGateway, group: str, patch: ConfigPatch | None = None
+                  ) -> GroupConfigs:
+    kafka = gateway.kafka
+    if patch is not None:
+        kafka.alter_group_configs(group, patch.set, patch.delete)
+    entries = kafka.group_configs(group)
+    return GroupConfigs(group_id=group, configs={
+        name: ConfigValue(value=entry.value, source=config_source_name(entry.source))
+        for name, entry in sorted(entries.items())})
+
+
 @router.get("", summary="Consumer groups and their state")
 async def list_groups(gateway: GatewayDep, access: AccessDep) -> list[GroupSummary]:
     rows = await gateway.run(_list, gateway)
@@ -207,3 +225,17 @@ async def delete_group(gateway: GatewayDep, access: AccessDep, group_id: GroupPa
     await access.require(AclOperation.DELETE, ResourceType.GROUP, group_id)
     await gateway.run(_delete, gateway, group_id)
     return Response(status_code=204)
+
+
+@router.get("/{group_id}/configs", summary="A group's configs (KIP-848 consumer timeouts)")
+async def get_group_configs(gateway: GatewayDep, access: AccessDep,
+                            group_id: GroupPath) -> GroupConfigs:
+    await access.require(AclOperation.DESCRIBE_CONFIGS, ResourceType.GROUP, group_id)
+    return await gateway.run(group_configs, gateway, group_id)
+
+
+@router.patch("/{group_id}/configs", summary="Set or delete a group's configs")
+async def alter_group_configs(gateway: GatewayDep, access: AccessDep, group_id: GroupPath,
+                              body: ConfigPatch) -> GroupConfigs:
+    await access.require(AclOperation.ALTER_CONFIGS, ResourceType.GROUP, group_id)
+    return await gateway.run(group_configs, gateway, group_id, body)
