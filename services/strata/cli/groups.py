@@ -43,7 +43,7 @@ from strata.cli.kafka_client import (
     kafka_command,
 )
 from strata.cli.output import OutputFormat, print_json_line, print_table
-from strata.cli.topic import parse_pairs
+from strata.cli.topic import config_changes
 from strata.client.group_offsets import (
     LagRow,
     Owner,
@@ -223,13 +223,7 @@ def configs(
 ) -> None:
     """Show a group's configs (KIP-848: its consumer session timeout and heartbeat interval);
     with --set / --delete, change them first (IncrementalAlterConfigs)."""
-    to_set = parse_pairs(set_ or [], "--set")
-    to_delete = list(dict.fromkeys(k.strip() for k in delete_ or []))
-    if any(not key for key in to_delete):
-        raise typer.BadParameter("a config name cannot be empty", param_hint="--delete")
-    both = sorted(set(to_set) & set(to_delete))
-    if both:
-        raise typer.BadParameter(f"{both[0]!r} is also given to --set", param_hint="--delete")
+    to_set, to_delete = config_changes(set_, delete_)
     with reported_errors(ctx):
         admin = _admin(conn)
         if to_set or to_delete:

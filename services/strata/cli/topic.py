@@ -70,6 +70,20 @@ def parse_pairs(values: Sequence[str], option: str) -> dict[str, str]:
     return pairs
 
 
+def config_changes(set_: Sequence[str] | None, delete_: Sequence[str] | None
+                   ) -> tuple[dict[str, str], list[str]]:
+    """The ``--set KEY=VALUE`` and ``--delete KEY`` options of a config change, checked: no
+    empty key, none both set and deleted (``typer.BadParameter`` otherwise)."""
+    to_set = parse_pairs(set_ or [], "--set")
+    to_delete = list(dict.fromkeys(k.strip() for k in delete_ or []))
+    if any(not key for key in to_delete):
+        raise typer.BadParameter("a config name cannot be empty", param_hint="--delete")
+    both = sorted(set(to_set) & set(to_delete))
+    if both:
+        raise typer.BadParameter(f"{both[0]!r} is also given to --set", param_hint="--delete")
+    return to_set, to_delete
+
+
 @contextmanager
 def _each_topic(ctx: typer.Context, conn: Connection
                 ) -> Iterator[tuple[KafkaAdmin, ClusterMetadata, list[KafkaClientError]]]:
@@ -270,13 +284,7 @@ def alter(
     ] = None,
 ) -> None:
     """Change configs (IncrementalAlterConfigs) or add partitions (CreatePartitions)."""
-    to_set = parse_pairs(set_ or [], "--set")
-    to_delete = list(dict.fromkeys(k.strip() for k in delete_ or []))
-    if any(not key for key in to_delete):
-        raise typer.BadParameter("a config name cannot be empty", param_hint="--delete")
-    both = sorted(set(to_set) & set(to_delete))
-    if both:
-        raise typer.BadParameter(f"{both[0]!r} is also given to --set", param_hint="--delete")
+    to_set, to_delete = config_changes(set_, delete_)
     with reported_errors(ctx):
         if not (to_set or to_delete or partitions is not None):
             raise usage_error("nothing to change: give --set, --delete or --partitions")
