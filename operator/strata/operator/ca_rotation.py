@@ -1,4 +1,4 @@
-"""The cluster CA's staged rotation and what the broker certificates Secret must hold.
+"""The staged rotation of the operator's CAs and what the broker certificates Secret must hold.
 
 Pure: Secret data in (decoded PEM text), Secret data out; ``now`` is injected, and so is the
 maker of a new CA (``new_ca``), the one source of randomness.
@@ -23,6 +23,15 @@ done (every pod current and ready):
 Then idle again (no annotation). A rotation starts on the Broker annotation
 ``strata.dev/force-renew-ca: "true"`` (removed when the rotation starts) or when the CA is
 within ``tls.renewalDays`` of its end.
+
+The clients CA (``<broker>-clients-ca``, which signs TLS users' certificates and joins the
+brokers' bundle) rotates through the same stages and the same Secret layout (``CaKind``
+``CLIENTS``: ``strata.dev/force-renew-clients-ca``, Events ``ClientsCaRotation``): stage 1
+rolls the brokers to trust old + new; at stage 2 the new CA issues, so every TLS user's
+certificate is re-issued (``tls_users``: not signed by ``ca.crt``) — no roll, the brokers'
+bundle is ordered by age (``trusted_by_age``) and so unchanged — and stage 3 waits for every
+TLS user's Secret to hold a certificate of the new CA (``may_advance``) before its roll drops
+the old one.
 
 ``plan_broker_certs`` decides the broker certificates Secret ``<broker>-broker-certs``:
 ``ca.crt`` (the trust bundle: cluster CAs, then the clients CA if any), ``tls.crt`` +
@@ -56,6 +65,37 @@ NewCa = Callable[[], KeyPair]
 
 
 @dataclass(frozen=True, slots=True)
+class CaKind:
+    """Which CA rotates: what starts it, its Events, and its stages in words."""
+
+    force_annotation: str
+    event_reason: str
+    complete_reason: str
+    messages: Mapping[str, str]  # stage -> Event message (IDLE: the end)
+
+
+CLUSTER: Final = CaKind(FORCE_RENEW_ANNOTATION, "CaRotation", COMPLETE, {
+    TRUST_NEW_CA: "CA rotation 1/3: brokers and clients trust the old and the new cluster "
+                  "CA (rolling restart)",
+    REISSUE_CERTIFICATES: "CA rotation 2/3: broker certificates re-issued by the new "
+                          "cluster CA (rolling restart)",
+    DROP_OLD_CA: "CA rotation 3/3: the old cluster CA is no longer trusted "
+                 "(rolling restart)",
+    IDLE: "CA rotation complete: the new cluster CA alone is trusted",
+})
+CLIENTS: Final = CaKind("strata.dev/force-renew-clients-ca", "ClientsCaRotation",
+                        "ClientsCaRotationComplete", {
+    TRUST_NEW_CA: "Clients CA rotation 1/3: the brokers trust the old and the new clients CA "
+                  "(rolling restart)",
+    REISSUE_CERTIFICATES: "Clients CA rotation 2/3: TLS users' certificates are re-issued by "
+                          "the new clients CA (no restart; the old one is still trusted)",
+    DROP_OLD_CA: "Clients CA rotation 3/3: the old clients CA is no longer trusted "
+                 "(rolling restart)",
+    IDLE: "Clients CA rotation complete: the new clients CA alone is trusted",
+})
+
+
+@dataclass(frozen=True, slots=True)
 class CaState:
     """The cluster CA Secret, decoded: its data and the rotation stage."""
 
@@ -70,6 +110,11 @@ class CaState:
     def trusted(self) -> list[str]:
         """The cluster CAs to trust, the issuing one first."""
         return [self.data[k] for k in ("ca.crt", "next.crt", "previous.crt") if k in self.data]
+
+    @property
+    def trusted_by_age(self) -> list[str]:
+        """The CAs to trust, the oldest first: the same list in stages 1 and 2."""
+        return [self.data[k] for k in ("previous.crt", "ca.crt", "next.crt") if k in self.data]
 
 
 def initial(new_ca: NewCa) -> CaState:
@@ -98,16 +143,17 @@ def advance(state: CaState, new_ca: NewCa) -> CaState:
     return CaState({"ca.crt": data["ca.crt"], "ca.key": data["ca.key"]}, IDLE)
 
 
-def stage_message(stage: str) -> str:
-    return {
-        TRUST_NEW_CA: "CA rotation 1/3: brokers and clients trust the old and the new cluster "
-                      "CA (rolling restart)",
-        REISSUE_CERTIFICATES: "CA rotation 2/3: broker certificates re-issued by the new "
-                              "cluster CA (rolling restart)",
-        DROP_OLD_CA: "CA rotation 3/3: the old cluster CA is no longer trusted "
-                     "(rolling restart)",
-        IDLE: "CA rotation complete: the new cluster CA alone is trusted",
-    }[stage]
+def may_advance(state: CaState, settled: bool, changed: bool,
+                pending_users: Sequence[str] = ()) -> bool:
+    """Move on to the next stage: one is under way, its roll is done (every pod current and
+    ready, nothing written in this pass) and, at ``ReissueCertificates``, no certificate of
+    the old CA is left to re-issue (``pending_users``: the clients CA's TLS users)."""
+    return (state.stage != IDLE and settled and not changed
+            and not (state.stage == REISSUE_CERTIFICATES and pending_users))
+
+
+def stage_message(stage: str, kind: CaKind = CLUSTER) -> str:
+    return kind.messages[stage]
 
 
 @dataclass(frozen=True, slots=True)

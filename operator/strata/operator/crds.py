@@ -322,6 +322,9 @@ BROKER_STATUS: Final[Schema] = obj("Observed state, written by the operator.", {
         "caNotAfter": string("When the cluster CA ends (RFC 3339)."),
         "caRotation": string("The CA rotation stage under way: TrustNewCa, "
                              "ReissueCertificates or DropOldCa (\"\": none)."),
+        "clientsCaNotAfter": string("When the clients CA ends (RFC 3339)."),
+        "clientsCaRotation": string("The clients CA rotation stage under way: TrustNewCa, "
+                                    "ReissueCertificates or DropOldCa (\"\": none)."),
     }),
     "rebalance": obj("The last self-balancing run (after a scale-up or a scale-down, or "
                      "asked by the annotation strata.dev/rebalance: \"true\").", {

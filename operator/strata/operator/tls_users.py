@@ -4,7 +4,12 @@
 ``user.key`` (subject ``CN=<userName>``, client auth only, ``tls.validityDays``) and ``ca.crt``
 (the brokers' trust bundle, so the client verifies the brokers) — re-issued when missing, not
 signed by the current clients CA, or within ``tls.renewalDays`` of its end; None when nothing
-changes. With Kafka's default ``ssl.principal.mapping.rules`` the broker names the client
+changes. "The current clients CA" is the clients CA Secret's ``ca.crt`` + ``ca.key``, the
+issuing CA of ``ca_rotation``'s Secret layout, so a clients CA rotation is followed without a
+stage check here: at ``TrustNewCa`` the new CA is only ``next.crt`` (nothing re-issued), at
+``ReissueCertificates`` it becomes ``ca.crt`` and every TLS user's next reconcile re-issues
+(the Broker's reconcile waits for that, ``cluster_ca.pending_users``, before dropping the old
+CA). With Kafka's default ``ssl.principal.mapping.rules`` the broker names the client
 ``User:CN=<userName>``, which is the principal the User's ACLs are written for
 (``UserSpec.principal``): no broker change is needed.
 
