@@ -63,6 +63,7 @@ from strata.operator import (
     rebalance,
     rolling,
     scram_users,
+    volume_removal,
     volumes,
 )
 from strata.operator.client_security import TLS_KEYS, client_properties
@@ -219,11 +220,17 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
                                  batch_size=SETTINGS.rebalance_batch_size)
         scale = drained.scale
     replicas = scale.replicas if scale is not None else spec.replicas
+    declared = spec  # JBOD: a leaving volume stays until its replicas moved off
+    spec, removal, leaving = volume_removal.effective_spec(
+        spec, live_sts, bootstrap_for(names, spec), current, SETTINGS.kafka_timeout,
+        SETTINGS.rebalance_batch_size, lambda: client_config(kube, names, declared))
 
     certs = cluster_ca.prepare(kube, body, names, spec, max(spec.replicas, current))
     etcd_trust = etcd_certs.ensure(kube, body, names, spec, certs)  # managed etcd TLS, when on
     digests = dataclasses.replace(secret_digests(kube, names, spec), etcd=etcd_trust)
     for obj in builders.owned(builders.build_all(names, spec, replicas, digests), body):
+        if obj["kind"] == "StatefulSet":  # claim templates changed: orphan its pods
+            volume_removal.recreate(kube, body, live_sts, obj)
         outcome = kube.apply(obj)
         if outcome != "unchanged":
             logger.info("%s %s/%s %s", obj["kind"], names.namespace,
@@ -249,6 +256,7 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
                       "brokers")
 
     resize = resize_claims(kube, names, spec, replicas, body)
+    volume_removal.delete_claims(kube, names, declared, body)
     certificates = cluster_ca.finish(kube, body, names, spec, certs,
                                      decision.settled and decision.delete is None)
 
@@ -272,6 +280,12 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
     }
     if drained is not None or old_status.get("scaleDown"):  # a merge patch: null removes it
         status["scaleDown"] = drained.status if drained is not None else None
+    if removal is not None or any(c.get("type") == volume_removal.VOLUME_REMOVING
+                                  for c in previous):
+        status["conditions"].append(volume_removal.condition(removal, generation, previous))
+    if (removal is not None and not removal.drained) or old_status.get("volumeRemoval"):
+        status["volumeRemoval"] = (removal.status(leaving) if removal is not None
+                                   and not removal.drained else None)
     if certificates is not None:
         status["certificates"] = certificates
     users = sync_users(kube, names, spec, get_cluster, old_status.get("users") or [],
@@ -376,7 +390,7 @@ def resize_claims(kube: Kube, names: BrokerNames, spec: BrokerSpec, replicas: in
     live = kube.list("PersistentVolumeClaim", names.namespace,
                      builders.selector_labels(names, "broker"))
     plan = volumes.ResizePlan()
-    for volume in spec.storage.volumes:
+    for volume in (v for v in spec.storage.volumes if not v.remove):  # leaving: not grown
         wanted = set(volumes.claim_names(names.stateful_set, replicas, volume.template))
         claims = [volumes.claim_view(pvc) for pvc in live
                   if (pvc.get("metadata") or {}).get("name") in wanted]

@@ -1,6 +1,8 @@
 """JBOD: ``storage.type: jbod`` volumes as claim templates, mounts and ``log.dirs`` (valid
 Kubernetes, read by the real broker's config), resized per volume, ``deleteClaim`` per volume,
-and the admission rules (no decrease, no type or id change)."""
+the admission rules (no decrease, no type change, never the last volume removed), and the
+decisions of adding and removing a volume of a running Broker (``jbod.leaving_volumes``,
+``effective_volumes``, ``needs_recreate``, ``plan_moves``, ``claims_of_removed``)."""
 
 from __future__ import annotations
 
@@ -64,6 +66,8 @@ def test_a_single_claim_keeps_its_names_and_its_hash() -> None:
      "unique"),
     ({"type": "jbod", "volumes": [{"id": 0}]}, "size is required"),
     ({"type": "raid"}, "storage.type"),
+    ({"type": "jbod", "volumes": [{"id": 0, "size": "1Gi", "remove": True}]},
+     "cannot all be removed"),
 ])
 def test_invalid_volumes_are_refused(storage: dict[str, Any], message: str) -> None:
     with pytest.raises(SpecError, match=message):
@@ -94,11 +98,15 @@ def test_admission_refuses_a_volume_decrease_and_a_changed_layout() -> None:
     assert allowed("1Ti", "100Gi") and allowed("100Gi", "100Gi")
     assert not allowed("99Gi", "100Gi") and rule["message"] == (
         "a volume's size cannot be decreased")
-    assert admitted(crds.BROKER_CRD, cr([{"id": 0, "size": "100Gi"}]), old) == [
-        "storage.volumes ids cannot change (a StatefulSet's claims are fixed)"]
+    # Volumes come and go (the StatefulSet is re-created); the last one cannot go.
+    assert admitted(crds.BROKER_CRD, cr([{"id": 0, "size": "100Gi"}]), old) == []
+    assert admitted(crds.BROKER_CRD, cr([{"id": 0, "size": "100Gi"}, {"id": 1, "size": "1Gi",
+                                                                     "remove": True},
+                                         {"id": 2, "size": "1Gi"}]), old) == []
+    assert admitted(crds.BROKER_CRD, cr([{"id": 0, "size": "100Gi", "remove": True}]), old) == [
+        "storage.volumes needs a volume that is not removed (a broker needs a log dir)"]
     assert admitted(crds.BROKER_CRD, broker(storage={"size": "100Gi"}), old) == [
-        "storage.type cannot change (a StatefulSet's claims are fixed)",
-        "storage.volumes ids cannot change (a StatefulSet's claims are fixed)"]
+        "storage.type cannot change (a StatefulSet's claims are fixed)"]
     assert admitted(crds.BROKER_CRD, cr(None), None) == [
         "storage.volumes is for storage.type jbod, and jbod needs it"]
 
@@ -163,3 +171,86 @@ def test_claims_of_a_broker_still_going_away_are_kept() -> None:
     api = Claims({"data-0-events-1": "100Gi"}, ["events-0", "events-1"])
     broker_reconcile.resize_claims(cast(Kube, api), NAMES, jbod_spec(), 1, BODY)
     assert api.deleted == []
+
+
+def test_a_leaving_volume_stays_until_its_replicas_moved_off() -> None:
+    volumes = jbod_spec([{"id": 0, "size": "1Gi"}, {"id": 1, "size": "1Gi", "remove": True,
+                                                    "deleteClaim": True},
+                         {"id": 3, "size": "1Gi"}]).storage.jbod_volumes
+    live = ("data-0", "data-1", "data-2")  # 2: deleted from the list; 3: added
+    assert [(v.id, v.remove) for v in jbod.leaving_volumes(volumes, live)] == [
+        (1, True), (2, True)]
+    assert [v.id for v in jbod.effective_volumes(volumes, live, drained=False)] == [0, 1, 2, 3]
+    assert [v.id for v in jbod.effective_volumes(volumes, live, drained=True)] == [0, 3]
+    # Without a StatefulSet (a new Broker) a removed volume is simply not made.
+    assert [v.id for v in jbod.effective_volumes(volumes, (), drained=True)] == [0, 3]
+    assert jbod.needs_recreate(live, ("data-0", "data-3"))
+    assert not jbod.needs_recreate(("data-1", "data-0"), ("data-0", "data-1"))
+    assert not jbod.needs_recreate((), ("data-0",))  # nothing to re-create: apply creates it
+    # The brokers run with the leaving volume until drained: it is in log.dirs meanwhile.
+    spec = jbod_spec([{"id": 0, "size": "1Gi"}, {"id": 1, "size": "1Gi"}])
+    assert builders.broker_properties(NAMES, spec)["log.dirs"].count(",") == 1
+
+
+def dirs(current: dict[str, list[tuple[str, int]]],
+         future: dict[str, list[tuple[str, int]]] | None = None) -> jbod.BrokerDirs:
+    return jbod.BrokerDirs({d: frozenset(r) for d, r in current.items()},
+                           {d: frozenset(r) for d, r in (future or {}).items()})
+
+
+def test_moves_go_to_the_kept_dir_with_fewest_partitions_one_batch_at_a_time() -> None:
+    state = dirs({"/a": [("t", 0)], "/b": [("t", 1), ("t", 2), ("t", 3)],
+                  "/c": [("u", 0), ("u", 1)]})
+    plan = jbod.plan_moves(state, ["/c"], batch_size=2)
+    assert dict(plan.moves) == {("u", 0): "/a", ("u", 1): "/a"} and plan.left == 2
+    plan = jbod.plan_moves(state, ["/b"], batch_size=10)  # ties: the first dir by name
+    assert dict(plan.moves) == {("t", 1): "/a", ("t", 2): "/a", ("t", 3): "/c"}
+    assert len(jbod.plan_moves(state, ["/b"], batch_size=1).moves) == 1
+    # A move still copying (a future log): no new batch; it counts as left while in a leaving
+    # dir, and the dir is drained only when nothing is left.
+    moving = dirs({"/a": [("t", 0)], "/b": [("t", 1)]}, {"/a": [("t", 1)]})
+    assert jbod.plan_moves(moving, ["/b"], 5) == jbod.MovePlan({}, 1, 1)
+    done = dirs({"/a": [("t", 0), ("t", 1)], "/b": []})
+    assert jbod.plan_moves(done, ["/b"], 5) == jbod.MovePlan({}, 0, 0)
+    into_leaving = dirs({"/a": [("t", 0)], "/b": []}, {"/b": [("t", 0)]})
+    assert jbod.plan_moves(into_leaving, ["/b"], 5).left == 1
+    alone = jbod.plan_moves(dirs({"/b": [("t", 0)]}), ["/b"], 5)
+    assert alone.refused == "no other log dir on this broker" and not alone.moves
+
+
+def test_claims_of_a_removed_delete_claim_volume_go_once_unmounted() -> None:
+    volumes = jbod_spec([{"id": 0, "size": "1Gi"}, {"id": 1, "size": "1Gi", "remove": True,
+                                                    "deleteClaim": True},
+                         {"id": 2, "size": "1Gi", "remove": True}]).storage.jbod_volumes
+    existing = ["data-0-kafka-0", "data-1-kafka-0", "data-1-kafka-1", "data-2-kafka-0"]
+    assert jbod.claims_of_removed(volumes, "kafka", existing, ["data-1-kafka-1"]) == [
+        "data-1-kafka-0"]
+
+
+class Sts:
+    """A live StatefulSet and what ``recreate`` does to it."""
+
+    def __init__(self) -> None:
+        self.deleted: list[tuple[str, str | None]] = []
+
+    def delete(self, kind: str, namespace: str | None, name: str,
+               propagation_policy: str | None = None) -> bool:
+        self.deleted.append((name, propagation_policy))
+        return True
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return obj  # Events
+
+
+def test_a_changed_claim_template_recreates_the_stateful_set_orphaning_its_pods() -> None:
+    from strata.operator import volume_removal
+
+    spec = jbod_spec()
+    live = builders.build_stateful_set(NAMES, spec)
+    added = builders.build_stateful_set(NAMES, jbod_spec([*VOLUMES, {"id": 2, "size": "1Gi"}]))
+    api = Sts()
+    assert not volume_removal.recreate(cast(Kube, api), BODY, live, live)
+    assert not volume_removal.recreate(cast(Kube, api), BODY, None, added)
+    assert api.deleted == []
+    assert volume_removal.recreate(cast(Kube, api), BODY, live, added)
+    assert api.deleted == [("events", "Orphan")]
