@@ -20,6 +20,8 @@ progress without any event; handlers run more than once, so every step is idempo
    for a Broker that has no users and never had any.
 6. Storage: each broker claim whose request is below ``storage.size`` is patched up
    (``volumes.plan_resize``); one asking for more is left alone and reported (a decrease).
+   JBOD volumes added or removed re-create the StatefulSet, a removed one only once its
+   replicas moved to the other log dirs (``volume_removal.py``, before step 1).
 7. Self-balancing (``rebalance.py``): after a scale-up, on the annotation
    ``strata.dev/rebalance: "true"`` and after a scale-down, one batch of reassignments per
    pass, then a preferred-leader election; progress in ``status.rebalance``.
@@ -280,12 +282,7 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
     }
     if drained is not None or old_status.get("scaleDown"):  # a merge patch: null removes it
         status["scaleDown"] = drained.status if drained is not None else None
-    if removal is not None or any(c.get("type") == volume_removal.VOLUME_REMOVING
-                                  for c in previous):
-        status["conditions"].append(volume_removal.condition(removal, generation, previous))
-    if (removal is not None and not removal.drained) or old_status.get("volumeRemoval"):
-        status["volumeRemoval"] = (removal.status(leaving) if removal is not None
-                                   and not removal.drained else None)
+    volume_removal.report(status, removal, leaving, old_status, generation)
     if certificates is not None:
         status["certificates"] = certificates
     users = sync_users(kube, names, spec, get_cluster, old_status.get("users") or [],
@@ -447,7 +444,7 @@ def broker_conditions(ready: bool, reason: str, message: str,
         return conditions.condition(kind, true, why, text, generation, previous)
 
     size = spec.storage.size if not spec.storage.jbod_volumes else ", ".join(
-        f"volume {v.id} {v.size}" for v in spec.storage.jbod_volumes)
+        f"volume {v.id} {v.size}" for v in spec.storage.jbod_volumes if not v.remove)
     blocked = scale is not None and bool(scale.blocked)
     if resize.refused:
         storage = make(conditions.STORAGE_RESIZING, False, conditions.EXPANSION_REFUSED,

@@ -121,6 +121,8 @@ def recreate(kube: Kube, body: Mapping[str, Any], live_sts: Mapping[str, Any] | 
     wanted = jbod.live_templates(desired)
     if live_sts is None or not jbod.needs_recreate(live, wanted):
         return False
+    if (live_sts.get("metadata") or {}).get("deletionTimestamp"):
+        return True  # still being deleted (the orphan finalizer): created once it is gone
     meta = desired["metadata"]
     if kube.delete("StatefulSet", meta["namespace"], meta["name"], propagation_policy="Orphan"):
         events.record(kube, body, events.NORMAL, conditions.RECONCILING,
@@ -168,3 +170,15 @@ def condition(outcome: DrainOutcome | None, generation: int | None,
                                     generation, previous)
     return conditions.condition(VOLUME_REMOVING, True, outcome.reason, outcome.message,
                                 generation, previous)
+
+
+def report(status: Obj, outcome: DrainOutcome | None, leaving: Sequence[jbod.Volume],
+           old_status: Mapping[str, Any], generation: int | None) -> None:
+    """Add ``VolumeRemoving`` to the status (once there, it stays) and ``volumeRemoval``
+    while a volume is leaving (null once it left: the merge patch removes it)."""
+    previous = old_status.get("conditions") or ()
+    if outcome is not None or any(c.get("type") == VOLUME_REMOVING for c in previous):
+        status["conditions"].append(condition(outcome, generation, previous))
+    moving = outcome is not None and not outcome.drained
+    if moving or old_status.get("volumeRemoval"):
+        status["volumeRemoval"] = outcome.status(leaving) if outcome and moving else None
