@@ -14,7 +14,7 @@ import pytest
 
 from strata.broker.config import BrokerConfig
 from strata.operator import broker as broker_reconcile
-from strata.operator import builders, crds, jbod
+from strata.operator import builders, crds, jbod, log_dirs, volume_removal
 from strata.operator.kube import Kube
 from strata.operator.model import BrokerNames, BrokerSpec, SpecError
 
@@ -243,8 +243,6 @@ class Sts:
 
 
 def test_a_changed_claim_template_recreates_the_stateful_set_orphaning_its_pods() -> None:
-    from strata.operator import volume_removal
-
     spec = jbod_spec()
     live = builders.build_stateful_set(NAMES, spec)
     added = builders.build_stateful_set(NAMES, jbod_spec([*VOLUMES, {"id": 2, "size": "1Gi"}]))
@@ -254,3 +252,67 @@ def test_a_changed_claim_template_recreates_the_stateful_set_orphaning_its_pods(
     assert api.deleted == []
     assert volume_removal.recreate(cast(Kube, api), BODY, live, added)
     assert api.deleted == [("events", "Orphan")]
+
+
+def test_a_drain_waits_for_every_broker_and_reports_a_refused_move(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = {0: dirs({"/a": [], "/b": [("t", 0)]}), 1: dirs({"/a": [("t", 0)], "/b": []})}
+    sent: list[tuple[int, dict[tuple[str, int], str]]] = []
+    refusals: dict[tuple[str, int], str] = {}
+    monkeypatch.setattr(log_dirs, "brokers", lambda *a: {n: ("h", n) for n in answers})
+    monkeypatch.setattr(log_dirs, "describe", lambda address, *a: answers[address[1]])
+
+    def alter(address: tuple[str, int], moves: dict[tuple[str, int], str],
+              *a: Any) -> dict[tuple[str, int], str]:
+        sent.append((address[1], dict(moves)))
+        return refusals
+
+    monkeypatch.setattr(log_dirs, "alter", alter)
+    missing = volume_removal.drain("h:1", ["/b"], [0, 1, 2], 1.0, 5)
+    assert (missing.drained, missing.reason) == (False, volume_removal.LOG_DIRS_UNAVAILABLE)
+    assert "[2]" in missing.message and sent == []
+    moving = volume_removal.drain("h:1", ["/b"], [0, 1], 1.0, 5)
+    assert (moving.reason, moving.left, moving.moved) == (volume_removal.MOVING_REPLICAS, 1, 1)
+    assert sent == [(0, {("t", 0): "/a"})]
+    refusals[("t", 0)] = "KAFKA_STORAGE_ERROR"
+    refused = volume_removal.drain("h:1", ["/b"], [0, 1], 1.0, 5)
+    assert refused.reason == volume_removal.MOVE_REFUSED and "KAFKA_STORAGE_ERROR" in \
+        refused.message
+    answers[0] = dirs({"/a": [("t", 0)], "/b": []})
+    done = volume_removal.drain("h:1", ["/b"], [0, 1], 1.0, 5)
+    assert done.drained and done.reason == volume_removal.VOLUMES_REMOVED
+
+    status: dict[str, Any] = {"conditions": []}
+    leaving = jbod_spec([{"id": 0, "size": "1Gi"}, {"id": 1, "size": "1Gi", "remove": True}]
+                        ).storage.jbod_volumes[1:]
+    volume_removal.report(status, moving, leaving, {}, 3)
+    assert status["volumeRemoval"] == {"volumes": [1], "replicasLeft": 1,
+                                       "state": "MovingReplicas", "message": moving.message}
+    assert (status["conditions"][0]["type"], status["conditions"][0]["status"]) == (
+        "VolumeRemoving", "True")
+    after: dict[str, Any] = {"conditions": []}
+    volume_removal.report(after, None, (), status, 4)  # left: null clears the status field
+    assert after["volumeRemoval"] is None
+    assert (after["conditions"][0]["status"], after["conditions"][0]["reason"]) == (
+        "False", "VolumesRemoved")
+
+
+def test_kube_delete_sends_the_propagation_policy() -> None:
+    calls: list[Any] = []
+
+    class Api:
+        def param_serialize(self, method: str, path: str, **kw: Any) -> tuple[Any, ...]:
+            calls.append((method, path, kw.get("query_params")))
+            return method, path, {}, None, []
+
+        def call_api(self, *a: Any, **kw: Any) -> Any:
+            class Response:
+                status, reason = 200, "OK"
+
+                def read(self) -> bytes:
+                    return b""
+            return Response()
+
+    Kube(cast(Any, Api())).delete("StatefulSet", "kafka", "events", propagation_policy="Orphan")
+    assert calls == [("DELETE", "/apis/apps/v1/namespaces/kafka/statefulsets/events",
+                      [("propagationPolicy", "Orphan")])]
