@@ -20,8 +20,7 @@ progress without any event; handlers run more than once, so every step is idempo
    for a Broker that has no users and never had any.
 6. Storage: each broker claim whose request is below ``storage.size`` is patched up
    (``volumes.plan_resize``); one asking for more is left alone and reported (a decrease).
-   JBOD volumes added or removed re-create the StatefulSet, a removed one only once its
-   replicas moved to the other log dirs (``volume_removal.py``, before step 1).
+   JBOD volumes come and go by re-creating the StatefulSet (``volume_removal.py``).
 7. Self-balancing (``rebalance.py``): after a scale-up, on the annotation
    ``strata.dev/rebalance: "true"`` and after a scale-down, one batch of reassignments per
    pass, then a preferred-leader election; progress in ``status.rebalance``.
@@ -224,7 +223,7 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
     replicas = scale.replicas if scale is not None else spec.replicas
     declared = spec  # JBOD: a leaving volume stays until its replicas moved off
     spec, removal, leaving = volume_removal.effective_spec(
-        spec, live_sts, bootstrap_for(names, spec), current, SETTINGS.kafka_timeout,
+        kube, names, spec, live_sts, bootstrap_for(names, spec), current, SETTINGS.kafka_timeout,
         SETTINGS.rebalance_batch_size, lambda: client_config(kube, names, declared))
 
     certs = cluster_ca.prepare(kube, body, names, spec, max(spec.replicas, current))
@@ -246,6 +245,8 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
     desired_hash = builders.config_hash(names, spec, digests.broker)
     decision = rolling.decide_roll([pod_view(p) for p in pods], desired_hash, replicas,
                                    lambda: get_cluster().health())
+    if removal is not None and not removal.drained:  # no broker restarts with data left
+        decision = dataclasses.replace(decision, delete=None)
     if decision.delete is not None:
         logger.info("rolling restart: deleting pod %s/%s", names.namespace, decision.delete)
         if kube.delete("Pod", names.namespace, decision.delete):

@@ -16,9 +16,9 @@ decisions, one step per reconcile pass.
 * ``delete_claims``: once no pod mounts them, the claims of a ``remove: true`` volume with
   ``deleteClaim``.
 
-Known limit, as with Cruise Control's remove-disks: a partition created between the last
-drain pass and the broker's restart may be placed in the leaving dir; it is then re-created
-from its leader's replicas (lost if it had no other replica).
+A broker not yet rolled still has a removed volume's dir in ``log.dirs`` and may place a new
+partition there (no cordoned log dirs, KIP-1066), so the volumes a pod still mounts are
+drained too, and the roll holds while any replica is left (``effective_spec``'s outcome).
 """
 
 from __future__ import annotations
@@ -93,16 +93,23 @@ def drain(bootstrap: str, leaving: Sequence[str], expected: Sequence[int], timeo
     return DrainOutcome(True, VOLUMES_REMOVED, f"no replica left in {', '.join(leaving)}")
 
 
-def effective_spec(spec: BrokerSpec, live_sts: Mapping[str, Any] | None, bootstrap: str,
-                   replicas: int, timeout: float, batch_size: int,
+def effective_spec(kube: Kube, names: BrokerNames, spec: BrokerSpec,
+                   live_sts: Mapping[str, Any] | None, bootstrap: str, replicas: int,
+                   timeout: float, batch_size: int,
                    settings: Callable[[], Mapping[str, str]] = dict,
                    ) -> tuple[BrokerSpec, DrainOutcome | None, tuple[jbod.Volume, ...]]:
     """The spec the brokers run with, the drain pass's outcome (None: no volume leaving) and
-    the leaving volumes."""
+    the leaving volumes: those of the live StatefulSet, and those a pod not yet rolled still
+    mounts (a partition created there meanwhile is moved off before that broker restarts:
+    the roll waits while the outcome is not drained)."""
     if not spec.storage.jbod_volumes:
         return spec, None, ()
     live = jbod.live_templates(live_sts)
-    leaving = jbod.leaving_volumes(spec.storage.jbod_volumes, live)
+    pods = kube.list("Pod", names.namespace, builders.selector_labels(names, "broker"))
+    mounted = sorted({t for p in pods for t in _pod_templates(p)})
+    by_id = {v.id: v for templates in (mounted, live)
+             for v in jbod.leaving_volumes(spec.storage.jbod_volumes, templates)}
+    leaving = tuple(by_id[i] for i in sorted(i for i in by_id if i is not None))
     outcome = None
     if leaving:
         outcome = drain(bootstrap, [v.log_dir for v in leaving], range(replicas), timeout,

@@ -15,7 +15,7 @@ import pytest
 from strata.broker.config import BrokerConfig
 from strata.operator import broker as broker_reconcile
 from strata.operator import builders, crds, jbod, log_dirs, volume_removal
-from strata.operator.kube import Kube
+from strata.operator.kube import Kube, Obj
 from strata.operator.model import BrokerNames, BrokerSpec, SpecError
 
 from .test_operator_builders import K8S_VERSION
@@ -316,3 +316,34 @@ def test_kube_delete_sends_the_propagation_policy() -> None:
     Kube(cast(Any, Api())).delete("StatefulSet", "kafka", "events", propagation_policy="Orphan")
     assert calls == [("DELETE", "/apis/apps/v1/namespaces/kafka/statefulsets/events",
                       [("propagationPolicy", "Orphan")])]
+
+
+def test_a_volume_out_of_the_stateful_set_is_drained_until_every_pod_rolled(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = jbod_spec([{"id": 0, "size": "1Gi"}, {"id": 1, "size": "1Gi", "remove": True}])
+    drained: list[list[str]] = []
+
+    def drain(bootstrap: str, leaving: list[str], *a: Any) -> volume_removal.DrainOutcome:
+        drained.append(leaving)
+        return volume_removal.DrainOutcome(False, volume_removal.MOVING_REPLICAS, "1 left", 1)
+
+    monkeypatch.setattr(volume_removal, "drain", drain)
+
+    class Pods:
+        def __init__(self, mounts: list[str]) -> None:
+            self.mounts = mounts
+
+        def list(self, kind: str, namespace: str | None, selector: Any = None) -> list[Obj]:
+            return [{"metadata": {"name": "events-0"}, "spec": {"containers": [
+                {"volumeMounts": [{"name": m} for m in self.mounts]}]}}]
+
+    live = builders.build_stateful_set(NAMES, jbod_spec([{"id": 0, "size": "1Gi"}]))
+    api = cast(Kube, Pods(["data-0", "data-1"]))  # the pod has not restarted yet
+    effective, outcome, leaving = volume_removal.effective_spec(
+        api, NAMES, spec, live, "b:9092", 1, 1.0, 5)
+    assert drained == [["/var/lib/strata/data-1/data"]] and [v.id for v in leaving] == [1]
+    assert outcome is not None and not outcome.drained  # the roll waits for it
+    assert [v.id for v in effective.storage.volumes] == [0]  # not put back in the StatefulSet
+    _, outcome, _ = volume_removal.effective_spec(cast(Kube, Pods(["data-0"])), NAMES, spec,
+                                                  live, "b:9092", 1, 1.0, 5)
+    assert outcome is None and len(drained) == 1  # rolled: nothing left to ask
