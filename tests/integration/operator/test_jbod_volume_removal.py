@@ -122,7 +122,7 @@ def log_dirs_of(kube: Kube) -> str:
 
 
 def test_a_volume_is_added_then_removed_by_recreating_the_stateful_set(
-        kube: Kube, operator: OperatorProcess) -> None:
+        kube: Kube, kube_mock: KubeMock, operator: OperatorProcess) -> None:
     kube.create({"apiVersion": "strata.dev/v1beta1", "kind": "Broker",
                  "metadata": {"name": "jv", "namespace": NS},
                  "spec": {"replicas": 3, "metadata": {"etcd": {"endpoints": ["etcd:2379"]}},
@@ -171,5 +171,8 @@ def test_a_volume_is_added_then_removed_by_recreating_the_stateful_set(
 
     wait_until(removed, 40, "the removed volume's claims deleted", operator.log_tail)
     assert condition(kube, "VolumeRemoving") == ("False", "VolumesRemoved")
+    assert kube_mock.server is not None  # both re-creations orphaned the pods
+    assert [d for d in kube_mock.server.deletions if d[0] == "statefulsets"] == [
+        ("statefulsets", "jv", "Orphan")] * 2
     assert {c["metadata"]["name"] for c in kube.list("PersistentVolumeClaim", NS)} == {
         f"data-0-jv-{i}" for i in range(3)}
