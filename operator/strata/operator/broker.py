@@ -20,6 +20,7 @@ progress without any event; handlers run more than once, so every step is idempo
    for a Broker that has no users and never had any.
 6. Storage: each broker claim whose request is below ``storage.size`` is patched up
    (``volumes.plan_resize``); one asking for more is left alone and reported (a decrease).
+   JBOD volumes come and go by re-creating the StatefulSet (``volume_removal.py``).
 7. Self-balancing (``rebalance.py``): after a scale-up, on the annotation
    ``strata.dev/rebalance: "true"`` and after a scale-down, one batch of reassignments per
    pass, then a preferred-leader election; progress in ``status.rebalance``.
@@ -63,6 +64,7 @@ from strata.operator import (
     rebalance,
     rolling,
     scram_users,
+    volume_removal,
     volumes,
 )
 from strata.operator.client_security import TLS_KEYS, client_properties
@@ -219,11 +221,17 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
                                  batch_size=SETTINGS.rebalance_batch_size)
         scale = drained.scale
     replicas = scale.replicas if scale is not None else spec.replicas
+    declared = spec  # JBOD: a leaving volume stays until its replicas moved off
+    spec, removal, leaving = volume_removal.effective_spec(
+        kube, names, spec, live_sts, bootstrap_for(names, spec), current, SETTINGS.kafka_timeout,
+        SETTINGS.rebalance_batch_size, lambda: client_config(kube, names, declared))
 
     certs = cluster_ca.prepare(kube, body, names, spec, max(spec.replicas, current))
     etcd_trust = etcd_certs.ensure(kube, body, names, spec, certs)  # managed etcd TLS, when on
     digests = dataclasses.replace(secret_digests(kube, names, spec), etcd=etcd_trust)
     for obj in builders.owned(builders.build_all(names, spec, replicas, digests), body):
+        if obj["kind"] == "StatefulSet":  # claim templates changed: orphan its pods
+            volume_removal.recreate(kube, body, live_sts, obj)
         outcome = kube.apply(obj)
         if outcome != "unchanged":
             logger.info("%s %s/%s %s", obj["kind"], names.namespace,
@@ -237,6 +245,8 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
     desired_hash = builders.config_hash(names, spec, digests.broker)
     decision = rolling.decide_roll([pod_view(p) for p in pods], desired_hash, replicas,
                                    lambda: get_cluster().health())
+    if removal is not None and not removal.drained:  # no broker restarts with data left
+        decision = dataclasses.replace(decision, delete=None)
     if decision.delete is not None:
         logger.info("rolling restart: deleting pod %s/%s", names.namespace, decision.delete)
         if kube.delete("Pod", names.namespace, decision.delete):
@@ -249,6 +259,7 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
                       "brokers")
 
     resize = resize_claims(kube, names, spec, replicas, body)
+    volume_removal.delete_claims(kube, names, declared, body)
     certificates = cluster_ca.finish(kube, body, names, spec, certs,
                                      decision.settled and decision.delete is None)
 
@@ -272,6 +283,7 @@ def _reconcile(body: Mapping[str, Any], kube: Kube, cluster_factory: ClusterFact
     }
     if drained is not None or old_status.get("scaleDown"):  # a merge patch: null removes it
         status["scaleDown"] = drained.status if drained is not None else None
+    volume_removal.report(status, removal, leaving, old_status, generation)
     if certificates is not None:
         status["certificates"] = certificates
     users = sync_users(kube, names, spec, get_cluster, old_status.get("users") or [],
@@ -376,7 +388,7 @@ def resize_claims(kube: Kube, names: BrokerNames, spec: BrokerSpec, replicas: in
     live = kube.list("PersistentVolumeClaim", names.namespace,
                      builders.selector_labels(names, "broker"))
     plan = volumes.ResizePlan()
-    for volume in spec.storage.volumes:
+    for volume in (v for v in spec.storage.volumes if not v.remove):  # leaving: not grown
         wanted = set(volumes.claim_names(names.stateful_set, replicas, volume.template))
         claims = [volumes.claim_view(pvc) for pvc in live
                   if (pvc.get("metadata") or {}).get("name") in wanted]
@@ -433,7 +445,7 @@ def broker_conditions(ready: bool, reason: str, message: str,
         return conditions.condition(kind, true, why, text, generation, previous)
 
     size = spec.storage.size if not spec.storage.jbod_volumes else ", ".join(
-        f"volume {v.id} {v.size}" for v in spec.storage.jbod_volumes)
+        f"volume {v.id} {v.size}" for v in spec.storage.jbod_volumes if not v.remove)
     blocked = scale is not None and bool(scale.blocked)
     if resize.refused:
         storage = make(conditions.STORAGE_RESIZING, False, conditions.EXPANSION_REFUSED,

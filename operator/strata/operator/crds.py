@@ -96,7 +96,9 @@ BROKER_SPEC: Final[Schema] = obj(
                                "/var/lib/strata/data-<id> and listed in log.dirs.",
                 "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["id"],
                 "items": obj("A JBOD volume.", {
-                    "id": integer("id of the volume (fixed for the Broker's life).", 0),
+                    "id": integer("id of the volume: claim data-<id>; a new id adds a "
+                                  "volume (the StatefulSet is re-created, the brokers "
+                                  "rolled).", 0),
                     "size": string("size of the volume; raising it expands the claims; it "
                                    "cannot be lowered.", pattern=QUANTITY_PATTERN, **{
                                        "x-kubernetes-validations": [{
@@ -107,7 +109,12 @@ BROKER_SPEC: Final[Schema] = obj(
                     "storageClassName": string("storageClassName; default: the cluster's "
                                                "default."),
                     "deleteClaim": boolean("deleteClaim: delete this volume's claims with "
-                                           "the Broker and with a scaled-away broker.", False),
+                                           "the Broker, with a scaled-away broker and once "
+                                           "it is removed.", False),
+                    "remove": boolean("remove: move this volume's replicas to the brokers' "
+                                      "other log dirs, then drop it from the brokers (an "
+                                      "entry deleted from the list is removed the same way, "
+                                      "its claims kept).", False),
                 }, ("id", "size")),
             },
         }, (), **{"x-kubernetes-validations": [
@@ -116,9 +123,10 @@ BROKER_SPEC: Final[Schema] = obj(
             {"rule": "(has(self.type) ? self.type : 'persistent-claim') == "
                      "(has(oldSelf.type) ? oldSelf.type : 'persistent-claim')",
              "message": "storage.type cannot change (a StatefulSet's claims are fixed)"},
-            {"rule": "!has(oldSelf.volumes) || (has(self.volumes) && "
-                     "self.volumes.map(v, v.id) == oldSelf.volumes.map(v, v.id))",
-             "message": "storage.volumes ids cannot change (a StatefulSet's claims are fixed)"},
+            {"rule": "!has(self.volumes) || "
+                     "self.volumes.exists(v, !has(v.remove) || !v.remove)",
+             "message": "storage.volumes needs a volume that is not removed (a broker needs a "
+                        "log dir)"},
         ]}),
         "config": {**kafka_config("config: broker settings by Kafka name (num.partitions, "
                                   "default.replication.factor, log.retention.ms...)."),
@@ -341,6 +349,14 @@ BROKER_STATUS: Final[Schema] = obj("Observed state, written by the operator.", {
         "batchesDone": integer("Drain batches done."),
         "inFlight": in_flight(),
         "throttle": throttle(),
+    }),
+    "volumeRemoval": obj("JBOD volumes leaving the brokers (absent when none): their "
+                         "replicas are moved to the brokers' other log dirs first.", {
+        "volumes": {"type": "array", "items": {"type": "integer"},
+                    "description": "Ids of the leaving volumes."},
+        "replicasLeft": integer("Replicas still in their log dirs, over every broker."),
+        "state": string("MovingReplicas, LogDirsUnavailable or MoveRefused."),
+        "message": string("Progress, or why it waits."),
     }),
     "users": {
         "type": "array",

@@ -114,10 +114,12 @@ class Kube:
         return path
 
     def _call(self, method: str, path: str, body: Any = None,
-              content_type: str = "application/json") -> Any:
+              content_type: str = "application/json",
+              query: list[tuple[str, str]] | None = None) -> Any:
         headers = {"Accept": "application/json", "Content-Type": content_type}
         method, url, headers, body, _ = self.api.param_serialize(
-            method, path, header_params=headers, body=body, auth_settings=["BearerToken"])
+            method, path, query_params=query, header_params=headers, body=body,
+            auth_settings=["BearerToken"])
         response = self.api.call_api(method, url, header_params=headers, body=body,
                                      _request_timeout=30)
         data = response.read()  # type: ignore[no-untyped-call]
@@ -155,10 +157,13 @@ class Kube:
                                  body=patch, content_type=MERGE_PATCH)
         return result
 
-    def delete(self, kind: str, namespace: str | None, name: str) -> bool:
-        """Delete; False if it was already gone."""
+    def delete(self, kind: str, namespace: str | None, name: str,
+               propagation_policy: str | None = None) -> bool:
+        """Delete; False if it was already gone. ``propagation_policy``: Kubernetes'
+        ``Orphan``, ``Background`` or ``Foreground`` for the object's dependents."""
+        query = [("propagationPolicy", propagation_policy)] if propagation_policy else None
         try:
-            self._call("DELETE", self._path(kind, namespace, name))
+            self._call("DELETE", self._path(kind, namespace, name), query=query)
         except ApiException as exc:
             if exc.status == 404:
                 return False

@@ -81,9 +81,17 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 class ApiServer(kmock.KubernetesEmulator):
-    """kmock's emulator plus the metadata a real API server stamps on writes."""
+    """kmock's emulator plus the metadata a real API server stamps on writes; it runs no
+    garbage collector, so each delete's ``propagationPolicy`` is only recorded
+    (``deletions``: kind's plural, name, policy or None)."""
+
+    deletions: list[tuple[str, str, str | None]]
 
     async def _handle(self, request: Any) -> Any:
+        if request.action == kmock.action.DELETE and request.resource is not None:
+            self.__dict__.setdefault("deletions", []).append(
+                (request.resource.plural, request.name,
+                 request.params.get("propagationPolicy")))
         data = request.data
         if request.resource is not None and isinstance(data, dict):
             meta = data.setdefault("metadata", {})
@@ -115,6 +123,7 @@ class KubeMock:
                                         daemon=True)
         self._stop: asyncio.Event | None = None
         self.url = ""
+        self.server: ApiServer | None = None
 
     def _submit(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=30)
@@ -122,6 +131,7 @@ class KubeMock:
     async def _serve(self, started: Future[str]) -> None:
         self._stop = asyncio.Event()
         async with ApiServer() as server, kmock.Server(server) as http:
+            self.server = server
             for key, info in RESOURCES.items():
                 server.resources[key] = kmock.ResourceInfo(
                     namespaced=info.get("namespaced", True), kind=info["kind"],
