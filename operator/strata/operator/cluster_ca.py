@@ -239,7 +239,8 @@ def finish(kube: Kube, body: Mapping[str, Any], names: BrokerNames, spec: Broker
     # "" when idle, never absent: a merge patch would leave the last stage in place.
     status: Obj = {"source": OPERATOR,
                    "caNotAfter": certificates.not_after(state.data["ca.crt"]).isoformat(),
-                   "caRotation": state.stage, "clientsCaRotation": ""}
+                   "caRotation": state.stage, "clientsCaRotation": "",
+                   "clientsCaWaitingFor": []}
     clients = prepared.clients
     if clients is not None:
         pending = (pending_users(kube, names, clients)
@@ -252,4 +253,6 @@ def finish(kube: Kube, body: Mapping[str, Any], names: BrokerNames, spec: Broker
                                clients, _ca_maker(names, "clients", spec, now))
         status["clientsCaNotAfter"] = certificates.not_after(clients.data["ca.crt"]).isoformat()
         status["clientsCaRotation"] = clients.stage
+        if clients.stage == ca_rotation.REISSUE_CERTIFICATES:
+            status["clientsCaWaitingFor"] = pending
     return status

@@ -333,6 +333,10 @@ BROKER_STATUS: Final[Schema] = obj("Observed state, written by the operator.", {
         "clientsCaNotAfter": string("When the clients CA ends (RFC 3339)."),
         "clientsCaRotation": string("The clients CA rotation stage under way: TrustNewCa, "
                                     "ReissueCertificates or DropOldCa (\"\": none)."),
+        "clientsCaWaitingFor": {
+            "type": "array", "items": {"type": "string"},
+            "description": "In ReissueCertificates: the TLS users whose certificate the old "
+                           "clients CA still signs (the rotation waits for them)."},
     }),
     "rebalance": obj("The last self-balancing run (after a scale-up or a scale-down, or "
                      "asked by the annotation strata.dev/rebalance: \"true\").", {

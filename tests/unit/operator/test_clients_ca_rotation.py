@@ -132,8 +132,9 @@ def test_clients_ca_rotation_rolls_twice_and_waits_for_the_users_certificates() 
     assert one_pass(api, spec, settled=True)["clientsCaRotation"] == \
         ca_rotation.REISSUE_CERTIFICATES
     for _ in range(2):  # alice still holds the old CA's certificate: stage 2 waits
-        assert one_pass(api, spec, settled=True)["clientsCaRotation"] == \
-            ca_rotation.REISSUE_CERTIFICATES
+        status = one_pass(api, spec, settled=True)
+        assert status["clientsCaRotation"] == ca_rotation.REISSUE_CERTIFICATES
+        assert status["clientsCaWaitingFor"] == ["alice"]  # named in the status
     assert api.objects[("Secret", "events-broker-certs")] is certs_before
     assert cluster_ca.pending_users(cast(Kube, api), NAMES, ca_rotation.CaState(
         secret(api, "events-clients-ca"))) == ["alice"]
@@ -141,7 +142,9 @@ def test_clients_ca_rotation_rolls_twice_and_waits_for_the_users_certificates() 
     assert certificates.issued_by(second_cert, new) and second_cert != first_cert
 
     # Stage 3: the old clients CA leaves the bundle (a roll), then idle.
-    assert one_pass(api, spec, settled=True)["clientsCaRotation"] == ca_rotation.DROP_OLD_CA
+    status = one_pass(api, spec, settled=True)
+    assert status["clientsCaRotation"] == ca_rotation.DROP_OLD_CA
+    assert status["clientsCaWaitingFor"] == []  # "" / [] when nobody: a merge patch clears it
     assert one_pass(api, spec, settled=True)["clientsCaRotation"] == ca_rotation.DROP_OLD_CA
     assert bundle() == [cluster, new]
     status = one_pass(api, spec, settled=True)
