@@ -91,6 +91,14 @@ def test_a_copy_the_client_sent_again_under_a_bumped_epoch_is_counted_apart() ->
     assert result.counters()["duplicated"] == 0
 
 
+def test_a_copy_after_the_acknowledged_one_is_a_duplicate_even_under_a_new_epoch() -> None:
+    deliveries, read, replica = resend_history({3: (1000, 1, 0), 4: (1000, 1, 1)})
+    deliveries[2] = Delivery(0, 2, v(0, 2))  # the first copy was the acknowledged one
+    result = check(deliveries, read, replicas=[replica], high_watermarks={0: 5})
+    assert result.resent == [] and result.duplicated == [(v(0, 2), [(0, 2), (0, 3)])]
+    assert not result.ok()
+
+
 def test_a_copy_under_the_same_epoch_is_a_duplicate_and_a_sequence_break() -> None:
     # The broker let a retry of sequence 2 in again: its idempotence check missed it.
     deliveries, read, replica = resend_history({3: (1000, 0, 2), 4: (1000, 0, 3)})

@@ -18,11 +18,12 @@ Definitions (a record is *acknowledged* when its delivery report carried no erro
   the client itself sends again under a bumped epoch is a new record to any broker, Kafka's
   included. Copies written by one producer id under epochs that rise with the offset (read from
   the batch headers) are counted apart, as *re-sent by the client under a new producer epoch*
-  (informational): librdkafka's idempotent producer bumps its epoch on an
-  OUT_OF_ORDER_SEQUENCE_NUMBER that only follows an earlier failed request and then re-sends
-  messages whose first send was possibly persisted (confluentinc/librdkafka#4953; the Java
-  client re-enqueues without a bump). Any other duplicate — same epoch, another producer id,
-  another partition, a copy whose writer no replica shows — counts as duplicated.
+  (informational) when no delivery report acknowledged an earlier copy: librdkafka's
+  idempotent producer bumps its epoch on an OUT_OF_ORDER_SEQUENCE_NUMBER that only follows an
+  earlier failed request and then re-sends messages whose first send was possibly persisted
+  (confluentinc/librdkafka#4953; the Java client re-enqueues without a bump). Any other
+  duplicate — same epoch, another producer id, another partition, a copy whose writer no
+  replica shows, a copy after the acknowledged one — counts as duplicated.
 * **sequence breaks** — per partition, in offset order, the records one (producer id, epoch)
   wrote must carry consecutive sequence numbers: a gap or a repeat is a batch the broker's
   idempotence check should have refused (a missed duplicate shows here too).
@@ -284,11 +285,17 @@ def check(deliveries: Sequence[Delivery], read: Sequence[StoredRecord],
             result.wrong_offset.append((delivery, list(where)))
     copies = Counter({value: len(where) for value, where in places.items()})
     writers = writers_by_place(replicas or ())
+    acked_at = {d.value: (d.partition, d.offset) for d in deliveries
+                if d.offset is not None and d.offset >= 0}
     for value, n in copies.items():
         if n > 1:
-            bucket = result.resent if is_client_resend(places[value], writers) \
-                else result.duplicated
-            bucket.append((value, places[value]))
+            where = places[value]
+            # A re-send is of a write whose first answer was not a success: an acknowledgement
+            # naming an earlier copy makes the later one a duplicate of an acknowledged write.
+            acked = acked_at.get(value)
+            resent = is_client_resend(where, writers) and (acked is None
+                                                            or acked == max(where))
+            (result.resent if resent else result.duplicated).append((value, where))
     result.reordered = find_reorders(read)
     result.sequence_breaks = find_sequence_breaks(read, writers)
     if replicas is not None:
