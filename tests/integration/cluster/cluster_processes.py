@@ -14,7 +14,7 @@ import concurrent.futures
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -276,8 +276,11 @@ def read_all(bootstrap: str, topic: str, partitions: int, expected: int,
 
 @contextlib.contextmanager
 def cluster_on(backend: str, workdir: Path, brokers: int = 3,
-               overrides: Mapping[str, str] | None = None) -> Iterator[ClusterProcesses]:
-    """A started cluster on ``backend`` (``sqlite`` or ``etcd``), stopped afterwards."""
+               overrides: Mapping[str, str] | None = None,
+               log_dir_names: Sequence[str] = ()) -> Iterator[ClusterProcesses]:
+    """A started cluster on ``backend`` (``sqlite`` or ``etcd``), stopped afterwards. With
+    ``log_dir_names``, each broker's ``log.dirs`` are those directories of its data dir
+    (JBOD)."""
     etcd: EtcdProcess | None = None
     if backend == "etcd":
         etcd = EtcdProcess(workdir / "etcd")
@@ -287,6 +290,9 @@ def cluster_on(backend: str, workdir: Path, brokers: int = 3,
     else:
         url = f"sqlite:///{workdir / 'meta.db'}"
     cluster = ClusterProcesses(workdir, url, brokers, overrides)
+    if log_dir_names:
+        for broker in cluster.brokers:
+            broker.config["log.dirs"] = ",".join(f"{broker.data_dir}/{n}" for n in log_dir_names)
     try:
         cluster.start()
         yield cluster

@@ -15,7 +15,7 @@ from kafka import TopicPartitionReplica
 from kafka.admin import KafkaAdminClient
 from kafka.errors import NoError
 
-from .cluster_processes import BackgroundProducer, ClusterProcesses, read_all
+from .cluster_processes import BackgroundProducer, ClusterProcesses, cluster_on, read_all
 
 pytestmark = pytest.mark.integration
 
@@ -25,17 +25,10 @@ PREFILL = 10_000
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
-    workdir = tmp_path_factory.mktemp("log-dirs-cluster")
-    cluster = ClusterProcesses(workdir, f"sqlite:///{workdir / 'meta.db'}", 3)
-    for broker in cluster.brokers:
-        broker.config["log.dirs"] = f"{broker.data_dir}/a,{broker.data_dir}/b"
-        broker.config["log.segment.bytes"] = "131072"
-    try:
-        cluster.start()
+    with cluster_on("sqlite", tmp_path_factory.mktemp("log-dirs-cluster"),
+                    overrides={"log.segment.bytes": "131072"},
+                    log_dir_names=("a", "b")) as cluster:
         yield cluster
-    finally:
-        for broker in cluster.brokers:
-            broker.kill()
 
 
 def replica_dirs(admin: KafkaAdminClient) -> dict[int, set[tuple[str, bool]]]:

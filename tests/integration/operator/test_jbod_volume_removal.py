@@ -22,7 +22,12 @@ import pytest
 from strata.operator import log_dirs, volume_removal
 from strata.operator.kube import Kube
 
-from ..cluster.cluster_processes import BackgroundProducer, ClusterProcesses, read_all
+from ..cluster.cluster_processes import (
+    BackgroundProducer,
+    ClusterProcesses,
+    cluster_on,
+    read_all,
+)
 from .kube_mock import KubeMock, StatefulSetController
 from .operator_process import OperatorProcess, running_operator, wait_until
 
@@ -35,16 +40,9 @@ PARTITIONS = 6
 
 @pytest.fixture(scope="module")
 def two_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
-    workdir = tmp_path_factory.mktemp("jbod-cluster")
-    cluster = ClusterProcesses(workdir, f"sqlite:///{workdir / 'meta.db'}", 3)
-    for broker in cluster.brokers:
-        broker.config["log.dirs"] = f"{broker.data_dir}/a,{broker.data_dir}/b"
-    try:
-        cluster.start()
+    with cluster_on("sqlite", tmp_path_factory.mktemp("jbod-cluster"),
+                    log_dir_names=("a", "b")) as cluster:
         yield cluster
-    finally:
-        for broker in cluster.brokers:
-            broker.kill()
 
 
 def in_dir(cluster: ClusterProcesses, name: str) -> dict[int, set[tuple[str, int]]]:
