@@ -8,6 +8,12 @@ two per segment, on top of the ``.log`` (measured: ~5 per partition exhausted a 
 descriptor right after ``map_file``. Where libc cannot be loaded (not Linux/glibc-like), it
 falls back to ``mmap.mmap`` and its duplicated descriptor.
 
+Read-ahead: every mapping is advised ``MADV_RANDOM``. An index is a preallocated sparse file
+read by binary search and written one entry at a time, and without the advice each page fault
+makes the kernel read ahead (for a hole: allocate and zero) up to a large folio of the file around
+it: measured on ext4 here, 1,000 mapped 10 MiB indexes took 70 us per entry written against
+0.9 us advised, and a 1,000-partition broker spent two thirds of its CPU zeroing such pages.
+
 Contract: ``view`` is a writable (or read-only) byte ``memoryview`` of exactly ``length`` bytes
 of the file from offset 0, valid until ``close``. The file must stay at least ``length`` bytes
 long while mapped (a shorter file raises SIGBUS on access, as with ``mmap.mmap``). The owner
@@ -27,6 +33,7 @@ import mmap
 import os
 
 MS_SYNC = 4  # <sys/mman.h> on Linux
+MADV_RANDOM = 1  # <sys/mman.h>: no read-ahead around a page fault
 
 try:
     _libc = ctypes.CDLL(None, use_errno=True)
@@ -40,6 +47,9 @@ try:
     _msync = _libc.msync
     _msync.restype = ctypes.c_int
     _msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    _madvise = _libc.madvise
+    _madvise.restype = ctypes.c_int
+    _madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     NATIVE = True
 except (OSError, AttributeError):  # pragma: no cover - non-POSIX libc
     NATIVE = False
@@ -88,12 +98,15 @@ def map_file(fd: int, length: int, writable: bool) -> FileMapping:
     if not NATIVE:  # pragma: no cover
         access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
         mapped = mmap.mmap(fd, length, access=access)
+        with contextlib.suppress(AttributeError, OSError):
+            mapped.madvise(mmap.MADV_RANDOM)
         return FileMapping(memoryview(mapped), None, length, mapped)
     prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
     address = _mmap(None, length, prot, mmap.MAP_SHARED, fd, 0)
     if address is None or address == _MAP_FAILED:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
+    _madvise(address, length, MADV_RANDOM)  # advisory: a failure changes only the speed
     array = (ctypes.c_ubyte * length).from_address(address)
     view = memoryview(array).cast("B")
     if not writable:
