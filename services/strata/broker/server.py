@@ -55,6 +55,7 @@ from strata.broker.broker_state import BrokerState, effective_broker_config
 from strata.broker.cluster.cluster import Cluster
 from strata.broker.cluster.image import ClusterImage
 from strata.broker.config import BrokerConfig, ConfigError
+from strata.broker.garbage_collection import tune_garbage_collector
 from strata.broker.metrics.broker_metrics import BrokerMetrics
 from strata.broker.metrics.fetch_session_metrics import FetchSessionMetrics
 from strata.broker.metrics.transaction_metrics import TransactionMetrics
@@ -374,6 +375,7 @@ async def _reconcile_logs(store: FileTopicStore, log_manager: LogManager) -> Non
 def run(config: BrokerConfig) -> int:
     """Run a broker until SIGTERM/SIGINT; the process exit code (0 after a clean shutdown)."""
     server = KafkaServer(config)
+    tune_garbage_collector()
     try:
         uvloop.run(server.serve())
     except (ConfigError, TopicStoreError, StorageError, OSError, ValueError,
