@@ -19,7 +19,11 @@ Topic names never contain whitespace (Kafka's legal characters are ``[a-zA-Z0-9.
 
 Write protocol (``atomic_write``, Kafka's ``atomicMoveWithFallback``): write ``<file>.tmp``,
 fsync it, rename it over ``<file>``, fsync the directory. A reader therefore sees the old file or
-the new one, never a torn one.
+the new one, never a torn one. ``durable=False`` (a ``leader-epoch-checkpoint`` change on the
+append path, Kafka's KAFKA-15046) skips both fsyncs: the rename still replaces the file whole for
+every reader and survives a killed process (the page cache does); the owner makes it durable
+later with ``CheckpointFile.sync`` (fsync of the file and its directory), before anything that
+relies on it after an OS crash — for the epoch cache, before the log's recovery point moves.
 
 Crash policy: a crash mid-write leaves the old file (and maybe a stale ``<file>.tmp``, truncated
 and reused by the next write). A missing file reads as no entries. A malformed file (bad
@@ -79,9 +83,10 @@ def fsync_dir(dir: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
+def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically and durably (tmp, fsync, rename, fsync dir);
-    the new file gets ``mode`` (0o600 for secrets).
+    the new file gets ``mode`` (0o600 for secrets). ``durable=False`` leaves out both fsyncs
+    (module docstring: the caller syncs later).
 
     Raises ``KafkaStorageError`` on any OS error; ``path`` is then unchanged.
     """
@@ -92,11 +97,13 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
-        fsync_dir(path.parent)
+        if durable:
+            fsync_dir(path.parent)
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
@@ -126,12 +133,34 @@ class CheckpointFile(Generic[T]):
         self.version = version
         self.formatter = formatter
         self._lock = threading.Lock()
+        self._unsynced = False  # a write with durable=False not yet made durable by ``sync``
 
-    def write(self, entries: Iterable[T]) -> None:
+    def write(self, entries: Iterable[T], *, durable: bool = True) -> None:
+        """Replace the file with ``entries`` (``atomic_write``; ``durable=False``: no fsync,
+        ``sync`` later)."""
         lines = [self.formatter.to_string(e) for e in entries]
         text = "".join(f"{line}\n" for line in (str(self.version), str(len(lines)), *lines))
         with self._lock:
-            atomic_write(self.path, text.encode("utf-8"))
+            atomic_write(self.path, text.encode("utf-8"), durable=durable)
+            self._unsynced = not durable
+
+    def sync(self) -> None:
+        """Make the last ``write(durable=False)`` durable: fsync the file and its directory
+        (nothing when every write since the last sync was durable). Under the write lock, so
+        the file synced is the one in place. Raises ``KafkaStorageError``."""
+        with self._lock:
+            if not self._unsynced:
+                return
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                fsync_dir(self.path.parent)
+            except OSError as exc:
+                raise KafkaStorageError(f"cannot sync {self.path}: {exc}") from exc
+            self._unsynced = False
 
     def read(self) -> list[T]:
         """The entries; ``[]`` if the file is missing. Raises ``CorruptCheckpointError``."""
@@ -264,8 +293,12 @@ class LeaderEpochCheckpointFile:
     def path(self) -> Path:
         return self._checkpoint.path
 
-    def write(self, entries: Iterable[EpochEntry]) -> None:
-        self._checkpoint.write(entries)
+    def write(self, entries: Iterable[EpochEntry], *, durable: bool = True) -> None:
+        self._checkpoint.write(entries, durable=durable)
+
+    def sync(self) -> None:
+        """fsync the last ``write(durable=False)`` (``CheckpointFile.sync``)."""
+        self._checkpoint.sync()
 
     def read(self) -> list[EpochEntry]:
         """The entries in file order; ``[]`` if missing. Raises ``CorruptCheckpointError``."""

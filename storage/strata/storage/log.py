@@ -562,7 +562,8 @@ class Log:
                         break
                     if nxt is None or nxt > self.recovery_point:
                         seg.flush()
-            except OSError as exc:
+                self.leader_epoch_cache.sync()  # its appended epochs, before the point moves
+            except (OSError, KafkaStorageError) as exc:
                 self._storage_failure(exc)
                 raise KafkaStorageError(f"fsync of {self.dir} failed: {exc}") from exc
             self.recovery_point = max(self.recovery_point, target)
@@ -572,6 +573,7 @@ class Log:
         """Snapshot producer state and close every segment (indexes trimmed)."""
         if not self.offline:
             self.producer_state.take_snapshot(self._log_end_offset)
+            self.leader_epoch_cache.sync()  # a clean shutdown's loader trusts the file as is
         for seg in self._segments:
             seg.close()
         self.delete_pending_segments(force=True)

@@ -1,5 +1,6 @@
 """LeaderEpochFileCache: Kafka's assign rules, OffsetForLeaderEpoch answers, truncation, files."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -206,3 +207,44 @@ def test_a_non_monotonic_file_is_repaired_by_the_assign_rules(tmp_path: Path) ->
     path = tmp_path / "leader-epoch-checkpoint"
     path.write_text("0\n3\n1 10\n3 30\n2 20\n")
     assert pairs(LeaderEpochFileCache(path)) == [(1, 10), (2, 20)]
+
+
+def _count_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    real = os.fsync
+
+    def counting(fd: int) -> None:
+        calls.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", counting)
+    return calls
+
+
+def test_assign_writes_without_fsync_and_sync_makes_it_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KAFKA-15046: the append path's assign renames a new file in place without fsync; ``sync``
+    fsyncs the file and its dir once, and again only after another unsynced write."""
+    fsyncs = _count_fsyncs(monkeypatch)
+    cache = cache_with(tmp_path, (0, 0), (3, 50))
+    assert on_disk(tmp_path) == [(0, 0), (3, 50)] and fsyncs == []
+    cache.sync()
+    assert len(fsyncs) == 2  # the file, then the directory
+    cache.sync()
+    assert len(fsyncs) == 2  # nothing unsynced since
+    cache.assign(4, 60)
+    cache.sync()
+    assert len(fsyncs) == 4 and on_disk(tmp_path) == [(0, 0), (3, 50), (4, 60)]
+
+
+def test_truncations_stay_durable_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                          ) -> None:
+    cache = cache_with(tmp_path, (0, 0), (3, 50), (5, 70))
+    fsyncs = _count_fsyncs(monkeypatch)
+    cache.truncate_from_end(60)
+    assert len(fsyncs) == 2 and on_disk(tmp_path) == [(0, 0), (3, 50)]
+    cache.truncate_from_start(10)
+    assert len(fsyncs) == 4 and on_disk(tmp_path) == [(0, 10), (3, 50)]
+    cache.sync()
+    assert len(fsyncs) == 4  # the durable writes left nothing to sync

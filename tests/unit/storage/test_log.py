@@ -343,3 +343,30 @@ def test_follower_append_keeps_leader_offsets(tmp_path: Path, clock: ManualClock
     assert follower.end_offset_for_epoch(5) == (5, 4)
     with pytest.raises(OffsetOutOfRangeError):
         follower.append_as_follower(fetched)
+
+
+def test_flush_and_close_make_the_appended_epochs_durable(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An epoch assigned on the append path is written without fsync (KAFKA-15046); the log
+    syncs it before its recovery point moves (flush) and before a clean shutdown (close)."""
+    log = open_log(tmp_path / "t-0", clock)
+    synced: list[int] = []
+    real_sync = log.leader_epoch_cache.sync
+
+    def sync() -> None:
+        synced.append(log.log_end_offset)
+        real_sync()
+
+    monkeypatch.setattr(log.leader_epoch_cache, "sync", sync)
+    log.append_as_leader(batch([b"a"]), leader_epoch=1)
+    log.append_as_leader(batch([b"b"]), leader_epoch=2)
+    assert synced == []
+    log.flush()
+    assert synced == [2] and log.recovery_point == 2
+    log.append_as_leader(batch([b"c"]), leader_epoch=3)
+    log.close()
+    assert synced == [2, 3]
+    reopened = open_log(tmp_path / "t-0", clock)
+    assert [(e.epoch, e.start_offset) for e in reopened.leader_epoch_cache.epoch_entries()] \
+        == [(1, 0), (2, 1), (3, 2)]
