@@ -25,9 +25,9 @@ transactional comparison (``make bench-transactions``: with 1 producer and with 
 py-spy during each step and prints its top frames.
 
 Run: ``.venv/bin/python -m bench.native_client [--single-records 2000000]
-[--cluster-records 500000] [--scale-records N] [--latency-seconds 5] [--transactions]
-[--producers 1,6] [--no-redis] [--quick] [--profile DIR]``; ``make bench`` builds the program
-and runs this before the Python-client suite.
+[--cluster-records N (default: --single-records)] [--scale-records N] [--latency-seconds 5]
+[--transactions] [--producers 1,6] [--no-redis] [--quick] [--profile DIR]``; ``make bench``
+builds the program and runs this before the Python-client suite.
 """
 
 from __future__ import annotations
@@ -327,8 +327,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--single-records", type=int, default=2_000_000,
                         help="records for the 1-broker produce and consume (and Redis)")
-    parser.add_argument("--cluster-records", type=int, default=500_000,
-                        help="records per 3-broker step")
+    parser.add_argument("--cluster-records", type=int, default=None,
+                        help="records per 3-broker step (default: --single-records, so each "
+                             "ratio compares the same workload; a 500,000-record step was "
+                             "mostly the client's pipeline filling and draining)")
     parser.add_argument("--scale-records", type=int, default=None,
                         help=f"records for the {SCALE_PARTITIONS:,}-partition step "
                              "(default: --cluster-records)")
@@ -354,6 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.profile.mkdir(parents=True, exist_ok=True)
     if args.quick:
         args.single_records, args.cluster_records, args.latency_seconds = 100_000, 20_000, 1.0
+    if args.cluster_records is None:
+        args.cluster_records = args.single_records
     if args.scale_records is None:
         args.scale_records = args.cluster_records
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: stop every server
