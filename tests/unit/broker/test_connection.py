@@ -14,7 +14,7 @@ import pytest
 
 from strata.broker.broker_state import BrokerState
 from strata.broker.handlers import build_registry
-from strata.broker.network.connection import KafkaConnection, RequestQueueLimit
+from strata.broker.network.connection import INLINE_SLICE_BYTES, KafkaConnection, RequestQueueLimit
 from strata.broker.network.request_context import Handler, RequestContext, Response
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.codec import decode_response, encode_request
@@ -222,6 +222,37 @@ async def test_response_chunks_with_file_slices(tmp_path: Path, size: int) -> No
             assert frame[4:8] == b"head"
             assert frame[8:-4] == data
             assert frame[-4:] == b"tail"
+        client.close()
+        server.close()
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("size", [1, INLINE_SLICE_BYTES, INLINE_SLICE_BYTES + 1])
+async def test_small_file_slices_go_out_with_the_frame_and_large_ones_by_sendfile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    """A slice up to ``INLINE_SLICE_BYTES`` is read and written with the rest of the frame (no
+    ``sendfile``); a larger one still goes out zero-copy; the bytes are the same either way."""
+    data = os.urandom(size)
+    path = tmp_path / "blob"
+    path.write_bytes(data + b"after")
+    sendfiles: list[int] = []
+    real_sendfile = os.sendfile
+
+    def counting(out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
+        sendfiles.append(count)
+        return real_sendfile(out_fd, in_fd, offset, count)
+
+    monkeypatch.setattr(os, "sendfile", counting)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        server, client = await serve_one_api(tmp_path, ApiKey.METADATA, lambda: Response(
+            [b"head", FileSlice(fd, 0, size), FileSlice(fd, size, 5), b"tail"]))
+        client.send(ApiKey.METADATA, 0, 7, topics=[])
+        frame = await client.frame()
+        assert frame == struct.pack(">i", 7) + b"head" + data + b"after" + b"tail"
+        assert bool(sendfiles) == (size > INLINE_SLICE_BYTES)
         client.close()
         server.close()
     finally:

@@ -21,7 +21,11 @@ Invariants:
   unsent byte; a TLS transport keeps its default limits, as uvloop's never resumes from 0/0);
   the serve task handles the next request only once the previous response has been handed to
   the kernel entirely (on TLS: to the TLS layer, within its high-water mark).
-- a ``Response``'s ``FileSlice`` chunks go out with ``os.sendfile`` on a ``dup`` of the socket fd
+- a ``Response``'s ``FileSlice`` chunks of up to ``INLINE_SLICE_BYTES`` are ``pread`` and go
+  out in one write with the bytes around them (a follower's fetch at a set rate answers a few KiB:
+  one segment on the wire and one wake-up of the reader instead of a header write, a wait for
+  the buffer to drain and a ``sendfile``). Larger ones go out with ``os.sendfile`` on a ``dup``
+  of the socket fd
   (uvloop refuses ``add_writer`` on a fd its transport owns and has no ``loop.sendfile``) once
   the transport's buffer is empty, so bytes never overtake each other; if ``sendfile`` fails for
   any reason but a dead peer, the rest of the slice is ``pread`` and written normally. On a
@@ -93,6 +97,8 @@ MAX_QUEUED_FRAMES: Final = 16
 """Frames one connection may hold decoded-but-unhandled before it stops reading."""
 
 _SIZE: Final = struct.Struct(">i")
+INLINE_SLICE_BYTES: Final = 64 * 1024
+"""A file slice up to this size is read and written with its response's other bytes."""
 _PEER_GONE: Final = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.EBADF})
 
 
@@ -417,6 +423,11 @@ class KafkaConnection(asyncio.Protocol):
             if isinstance(chunk, FileSlice):
                 if chunk.length <= 0:
                     continue
+                if chunk.length <= INLINE_SLICE_BYTES:
+                    data = pread_fully(chunk.fd, chunk.position, chunk.length)
+                    if len(data) == chunk.length:
+                        pending.append(data)
+                        continue  # else the slice path below fails it as before
                 self._write(b"".join(pending))
                 pending = []
                 await self._send_file_slice(chunk)
