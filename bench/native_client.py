@@ -137,6 +137,7 @@ def _produce(bootstrap: str, label: str, produce: Produce, partitions: int, repl
     leaders, which is start-up, not the steady state the step measures)."""
     produce = dataclasses.replace(produce, partitioner=args.partitioner)
     timeout_s = args.timeout_s
+    os.sync()  # the previous steps' dirty pages are written back now, not during this step
     create_topic(bootstrap, produce.topic, partitions, replication)
     if warmup_records:
         warm = dataclasses.replace(produce, records=warmup_records)
