@@ -4,6 +4,8 @@ epoch — a previous incarnation's leadership leaves the partition leaderless he
 from __future__ import annotations
 
 import asyncio
+import threading
+import uuid
 from pathlib import Path
 from typing import Any, cast
 
@@ -13,7 +15,7 @@ from strata.broker.cluster.image import (
     PartitionRegistration,
     TopicRegistration,
 )
-from strata.broker.cluster.metadata_publisher import MetadataPublisher
+from strata.broker.cluster.metadata_publisher import MetadataPublisher, read_partition_topic_id
 from strata.broker.group.coordinator import GroupCoordinator
 from strata.broker.replication.replica_fetcher import LeaderEndpoint, ReplicaFetcherManager
 from strata.broker.replication.replica_manager import ReplicaManager
@@ -23,6 +25,7 @@ from .helpers import TOPIC_ID, batch, log_manager
 
 NODE = 1
 EPOCH = 50  # this incarnation's broker epoch
+TOPIC_ID_NEW = uuid.UUID(int=0xBEEF)
 
 
 class Fetchers:
@@ -85,3 +88,39 @@ def test_another_leader_is_followed(tmp_path: Path) -> None:
     assert hosted is not None and not hosted.is_leader and hosted.leader_id == 2
     endpoint, epoch = fetchers.fetching[("t", 0)]
     assert (endpoint.node_id, endpoint.port, epoch) == (2, 9092, 7)
+
+
+def test_a_new_topics_logs_are_created_off_the_event_loop(tmp_path: Path) -> None:
+    """The file work of partitions new to this broker (the log, ``partition.metadata``) runs
+    in a worker thread before they are hosted, so the loop keeps serving meanwhile."""
+    pub, rm, _ = publisher(tmp_path)
+    lm = pub.log_manager
+    threads: dict[tuple[str, int], int] = {}
+    create = lm.get_or_create_log
+
+    def recording(topic: str, partition: int, overrides: Any = None) -> Any:
+        threads.setdefault((topic, partition), threading.get_ident())
+        return create(topic, partition, overrides)
+
+    lm.get_or_create_log = recording  # type: ignore[method-assign]
+    base = image(leader=NODE, leader_broker_epoch=EPOCH)
+    registration = PartitionRegistration(TOPIC_ID_NEW, (1, 2, 3), (1, 2, 3), NODE, 0, EPOCH, 0)
+    grown = ClusterImage(
+        revision=2, brokers=base.brokers,
+        topics={**base.topics, "new": TopicRegistration("new", TOPIC_ID_NEW, 3)},
+        partitions={**base.partitions, **{("new", i): registration for i in range(3)}},
+        partition_versions={**base.partition_versions, **{("new", i): 1 for i in range(3)}})
+
+    async def publish() -> int:
+        await pub.publish(grown)
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(publish())
+    # First asked for in a worker thread, so created there; ("t", 0) had its log: the loop
+    # only looks it up when hosting it.
+    assert all(threads[("new", i)] != loop_thread for i in range(3))
+    assert threads[("t", 0)] == loop_thread
+    for i in range(3):
+        hosted = rm.get_partition("new", i)
+        assert hosted is not None and hosted.is_leader
+        assert read_partition_topic_id(Path(hosted.log.dir)) == TOPIC_ID_NEW

@@ -21,7 +21,9 @@ broker configs of the image are pushed to the logs. ``__consumer_offsets`` parti
 group coordinator when this broker starts or stops leading them, and a topic that left the
 image makes every group forget its committed offsets (Kafka's ``onPartitionsDeleted``).
 
-Runs on the event loop inside the ``MetadataCache`` listener: quick, no store writes.
+Runs on the event loop inside the ``MetadataCache`` listener: quick, no store writes. The
+blocking file work goes to worker threads: deleting logs, and creating the logs of partitions
+new to this broker before they are hosted (``_create_logs``).
 """
 
 from __future__ import annotations
@@ -147,6 +149,10 @@ class MetadataPublisher:
         self._seen_partitions, self._seen_brokers, self._seen_epoch = (
             image.partitions, image.brokers, epoch)
         applied_before = self._applied
+        missing = [tp for tp in wanted if self.replica_manager.get_partition(*tp) is None
+                   and self.log_manager.get_log(*tp) is None]
+        if missing:  # a new topic's logs: file work of a few ms each, off the loop
+            await asyncio.to_thread(self._create_logs, missing, image)
         for tp, registration in wanted.items():
             if same_brokers and tp not in self._failed:
                 done = applied_before.get(tp)
@@ -174,6 +180,21 @@ class MetadataPublisher:
                 continue
             self._failed.pop(tp, None)
             self._applied[tp] = applied
+
+    def _create_logs(self, missing: list[TopicPartition], image: ClusterImage) -> None:
+        """Create the logs of partitions this broker is to host and has no log for (blocking:
+        a worker thread), and write their ``partition.metadata``. Measured: ~5 ms of file work
+        per partition, so a new 3,000-partition topic held the event loop — every client and
+        replica of this broker — for seconds (acks=all produce to another topic meanwhile: p50
+        18 s). One that fails here is left to ``_apply``, which retries it on the loop and
+        reports it."""
+        for topic, index in missing:
+            try:
+                log = self.log_manager.get_or_create_log(topic, index,
+                                                         image.topics[topic].configs)
+            except StorageError:
+                continue
+            self._mark(log.dir, image.partitions[(topic, index)])  # partition.metadata too
 
     def _hosted(self) -> list[TopicPartition]:
         return [(p.topic, p.partition) for p in self.replica_manager.partitions()]
