@@ -9,6 +9,7 @@ from strata.cli.chaos_campaign import CampaignConfig, CampaignReport
 from strata.cli.chaos_checker import (
     Delivery,
     ReplicaRead,
+    Resume,
     StoredRecord,
     ValueId,
     check,
@@ -44,7 +45,7 @@ def test_a_clean_history_counts_nothing() -> None:
         "acknowledged": 5, "acknowledged without offset": 0, "read": 5, "lost": 0,
         "duplicated": 0, "re-sent by the client under a new producer epoch": 0,
         "reordered": 0, "sequence breaks": 0, "wrong offset": 0, "fatal producer errors": 0,
-        "divergent partitions": 0, "group misses": 0}
+        "divergent partitions": 0, "group misses": 0, "commit regressions": 0}
 
 
 def test_an_acknowledged_record_missing_from_the_read_is_lost() -> None:
@@ -209,6 +210,16 @@ def test_acknowledged_records_the_group_never_consumed_are_misses() -> None:
     result = check(deliveries, read, group_consumed=consumed)
     assert [d.value for d in result.group_misses] == [v(1, 1)]
     assert result.group_checked
+
+
+def test_a_resume_below_an_acknowledged_commit_is_a_commit_regression() -> None:
+    deliveries, read = clean_history()
+    resumes = [Resume(0, 0, -1), Resume(0, 2, 2), Resume(1, 1, 2), Resume(1, 3, 2)]
+    result = check(deliveries, read, group_consumed={d.value for d in deliveries},
+                   group_resumes=resumes)
+    assert result.commit_regressions == [Resume(1, 1, 2)]
+    assert result.counters()["commit regressions"] == 1
+    assert not result.ok()
 
 
 def test_checks_not_run_are_reported_as_not_checked() -> None:

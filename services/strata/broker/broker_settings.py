@@ -186,6 +186,9 @@ BROKER_SETTINGS: Final[tuple[BrokerSetting, ...]] = (
                   "How often expired offsets are removed."),
     BrokerSetting("offset.metadata.max.bytes", "4096", ConfigType.INT,
                   "The largest metadata string an offset commit may carry."),
+    BrokerSetting("offsets.commit.timeout.ms", "5000", ConfigType.INT,
+                  "How long the group coordinator waits for its writes to reach every in-sync "
+                  "replica of __consumer_offsets before it answers COORDINATOR_NOT_AVAILABLE."),
     # The transaction coordinator (strata.broker.transaction) and its topic __transaction_state.
     BrokerSetting("transaction.state.log.num.partitions", "50", ConfigType.INT,
                   "Partitions of __transaction_state (fixed once the topic exists)."),

@@ -115,6 +115,7 @@ class CampaignReport:
             rows.append(("divergent partitions", "not checked"))
         if not self.result.group_checked:
             rows.append(("group misses", "not checked"))
+            rows.append(("commit regressions", "not checked"))
         return rows
 
     def to_json(self) -> dict[str, Any]:
@@ -144,6 +145,7 @@ class CampaignReport:
                 "fatal_errors": r.fatal_errors[:EVIDENCE_CAP],
                 "divergent": r.divergent,
                 "group_misses": [vars_of(d) for d in r.group_misses[:EVIDENCE_CAP]],
+                "commit_regressions": [vars(x) for x in r.commit_regressions[:EVIDENCE_CAP]],
             },
         }
 
@@ -264,7 +266,7 @@ def run_campaign(config: CampaignConfig, store_url: str | None = None,
         deliveries = [d for w in producers for d in w.observed.deliveries]
         fatal = [e for w in producers for e in w.observed.fatal]
         result = check(deliveries, read, fatal, replicas, high_watermarks,
-                       set(consumer.consumed))
+                       set(consumer.consumed), list(consumer.resumes))
         writers = duplicate_writers(result, writers_by_place(replicas))
         failed: Counter[str] = Counter()
         for worker in producers:

@@ -41,6 +41,9 @@ Definitions (a record is *acknowledged* when its delivery report carried no erro
 * **divergent partitions** — partitions where some in-sync replica's records below the high
   watermark differ from the leader's read (a missing offset, another value at an offset).
 * **group misses** — acknowledged values the consumer group never consumed (at-least-once).
+* **commit regressions** — times the group consumer, given a partition (after a reopen or a
+  rebalance), resumed it below an offset commit the coordinator had acknowledged for it: an
+  acknowledged commit taken back (``Resume``, ``find_commit_regressions``).
 """
 
 from __future__ import annotations
@@ -111,6 +114,17 @@ class ReplicaRead:
     writers: Mapping[int, Writer] = field(default_factory=dict)  # offset -> who wrote it
 
 
+@dataclass(frozen=True)
+class Resume:
+    """The group consumer's first record of ``partition`` after it was assigned: at
+    ``offset``, while the highest commit acknowledged for the partition by then was
+    ``acknowledged`` (-1: none)."""
+
+    partition: int
+    offset: int
+    acknowledged: int
+
+
 @dataclass
 class CheckResult:
     """The verdict; every list holds the evidence behind its counter (capped by the caller)."""
@@ -126,6 +140,7 @@ class CheckResult:
     fatal_errors: list[str] = field(default_factory=list)
     divergent: dict[int, list[str]] = field(default_factory=dict)
     group_misses: list[Delivery] = field(default_factory=list)
+    commit_regressions: list[Resume] = field(default_factory=list)
     without_offset: int = 0
     group_checked: bool = False
     replicas_checked: bool = False
@@ -138,7 +153,7 @@ class CheckResult:
         """True when every counter of the table is zero."""
         return not (self.lost or self.duplicated or self.wrong_offset or self.reordered
                     or self.sequence_breaks or self.fatal_errors or self.divergent
-                    or self.group_misses)
+                    or self.group_misses or self.commit_regressions)
 
     def counters(self) -> dict[str, int]:
         """The table's correctness columns, in order."""
@@ -156,6 +171,7 @@ class CheckResult:
             "fatal producer errors": len(self.fatal_errors),
             "divergent partitions": len(self.divergent),
             "group misses": len(self.group_misses),
+            "commit regressions": len(self.commit_regressions),
         }
 
 
@@ -261,15 +277,22 @@ def find_sequence_breaks(read: Sequence[StoredRecord], writers: Mapping[Place, W
     return out
 
 
+def find_commit_regressions(resumes: Iterable[Resume]) -> list[Resume]:
+    """The resumes below an acknowledged commit of their partition."""
+    return [r for r in resumes if r.offset < r.acknowledged]
+
+
 def check(deliveries: Sequence[Delivery], read: Sequence[StoredRecord],
           fatal_errors: Sequence[str] = (),
           replicas: Sequence[ReplicaRead] | None = None,
           high_watermarks: Mapping[int, int] | None = None,
-          group_consumed: set[bytes] | None = None) -> CheckResult:
+          group_consumed: set[bytes] | None = None,
+          group_resumes: Sequence[Resume] = ()) -> CheckResult:
     """Compare the delivery reports with the full read (see the module's definitions).
 
     ``replicas`` (with ``high_watermarks``) enables the divergence check and ``group_consumed``
-    the consumer-group check; left ``None`` they are reported as not checked.
+    the consumer-group checks (with ``group_resumes``, the commit regressions); left ``None``
+    they are reported as not checked.
     """
     result = CheckResult(acknowledged=len(deliveries), read=len(read),
                          fatal_errors=list(fatal_errors))
@@ -304,4 +327,5 @@ def check(deliveries: Sequence[Delivery], read: Sequence[StoredRecord],
     if group_consumed is not None:
         result.group_checked = True
         result.group_misses = [d for d in deliveries if d.value not in group_consumed]
+        result.commit_regressions = find_commit_regressions(group_resumes)
     return result

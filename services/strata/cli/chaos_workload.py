@@ -12,7 +12,9 @@ Owns three kinds of client thread and what they observed:
   more).
 * ``GroupConsumer`` — one member of a consumer group reading and committing through the faults,
   closed and reopened every ``reopen_s`` so it resumes from its committed offsets; every value it
-  consumed is kept (the at-least-once check).
+  consumed is kept (the at-least-once check), and so is, per assignment of a partition, where
+  it resumed and the highest commit the coordinator had acknowledged for it by then
+  (``Resume``: an acknowledged commit must never be taken back).
 * ``read_topic`` — after healing, the full read: every partition from its log start to its
   high watermark at the time of the read.
 
@@ -34,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from strata.cli.chaos_checker import Delivery, StoredRecord, make_value
+from strata.cli.chaos_checker import Delivery, Resume, StoredRecord, make_value
 
 PRODUCER_CONFIG: Mapping[str, Any] = {
     "acks": "all",
@@ -213,6 +215,9 @@ class GroupConsumer(threading.Thread):
         self.max_offset: dict[int, int] = {}
         self.errors: dict[str, int] = {}
         self.reopens = 0
+        self.acknowledged: dict[int, int] = {}  # partition -> highest acknowledged commit
+        self.resumes: list[Resume] = []
+        self._assigned: dict[int, int] = {}  # partition -> acknowledged at its assignment
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.drain_to: dict[int, int] | None = None
@@ -222,9 +227,35 @@ class GroupConsumer(threading.Thread):
         from confluent_kafka import Consumer
 
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
-                             **CONSUMER_CONFIG, "logger": self.logger})
-        consumer.subscribe([self.topic])
+                             **CONSUMER_CONFIG, "logger": self.logger,
+                             "on_commit": self._on_commit})
+        consumer.subscribe([self.topic], on_assign=self._on_assign)
         return consumer
+
+    def _on_commit(self, error: Any, partitions: list[Any]) -> None:
+        """A commit's answer: the partitions the coordinator acknowledged."""
+        if error is None:
+            self._acknowledge(partitions)
+
+    def _acknowledge(self, partitions: list[Any]) -> None:
+        with self.lock:
+            for tp in partitions:
+                if tp.error is None and tp.offset >= 0:
+                    self.acknowledged[tp.partition] = max(
+                        self.acknowledged.get(tp.partition, -1), tp.offset)
+
+    def _on_assign(self, _consumer: Any, partitions: list[Any]) -> None:
+        with self.lock:
+            for tp in partitions:
+                self._assigned[tp.partition] = self.acknowledged.get(tp.partition, -1)
+
+    def _consumed(self, partition: int, offset: int, value: bytes) -> None:
+        with self.lock:
+            self.consumed.add(value)
+            self.max_offset[partition] = max(self.max_offset.get(partition, -1), offset)
+            acknowledged = self._assigned.pop(partition, None)
+            if acknowledged is not None:
+                self.resumes.append(Resume(partition, offset, acknowledged))
 
     def _caught_up(self) -> bool:
         target = self.drain_to
@@ -247,10 +278,7 @@ class GroupConsumer(threading.Thread):
                         with self.lock:
                             self.errors[error.name()] = self.errors.get(error.name(), 0) + 1
                         continue
-                    with self.lock:
-                        self.consumed.add(message.value())
-                        p = message.partition()
-                        self.max_offset[p] = max(self.max_offset.get(p, -1), message.offset())
+                    self._consumed(message.partition(), message.offset(), message.value())
                 now = time.monotonic()
                 if now - last_commit >= 1.0:
                     with contextlib.suppress(Exception):
@@ -258,7 +286,7 @@ class GroupConsumer(threading.Thread):
                     last_commit = now
                 if self.drain_to is None and now - opened >= self.reopen_s:
                     with contextlib.suppress(Exception):
-                        consumer.commit(asynchronous=False)
+                        self._acknowledge(consumer.commit(asynchronous=False) or [])
                     with contextlib.suppress(Exception):
                         consumer.close()
                     consumer = self._open()

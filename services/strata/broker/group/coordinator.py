@@ -94,6 +94,7 @@ def offsets_topic_config(config: BrokerConfig) -> OffsetsTopicConfig:
         segment_bytes=config.get_int("offsets.topic.segment.bytes"),
         retention_ms=config.get_int("offsets.retention.minutes") * 60 * 1000,
         metadata_max_bytes=config.get_int("offset.metadata.max.bytes"),
+        commit_timeout_ms=config.get_int("offsets.commit.timeout.ms"),
     )
 
 

@@ -7,9 +7,14 @@ Owns:
   partitions)`` (Kafka's rule; Python's ``hash()`` is salted per process), and its coordinator
   is that partition's leader;
 * writes: offset commits, group metadata and tombstones as Kafka-shaped records
-  (``group_metadata_codec``), one batch per call, appended as the partition's leader with
-  acks=all (one broker: durable to the OS when the append returns);
-* replay: ``load_partition`` reads a partition from its log start to its high watermark and
+  (``group_metadata_codec``), one batch per call, appended as the partition's leader at once
+  (the coordinator's state follows each append); what was appended is *acknowledged* only
+  after ``replicated``: the partition's HW reached the log end as of the call, i.e. every
+  write so far is on the whole ISR (Kafka's ``offsets.commit.required.acks`` -1 within
+  ``offsets.commit.timeout.ms``). The coordinator's handlers await it before they answer a
+  write — or a read of state that writes made — so a client never sees group state that a
+  coordinator's failover could take back;
+* replay: ``load_partition`` reads a partition from its log start to its log end and
   rebuilds the groups and offsets it holds, the latest record per key winning and tombstones
   deleting — what a new coordinator does when it becomes the partition's leader. Offsets in
   transactional batches (TxnOffsetCommit) are held per producer until that producer's marker
@@ -82,6 +87,7 @@ class OffsetsTopicConfig:
     segment_bytes: int = 100 * 1024 * 1024
     retention_ms: int = 7 * 24 * 60 * 60 * 1000
     metadata_max_bytes: int = 4096
+    commit_timeout_ms: int = 5000
 
     def topic_configs(self) -> dict[str, str]:
         """The topic's configs (Kafka's ``offsetsTopicConfigs``)."""
@@ -174,6 +180,19 @@ class GroupMetadataManager:
             return exc.error_code, -1
         self.replica_manager.fetch_purgatory.notify((OFFSETS_TOPIC, partition))
         return ErrorCode.none, info.first_offset
+
+    async def replicated(self, partition: int, timeout_ms: int) -> ErrorCode:
+        """Until every record in ``partition``'s log as of now is on its whole ISR (the HW
+        reached this log end), at most ``timeout_ms``: the raw error (``append_error``
+        converts it) — NONE, REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER, ..."""
+        hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
+        if hosted is None:
+            return ErrorCode.not_leader_or_follower
+        required = hosted.log.log_end_offset
+        if hosted.is_leader and hosted.high_watermark >= required:
+            return ErrorCode.none
+        return ErrorCode(await self.replica_manager.wait_for_replication(
+            (OFFSETS_TOPIC, partition), required, timeout_ms))
 
     def store_group(self, partition: int, group: ClassicGroup,
                     assignment: Mapping[str, bytes]) -> ErrorCode:

@@ -19,6 +19,11 @@ Owns:
   offsets (pending transactional ones count) becomes Dead and is forgotten (``_cleanup``,
   Kafka's ``cleanupGroupMetadata``; group deletion uses it too).
 
+A write is acknowledged only once ``replicated``: the handlers of OffsetCommit, TxnOffsetCommit,
+OffsetDelete, DeleteGroups, SyncGroup and ConsumerGroupHeartbeat, and OffsetFetch before it
+shows what writes left, await the group's ``__consumer_offsets`` partition reaching its whole
+ISR (``GroupMetadataManager.replicated``) and answer the write's error if it does not.
+
 Every entry point first passes the coordinator's checks (``_group_status``: group id,
 coordinator active, partition loaded and led here). The groups map, ownership, loading and
 timers are the subclass's; it provides the methods declared below. Event-loop only; no locks.
@@ -29,11 +34,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeVar
 
 from strata.broker.coordinator_partition import partition_for
 from strata.broker.group.classic_group import ClassicGroup, OffsetAndMetadata, TopicPartition
 from strata.broker.group.membership import GroupMembership
-from strata.broker.group.metadata_manager import GroupMetadataManager, OffsetsTopicConfig
+from strata.broker.group.metadata_manager import (
+    GroupMetadataManager,
+    OffsetsTopicConfig,
+    append_error,
+)
 from strata.broker.group.state import GroupState
 from strata.broker.group.transactional_offsets import (
     PendingTransactionalOffsets,
@@ -44,6 +54,8 @@ from strata.protocol.error_codes import ErrorCode
 from strata.storage.clock import Clock
 
 logger = logging.getLogger(__name__)
+
+K = TypeVar("K")
 
 
 class OffsetMetadataManager:
@@ -77,6 +89,26 @@ class OffsetMetadataManager:
                          retention_ms: int) -> list[TopicPartition]:
         """The group's offsets past retention (the coordinator adds the consumer groups')."""
         return group.expired_offsets(now_ms, retention_ms)
+
+    async def replicated(self, group_id: str) -> ErrorCode:
+        """Until everything written so far to ``group_id``'s partition is on its whole ISR,
+        at most ``offsets.commit.timeout.ms``: NONE, or the raw error of the wait."""
+        return await self.manager.replicated(self.partition_for(group_id),
+                                             self.offsets_config.commit_timeout_ms)
+
+    async def acknowledged(self, group_id: str, errors: Mapping[K, ErrorCode], *,
+                           offsets: bool) -> dict[K, ErrorCode]:
+        """The answers of a write to ``group_id`` (one per key), once it is ``replicated``:
+        when the wait fails, what succeeded gets its error as an append's (``append_error``:
+        COORDINATOR_NOT_AVAILABLE on a timeout, NOT_COORDINATOR when the leadership moved)."""
+        if ErrorCode.none not in errors.values():
+            return dict(errors)
+        waited = await self.replicated(group_id)
+        if waited == ErrorCode.none:
+            return dict(errors)
+        failed = append_error(waited, offsets=offsets)
+        return {key: failed if error == ErrorCode.none else error
+                for key, error in errors.items()}
 
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
                        generation_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata],

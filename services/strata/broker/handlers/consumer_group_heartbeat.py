@@ -20,6 +20,7 @@ Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
 import uuid
 from typing import Any, Final
@@ -65,6 +66,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
             server_assignor=request.server_assignor, owned=owned,
             client_id=ctx.header.client_id or "", client_host=f"/{ctx.client_host}"))
+    error = (await ctx.state.group_coordinator.acknowledged(
+        request.group_id, {None: result.error}, offsets=False))[None]
+    if error != result.error:  # the member's new epoch is not on the whole ISR yet
+        result = dataclasses.replace(result, error=error, message=(
+            f"the group's records did not reach the in-sync replicas: {error.name}"))
     return _answer(version, result)
 
 

@@ -3,8 +3,10 @@
 v2 is flexible (KIP-482); the versions differ in nothing else.
 
 Per group, in request order (a name given twice is answered once): NONE after tombstones for
-its offsets and metadata are written; NON_EMPTY_GROUP while it has members; GROUP_ID_NOT_FOUND
-when it does not exist (``GroupCoordinator.delete_groups``).
+its offsets and metadata are written and on every in-sync replica of its
+``__consumer_offsets`` partition (else that write's error as a coordinator answers it);
+NON_EMPTY_GROUP while it has members; GROUP_ID_NOT_FOUND when it does not exist
+(``GroupCoordinator.delete_groups``).
 
 Authorization: Delete on each group, else GROUP_AUTHORIZATION_FAILED for that group.
 """
@@ -23,7 +25,11 @@ from strata.security.acl import AclOperation, ResourceType
 async def handle(ctx: RequestContext, request: Any) -> Any:
     allowed = [g for g in request.groups_names
                if ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, g)]
-    deleted = ctx.state.group_coordinator.delete_groups(allowed) if allowed else {}
+    coordinator = ctx.state.group_coordinator
+    deleted = coordinator.delete_groups(allowed) if allowed else {}
+    for group_id, error in list(deleted.items()):  # each group's tombstones on its ISR
+        deleted.update(await coordinator.acknowledged(group_id, {group_id: error},
+                                                      offsets=False))
     results = {g: deleted.get(g, ErrorCode.group_authorization_failed)
                for g in request.groups_names}
     return build_response(ApiKey.DELETE_GROUPS, ctx.header.api_version, {

@@ -72,12 +72,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             offsets[tp] = OffsetAndMetadata(p.committed_offset, leader_epoch,
                                             p.committed_metadata or "", now, expire)
     if offsets:
-        errors.update(state.group_coordinator.commit_offsets(
+        coordinator = state.group_coordinator
+        errors.update(await coordinator.acknowledged(request.group_id, coordinator.commit_offsets(
             request.group_id, request.member_id,
             request.group_instance_id if version >= 7 else None,
             request.generation_id_or_member_epoch, offsets,
             unknown_group=(ErrorCode.group_id_not_found if version >= GROUP_ID_NOT_FOUND_VERSION
-                           else ErrorCode.illegal_generation)))
+                           else ErrorCode.illegal_generation)), offsets=True))
     return build_response(ApiKey.OFFSET_COMMIT, version, {
         "throttle_time_ms": 0,
         "topics": [{"name": topic.name,

@@ -3,7 +3,9 @@
 A partition of a topic that does not exist is UNKNOWN_TOPIC_OR_PARTITION; the others go to
 ``GroupCoordinator.delete_offsets``: an Empty group loses them; a consumer group with members
 keeps those of topics its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC) and loses the rest;
-any other group with members is NON_EMPTY_GROUP. A group-wide error (GROUP_ID_NOT_FOUND,
+any other group with members is NON_EMPTY_GROUP. Deleted offsets are answered once their
+tombstones are on every in-sync replica of the group's ``__consumer_offsets`` partition. A
+group-wide error (GROUP_ID_NOT_FOUND,
 NOT_COORDINATOR, ...) is the top-level error with no topics.
 
 Authorization: Delete on the group (else GROUP_AUTHORIZATION_FAILED for the request) and
@@ -39,7 +41,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 errors[tp] = ErrorCode.unknown_topic_or_partition
             else:
                 known.append(tp)
-    error, deleted = ctx.state.group_coordinator.delete_offsets(request.group_id, known)
+    coordinator = ctx.state.group_coordinator
+    error, deleted = coordinator.delete_offsets(request.group_id, known)
+    if error == ErrorCode.none and deleted:  # the tombstones on the partition's whole ISR
+        deleted = await coordinator.acknowledged(request.group_id, deleted, offsets=False)
     if error != ErrorCode.none:
         return build_response(ApiKey.OFFSET_DELETE, version, error_code=error,
                               throttle_time_ms=0, topics=[])

@@ -5,7 +5,9 @@ Per partition: the committed offset, its leader epoch (v5+; -1 unknown) and meta
 v2+ may ask for every partition the group committed (``topics`` null). Errors of a group as a
 whole (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...) are that group's ``error_code`` with
 no topics from v2, and each requested partition's error in v1, which has no group-level field
-(Kafka's ``getErrorResponse``). Version rules:
+(Kafka's ``getErrorResponse``). The answer waits until every write it may show is on each
+in-sync replica of the group's ``__consumer_offsets`` partition (``fetch_replicated``), so it
+never shows what a failover of the coordinator could take back. Version rules:
 
 * v6 is flexible (KIP-482); v7 carries ``require_stable`` (KIP-447): a partition whose offset
   an undecided transaction holds (TxnOffsetCommit, not yet ended by its marker) is then
@@ -46,17 +48,36 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.header.api_version
     stable = getattr(request, "require_stable", False)
     if version < BATCHED_VERSION:
-        error, partitions = fetch_group(ctx, version, request.group_id, request.topics, stable)
+        error, partitions = await fetch_replicated(ctx, version, request.group_id,
+                                                   request.topics, stable)
         return build_response(ApiKey.OFFSET_FETCH, version, {
             "throttle_time_ms": 0, "error_code": error, "topics": _topics(partitions)})
     groups = []
     for group in request.groups:
-        error, partitions = fetch_group(ctx, version, group.group_id, group.topics, stable,
-                                        getattr(group, "member_id", None),
-                                        getattr(group, "member_epoch", -1))
+        error, partitions = await fetch_replicated(ctx, version, group.group_id, group.topics,
+                                                   stable, getattr(group, "member_id", None),
+                                                   getattr(group, "member_epoch", -1))
         groups.append({"group_id": group.group_id, "error_code": error,
                        "topics": _topics(partitions)})
     return build_response(ApiKey.OFFSET_FETCH, version, throttle_time_ms=0, groups=groups)
+
+
+async def fetch_replicated(ctx: RequestContext, version: int, group_id: str,
+                           topics: Any, require_stable: bool = False,
+                           member_id: str | None = None,
+                           member_epoch: int = -1) -> tuple[ErrorCode, Answer]:
+    """``fetch_group``, answered once every write it may show is on the whole ISR of the
+    group's ``__consumer_offsets`` partition: a read never shows an offset that a
+    coordinator's failover could take back (else the wait's error, as for a write)."""
+    error, partitions = fetch_group(ctx, version, group_id, topics, require_stable, member_id,
+                                    member_epoch)
+    if error != ErrorCode.none:
+        return error, partitions
+    [waited] = (await ctx.state.group_coordinator.acknowledged(
+        group_id, {None: error}, offsets=False)).values()
+    if waited == ErrorCode.none:
+        return error, partitions
+    return waited, [] if version >= 2 else [(tp, None, waited) for tp, _, _ in partitions]
 
 
 def fetch_group(ctx: RequestContext, version: int, group_id: str,

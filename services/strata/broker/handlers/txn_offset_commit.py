@@ -18,7 +18,8 @@ Answers per partition, in request order (Kafka's codes):
   and from v3 (KIP-447, which adds ``generation_id``, ``member_id``, ``group_instance_id``) the
   member checks: UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ILLEGAL_GENERATION;
 * INVALID_PRODUCER_EPOCH when the producer's epoch is older than the offsets partition knows
-  (storage), OFFSET_METADATA_TOO_LARGE, and the append's errors as for OffsetCommit.
+  (storage), OFFSET_METADATA_TOO_LARGE, and the append's errors as for OffsetCommit (whose
+  answer, like this one, waits for the batch to reach every in-sync replica).
 
 v2+ carry each partition's ``committed_leader_epoch``.
 
@@ -88,11 +89,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if failed is not None:
             errors.update(dict.fromkeys(offsets, failed))
         else:
-            errors.update(state.group_coordinator.commit_transactional_offsets(
-                request.group_id, request.producer_id, request.producer_epoch,
-                request.member_id if with_member else UNKNOWN_MEMBER_ID,
-                request.group_instance_id if with_member else None,
-                request.generation_id if with_member else -1, offsets, guard))
+            coordinator = state.group_coordinator
+            errors.update(await coordinator.acknowledged(
+                request.group_id, coordinator.commit_transactional_offsets(
+                    request.group_id, request.producer_id, request.producer_epoch,
+                    request.member_id if with_member else UNKNOWN_MEMBER_ID,
+                    request.group_instance_id if with_member else None,
+                    request.generation_id if with_member else -1, offsets, guard),
+                offsets=True))
     return build_response(ApiKey.TXN_OFFSET_COMMIT, version, {
         "throttle_time_ms": 0,
         "topics": [{"name": topic.name,

@@ -265,6 +265,20 @@ class ReplicaManager:
             await self._wait_for_replication(results, waiting, timeout_ms)
         return results
 
+    async def wait_for_replication(self, tp: TopicPartition, required_offset: int,
+                                   timeout_ms: int) -> int:
+        """Until the HW of ``tp``, led here, reached ``required_offset``: the wait of an acks=-1
+        append, for a writer that appended by itself and holds its answer back until then
+        (the group coordinator). The error code: NONE; REQUEST_TIMED_OUT;
+        NOT_LEADER_OR_FOLLOWER (not led here, or the leadership moved meanwhile);
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR shrank below ``min.insync.replicas``)."""
+        partition = self._partitions.get(tp)
+        if partition is None:
+            return _NOT_HERE_APPEND.error_code
+        results = [PartitionAppendResult(NONE)]
+        await self._wait_for_replication(results, {0: (partition, required_offset)}, timeout_ms)
+        return results[0].error_code
+
     async def _wait_for_replication(self, results: list[PartitionAppendResult],
                                     waiting: dict[int, tuple[Partition, int]],
                                     timeout_ms: int) -> None:
