@@ -91,6 +91,7 @@ class CampaignReport:
     read_complete: bool = True
     failed_deliveries: dict[str, int] = field(default_factory=dict)
     group_reopens: int = 0
+    group_resumes: int = 0  # partition assignments the commit-regression check looked at
     seconds: float = 0.0
     # "partition:offset" of each duplicated or re-sent copy -> [producer id, epoch, sequence]
     duplicate_writers: dict[str, list[int]] = field(default_factory=dict)
@@ -110,6 +111,8 @@ class CampaignReport:
                      str(sum(1 for f in self.faults if f.healed_s is None))))
         rows.append(("SIGTERMed brokers that needed SIGKILL (30 s)",
                      str(sum(len(f.forced) for f in self.faults))))
+        rows.append(("group consumer: reopens / partitions resumed",
+                     f"{self.group_reopens} / {self.group_resumes}"))
         rows += [(name, str(value)) for name, value in self.result.counters().items()]
         if not self.result.replicas_checked:
             rows.append(("divergent partitions", "not checked"))
@@ -126,6 +129,7 @@ class CampaignReport:
             "aborted": self.aborted, "skipped": self.skipped, "read_complete": self.read_complete,
             "faults_by_kind": self.faults_by_kind(), "counters": r.counters(),
             "failed_deliveries": self.failed_deliveries, "group_reopens": self.group_reopens,
+            "group_resumes": self.group_resumes,
             "faults": [{"index": f.index, "kind": str(f.kind), "victims": f.victims,
                         "notes": f.notes, "started": f.started, "healed_s": f.healed_s,
                         "forced": f.forced}
@@ -274,6 +278,7 @@ def run_campaign(config: CampaignConfig, store_url: str | None = None,
         report = CampaignReport(config, records, result, aborted=aborted,
                                 read_complete=complete, failed_deliveries=dict(failed),
                                 group_reopens=consumer.reopens,
+                                group_resumes=len(consumer.resumes),
                                 seconds=time.monotonic() - started,
                                 duplicate_writers=writers)
         (workdir / "report.json").write_text(json.dumps(report.to_json(), indent=1))
