@@ -68,3 +68,32 @@ async def test_delayed_fetch_expires() -> None:
     assert await op.run(purgatory) == "expired"
     assert 0.04 <= loop.time() - start < 1
     assert len(purgatory) == 0
+
+
+async def test_wait_any_is_one_registration_told_every_key_notified_until_it_ends() -> None:
+    purgatory: Purgatory[str] = Purgatory("test")
+    keys = frozenset(f"p{i}" for i in range(1000))
+    task = asyncio.create_task(purgatory.wait_any(keys, 5))
+    plain = asyncio.create_task(purgatory.wait(["p7"], 5))
+    await asyncio.sleep(0)
+    assert len(purgatory) == 2 and purgatory.watched("p7") == 2
+    assert purgatory.notify("elsewhere") == 0
+    assert purgatory.notify("p7") == 2
+    # Notified after the wake-up but before the waiter ran: still told, so none is missed.
+    assert purgatory.notify("p3") == 0
+    purgatory.notify("p7")
+    assert await task == ["p7", "p3", "p7"]
+    assert await plain is True
+    assert len(purgatory) == 0 and purgatory.watched("p7") == 0
+
+
+async def test_wait_any_expires_and_is_removed_when_cancelled() -> None:
+    purgatory: Purgatory[str] = Purgatory("test")
+    assert await purgatory.wait_any({"x"}, 0.01) == []
+    assert await purgatory.wait_any({"x"}, 0) == []
+    task = asyncio.create_task(purgatory.wait_any({"x"}, 5))
+    await asyncio.sleep(0)
+    assert purgatory.watched("x") == 1
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert len(purgatory) == 0 and purgatory.notify("x") == 0

@@ -162,6 +162,27 @@ async def test_the_long_poll_wakes_for_an_append_to_a_partition_the_request_did_
     assert list(answered) == [3] and answered[3].records
 
 
+async def test_a_parked_fetch_rechecks_the_partitions_notified_and_parks_again(
+        tmp_path: Path) -> None:
+    """The session is watched as one (``Purgatory.wait_any``): a wake-up for a partition with
+    nothing new parks the fetch again; the next append is answered, alone."""
+    state, _, follower = await _settled(tmp_path)
+    rm = state.replica_manager
+    waiting = asyncio.create_task(follower.fetch(max_wait_ms=30_000, min_bytes=1))
+    deadline = time.monotonic() + 5
+    while rm.fetch_purgatory.watched(("t", 3)) == 0:
+        assert time.monotonic() < deadline and not waiting.done()
+        await asyncio.sleep(0.001)
+    assert len(rm.fetch_purgatory) == 1  # one registration for the whole session
+    assert rm.fetch_purgatory.notify(("t", 2)) == 1  # woken: partition 2 has nothing new
+    for _ in range(20):  # event-loop turns, not time: the fetch re-checks and parks again
+        await asyncio.sleep(0)
+    assert not waiting.done() and rm.fetch_purgatory.watched(("t", 3)) == 1
+    await _append(rm, 3, b"wake up")
+    answered = await asyncio.wait_for(waiting, 5)
+    assert list(answered) == [3] and answered[3].records
+
+
 def _told(rm: ReplicaManager, index: int) -> FetchPartition:
     """A session's memory of partition ``index`` after a read at the leader's end."""
     partition = rm.get_partition("t", index)

@@ -16,7 +16,8 @@ FETCH_SESSION_TOPIC_ID_ERROR) is a top-level error with no partitions. A followe
 fetch neither reads nor answers the session's quiet partitions (``strata.broker.replication.
 quiet_partitions``: nothing to send or tell, nothing to change; the fetch still recorded): it
 reads the rest at once and, with fewer than ``min_bytes``, parks on every partition of the
-session until an append or a high watermark move, then skips and reads again
+session (one registration for them all, ``Purgatory.wait_any``) until an append or a high
+watermark move, re-checks only the partitions notified, then skips and reads again
 (``_read_follower_session``) — the same answers as reading every partition, without the cost of
 reading hundreds of unchanged ones.
 
@@ -268,14 +269,18 @@ async def _read_follower_session(read: _Read, context: FetchContext, max_wait_ms
         if (left_ms <= 0 or sum(r.size for r in results) >= read.min_bytes
                 or any(r.error_code for r in results)):
             return answered, tags, results
-        everything = context.session_partitions
-        keys = [(p.topic, p.partition) for p in everything if p.topic is not None]
+        # Watch the session as one (``Purgatory.wait_any``) and re-check only the partitions
+        # notified: the others are as the read just left them.
+        by_key = {(p.topic, p.partition): p for p in context.session_partitions
+                  if p.topic is not None}
         purgatory = replica_manager.fetch_purgatory
         while True:
-            if not await purgatory.wait(keys, (deadline_ms - clock.milliseconds()) / 1000):
+            fired = await purgatory.wait_any(by_key.keys(),
+                                             (deadline_ms - clock.milliseconds()) / 1000)
+            if not fired:
                 deadline_ms = now_ms  # the last round: answer what there is
                 break
-            if has_records_or_error(hosted, everything):
+            if has_records_or_error(hosted, [by_key[key] for key in dict.fromkeys(fired)]):
                 break
 
 

@@ -8,6 +8,10 @@ sleeps in a loop:
 * ``Purgatory.notify(key)`` — called by the ``ReplicaManager`` after an append (or any change
   that may complete a waiter: HW moved, leadership lost) — resolves every future watching
   ``key`` at once; the woken operations re-check their condition;
+* ``Purgatory.wait_any(keys)`` — one registration for a wait on a large set of keys (a
+  follower's fetch session: every partition this broker leads for it, a thousand on a busy
+  broker) instead of one per key: ``notify`` offers each key to these few waiters, which
+  collect every key notified until their wait ends, so the woken fetch re-checks only those;
 * a deadline fires through ``loop.call_later``.
 
 ``DelayedFetch`` is the long poll of a Fetch request (``fetch.min.bytes`` / ``max.wait.ms``):
@@ -16,51 +20,91 @@ an error must be answered); on expiry the caller answers with whatever is there.
 produce (acks=all waiting for the ISR) waits in its own purgatory with ``Purgatory.wait`` and
 re-checks its partitions' high watermarks after each wake-up (``ReplicaManager``).
 
-Invariants: a future is registered under its keys only while its operation awaits it, and is
-removed from every key when the await ends (woken, expired or cancelled because the client went
-away), so the purgatory holds nothing for finished requests. Event-loop only; no locks.
+Invariants: a future is registered under its keys (or as a set waiter) only while its
+operation awaits it, and is removed when the await ends (woken, expired or cancelled because
+the client went away), so the purgatory holds nothing for finished requests. A set waiter is
+told every key notified from its registration to its removal. Event-loop only; no locks.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 
 
+class _SetWaiter(Generic[K]):
+    """A ``wait_any``: its keys, its future, the keys notified so far."""
+
+    __slots__ = ("fired", "future", "keys")
+
+    def __init__(self, keys: AbstractSet[K], future: asyncio.Future[bool]) -> None:
+        self.keys = keys
+        self.future = future
+        self.fired: list[K] = []
+
+
 class Purgatory(Generic[K]):
     """Futures keyed by what they watch. ``notify`` wakes all watchers of one key."""
 
-    __slots__ = ("_watchers", "name")
+    __slots__ = ("_set_waiters", "_watchers", "name")
 
     def __init__(self, name: str) -> None:
         self.name = name
         # key -> futures watching it (a dict as an insertion-ordered set)
         self._watchers: dict[K, dict[asyncio.Future[bool], None]] = {}
+        self._set_waiters: list[_SetWaiter[K]] = []
 
     def __len__(self) -> int:
         """Number of distinct waiting futures (for metrics and tests)."""
-        return len({f for watchers in self._watchers.values() for f in watchers})
+        futures = {f for watchers in self._watchers.values() for f in watchers}
+        return len(futures | {w.future for w in self._set_waiters})
 
     def watched(self, key: K) -> int:
         """How many futures watch ``key``."""
-        return len(self._watchers.get(key, ()))
+        return len(self._watchers.get(key, ())) + sum(
+            1 for w in self._set_waiters if key in w.keys)
 
     def notify(self, key: K) -> int:
         """Wake every future watching ``key``; returns how many were woken. Cheap (one dict
-        lookup) when nobody waits, which is the common case on the produce path."""
+        lookup, and a set lookup per set waiter) when nobody waits on it, which is the common
+        case on the produce path."""
+        woken = 0
+        for waiter in self._set_waiters:
+            if key in waiter.keys:
+                waiter.fired.append(key)
+                if not waiter.future.done():
+                    waiter.future.set_result(True)
+                    woken += 1
         watchers = self._watchers.pop(key, None)
         if not watchers:
-            return 0
-        woken = 0
+            return woken
         for future in watchers:
             if not future.done():
                 future.set_result(True)
                 woken += 1
         return woken
+
+    async def wait_any(self, keys: AbstractSet[K], timeout_s: float) -> list[K]:
+        """Wait until one of ``keys`` is notified or ``timeout_s`` passes: every key notified
+        meanwhile, in order, with repeats (empty: the time passed). One registration, however
+        many the keys; ``keys`` must not change while the wait lasts."""
+        if timeout_s <= 0:
+            return []
+        loop = asyncio.get_running_loop()
+        waiter = _SetWaiter(keys, loop.create_future())
+        self._set_waiters.append(waiter)
+        timer = loop.call_later(timeout_s, _expire, waiter.future)
+        try:
+            await waiter.future
+        finally:
+            timer.cancel()
+            self._set_waiters.remove(waiter)
+        return waiter.fired
 
     async def wait(self, keys: Sequence[K], timeout_s: float) -> bool:
         """Wait until one of ``keys`` is notified (True) or ``timeout_s`` passes (False)."""
