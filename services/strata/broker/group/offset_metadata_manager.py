@@ -96,17 +96,22 @@ class OffsetMetadataManager:
         return await self.manager.replicated(self.partition_for(group_id),
                                              self.offsets_config.commit_timeout_ms)
 
+    async def acknowledged_error(self, group_id: str, error: ErrorCode, *,
+                                 offsets: bool) -> ErrorCode:
+        """The answer of a write (or a read) of ``group_id``, once ``replicated``: an error
+        stays; NONE becomes the wait's error as an append's when it fails (``append_error``:
+        COORDINATOR_NOT_AVAILABLE on a timeout, NOT_COORDINATOR when the leadership moved)."""
+        if error != ErrorCode.none:
+            return error
+        waited = await self.replicated(group_id)
+        return error if waited == ErrorCode.none else append_error(waited, offsets=offsets)
+
     async def acknowledged(self, group_id: str, errors: Mapping[K, ErrorCode], *,
                            offsets: bool) -> dict[K, ErrorCode]:
-        """The answers of a write to ``group_id`` (one per key), once it is ``replicated``:
-        when the wait fails, what succeeded gets its error as an append's (``append_error``:
-        COORDINATOR_NOT_AVAILABLE on a timeout, NOT_COORDINATOR when the leadership moved)."""
+        """``acknowledged_error`` for the answers of one write, one per key."""
         if ErrorCode.none not in errors.values():
             return dict(errors)
-        waited = await self.replicated(group_id)
-        if waited == ErrorCode.none:
-            return dict(errors)
-        failed = append_error(waited, offsets=offsets)
+        failed = await self.acknowledged_error(group_id, ErrorCode.none, offsets=offsets)
         return {key: failed if error == ErrorCode.none else error
                 for key, error in errors.items()}
 

@@ -66,8 +66,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
             server_assignor=request.server_assignor, owned=owned,
             client_id=ctx.header.client_id or "", client_host=f"/{ctx.client_host}"))
-    error = (await ctx.state.group_coordinator.acknowledged(
-        request.group_id, {None: result.error}, offsets=False))[None]
+    error = await ctx.state.group_coordinator.acknowledged_error(
+        request.group_id, result.error, offsets=False)
     if error != result.error:  # the member's new epoch is not on the whole ISR yet
         result = dataclasses.replace(result, error=error, message=(
             f"the group's records did not reach the in-sync replicas: {error.name}"))

@@ -28,8 +28,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     coordinator = ctx.state.group_coordinator
     deleted = coordinator.delete_groups(allowed) if allowed else {}
     for group_id, error in list(deleted.items()):  # each group's tombstones on its ISR
-        deleted.update(await coordinator.acknowledged(group_id, {group_id: error},
-                                                      offsets=False))
+        deleted[group_id] = await coordinator.acknowledged_error(group_id, error, offsets=False)
     results = {g: deleted.get(g, ErrorCode.group_authorization_failed)
                for g in request.groups_names}
     return build_response(ApiKey.DELETE_GROUPS, ctx.header.api_version, {

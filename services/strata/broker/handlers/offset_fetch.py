@@ -73,8 +73,8 @@ async def fetch_replicated(ctx: RequestContext, version: int, group_id: str,
                                     member_epoch)
     if error != ErrorCode.none:
         return error, partitions
-    [waited] = (await ctx.state.group_coordinator.acknowledged(
-        group_id, {None: error}, offsets=False)).values()
+    waited = await ctx.state.group_coordinator.acknowledged_error(group_id, error,
+                                                                  offsets=False)
     if waited == ErrorCode.none:
         return error, partitions
     return waited, [] if version >= 2 else [(tp, None, waited) for tp, _, _ in partitions]

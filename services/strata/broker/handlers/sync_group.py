@@ -31,8 +31,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         request.group_instance_id if version >= 3 else None, assignments,
         request.protocol_type if version >= 5 else None,
         request.protocol_name if version >= 5 else None)
-    error = (await ctx.state.group_coordinator.acknowledged(
-        request.group_id, {None: result.error}, offsets=False))[None]
+    error = await ctx.state.group_coordinator.acknowledged_error(
+        request.group_id, result.error, offsets=False)
     if error != result.error:  # the stored assignment is not on the whole ISR: rejoin
         return build_response(ApiKey.SYNC_GROUP, version, throttle_time_ms=0, error_code=error,
                               protocol_type=None, protocol_name=None, assignment=b"")
