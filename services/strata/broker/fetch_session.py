@@ -91,6 +91,8 @@ class FetchPartition:
     high_watermark: int = INVALID_HIGH_WATERMARK
     last_stable_offset: int = -1
     local_log_start_offset: int = -1
+    # Its place in the session's order (least recently sent first), for ``FetchContext.skip``.
+    position: int = field(default=0, compare=False)
 
     def update_request(self, other: FetchPartition) -> None:
         self.topic = other.topic
@@ -136,6 +138,11 @@ class PartitionAnswer(NamedTuple):
 
 @dataclass(eq=False)
 class FetchSession:
+    """A session's partitions in order, least recently sent first (``position`` ascending).
+    ``membership`` counts the changes to which partitions it holds, and under which topic
+    names; ``watch`` is the reader's own record of the session (the Fetch handler's, opaque
+    here)."""
+
     id: int
     privileged: bool
     uses_topic_ids: bool
@@ -143,25 +150,42 @@ class FetchSession:
     last_used_ms: int
     epoch: int
     partitions: dict[PartitionKey, FetchPartition] = field(default_factory=dict)
+    membership: int = 0
+    watch: object | None = None
+    _next_position: int = 0
+
+    def __post_init__(self) -> None:
+        for partition in self.partitions.values():
+            self.place_last(partition)
+
+    def place_last(self, partition: FetchPartition) -> None:
+        """Give ``partition`` the last place in the session's order."""
+        partition.position = self._next_position
+        self._next_position += 1
 
     @property
     def size(self) -> int:
         return len(self.partitions)
 
     def update(self, fetch_data: Iterable[tuple[PartitionKey, FetchPartition]],
-               to_forget: Iterable[PartitionKey]) -> set[int]:
-        """Add or update the request's partitions, drop the forgotten; the ``id`` of each
-        cached partition the request named."""
-        named: set[int] = set()
+               to_forget: Iterable[PartitionKey]) -> dict[int, FetchPartition]:
+        """Add or update the request's partitions, drop the forgotten; each cached partition
+        the request named, by ``id``."""
+        named: dict[int, FetchPartition] = {}
         for key, requested in fetch_data:
             cached = self.partitions.get(key)
             if cached is None:
                 self.partitions[key] = cached = requested
+                self.place_last(cached)
+                self.membership += 1
             else:
+                if cached.topic != requested.topic:
+                    self.membership += 1
                 cached.update_request(requested)
-            named.add(id(cached))
+            named[id(cached)] = cached
         for key in to_forget:
-            self.partitions.pop(key, None)
+            if self.partitions.pop(key, None) is not None:
+                self.membership += 1
         return named
 
 
@@ -172,12 +196,12 @@ class FetchContext:
 
     def __init__(self, cache: FetchSessionCache | None, partitions: Sequence[FetchPartition], *,
                  error_code: ErrorCode = ErrorCode.none, session: FetchSession | None = None,
-                 create: tuple[bool, bool] | None = None, named: set[int] | None = None
-                 ) -> None:
+                 create: tuple[bool, bool] | None = None,
+                 named: dict[int, FetchPartition] | None = None) -> None:
         self._cache = cache
         self.partitions = partitions
         self.session_partitions = partitions  # what ``skip`` narrows ``partitions`` from
-        self._named = named or set()  # ids of the session's partitions the request named
+        self._named = named or {}  # the session's partitions the request named, by id
         self.error_code = error_code
         self.session = session
         self._create = create  # (privileged, uses_topic_ids) of a full fetch's new session
@@ -193,15 +217,27 @@ class FetchContext:
         return self.session is not None or (self._create is not None
                                              and self._cache is not None)
 
-    def skip(self, may_skip: Callable[[FetchPartition], bool]) -> None:
+    def skip(self, may_skip: Callable[[FetchPartition], bool],
+             candidates: Iterable[FetchPartition] | None = None) -> None:
         """Narrow ``partitions`` (an incremental session's) to those the request named and
         those ``may_skip`` does not let go: a skipped partition is neither read nor answered,
-        and stays in the session as it was. A full fetch answers every partition."""
+        and stays in the session as it was. With ``candidates`` (partitions of the session),
+        every other partition the request did not name is skipped without asking
+        ``may_skip``. ``may_skip`` is asked about every named partition too (its answer does
+        not matter there). The order stays the session's. A full fetch answers every
+        partition."""
         if self.session is None:
             return
         named = self._named
-        self.partitions = [p for p in self.session_partitions
-                           if id(p) in named or not may_skip(p)]
+        if candidates is None:
+            self.partitions = [p for p in self.session_partitions
+                               if not may_skip(p) or id(p) in named]
+            return
+        chosen = dict(named)
+        for p in candidates:
+            chosen[id(p)] = p
+        self.partitions = sorted((p for p in chosen.values()
+                                  if not may_skip(p) or id(p) in named), key=_position)
 
     def throttled_response(self) -> tuple[ErrorCode, int]:
         """(error code, session id) of the response to a throttled fetch, which carries no
@@ -228,6 +264,7 @@ class FetchContext:
                     moved = session.partitions.pop(key, None)
                     if moved is not None:
                         session.partitions[key] = moved
+                        session.place_last(moved)
             return session.id, kept
         every = list(range(len(self.partitions)))
         if self._create is None or self._cache is None:
@@ -239,6 +276,10 @@ class FetchContext:
         session_id = self._cache.maybe_create_session(now_ms, privileged, uses_topic_ids,
                                                       lambda: cached)
         return session_id, every
+
+
+def _position(partition: FetchPartition) -> int:
+    return partition.position
 
 
 def _key_of(partition: FetchPartition, uses_topic_ids: bool) -> PartitionKey:

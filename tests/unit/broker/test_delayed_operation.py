@@ -97,3 +97,19 @@ async def test_wait_any_expires_and_is_removed_when_cancelled() -> None:
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert len(purgatory) == 0 and purgatory.notify("x") == 0
+
+
+def test_the_journal_tells_every_key_notified_since_a_position() -> None:
+    purgatory: Purgatory[str] = Purgatory("Fetch", journal=True, journal_size=4)
+    start = purgatory.position
+    for key in "abca":
+        purgatory.notify(key)
+    assert purgatory.notified_since(start) == list("abca")
+    middle = purgatory.position
+    purgatory.notify("d")
+    assert purgatory.notified_since(middle) == ["d"]
+    for key in "efgh":  # past twice its size the journal drops its oldest half
+        purgatory.notify(key)
+    assert purgatory.notified_since(start) is None  # some were dropped: the reader must assume
+    assert purgatory.notified_since(middle + 1) == list("efgh")
+    assert Purgatory[str]("Produce").notified_since(0) is None  # no journal kept

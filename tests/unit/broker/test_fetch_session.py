@@ -219,3 +219,38 @@ def test_the_cache_is_exported_as_prometheus_series() -> None:
     assert "strata_fetch_session_incremental_fetch_partitions_cached 1.0" in text
     assert "strata_fetch_session_evictions_total 1.0" in text
     assert "strata_fetch_session_incremental_fetches_total 1.0" in text
+
+
+def test_skip_over_candidates_keeps_the_session_order_and_the_named() -> None:
+    c = cache()
+    session_id = open_session(c, part(0), part(1), part(2), part(3), hw=5)
+    ctx = incremental(c, session_id, 1)
+    ctx.complete([answer(5), answer(6), answer(5), answer(5)], 1)  # 1 sent: last in line
+    session = c.get(session_id)
+    assert session is not None
+    by_index = {p.partition: p for p in session.partitions.values()}
+    ctx = incremental(c, session_id, 2, part(3, offset=9))
+    asked: list[int] = []
+
+    def may_skip(p: FetchPartition) -> bool:
+        asked.append(p.partition)
+        return p.partition == 2
+
+    ctx.skip(may_skip, [by_index[1], by_index[2], by_index[0]])
+    assert [p.partition for p in ctx.partitions] == [0, 3, 1]  # the session's order
+    assert sorted(asked) == [0, 1, 2, 3]  # the named one asked too; nothing else
+
+
+def test_membership_counts_partitions_added_forgotten_and_renamed() -> None:
+    c = cache()
+    session_id = open_session(c, part(0), part(1))
+    session = c.get(session_id)
+    assert session is not None
+    before = session.membership
+    incremental(c, session_id, 1, part(1, offset=40))  # an update: same partitions
+    assert session.membership == before
+    incremental(c, session_id, 2, part(2), forget=[("t", 0)], now=2)
+    assert session.membership == before + 2
+    renamed = FetchPartition(None, TOPIC_ID, 1, 40, 1 << 20)  # its topic id unknown now
+    incremental(c, session_id, 3, (("t", 1), renamed), now=3)
+    assert session.membership == before + 3

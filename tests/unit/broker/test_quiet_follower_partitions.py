@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 import time
 import uuid
 from pathlib import Path
@@ -19,9 +20,15 @@ from strata.broker.broker_state import BrokerState
 from strata.broker.fetch_session import FetchPartition
 from strata.broker.handlers.fetch import handle
 from strata.broker.network.request_context import Response
-from strata.broker.replication.quiet_partitions import has_records_or_error, is_quiet
+from strata.broker.replication.follower_state import SessionClock
+from strata.broker.replication.quiet_partitions import (
+    FULL_CHECK_INTERVAL_MS,
+    has_records_or_error,
+    is_quiet,
+)
 from strata.broker.replication.replica_manager import ReplicaManager
 from strata.protocol import ApiKey
+from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import decode_response_body
 from strata.storage.clock import ManualClock
 from strata.storage.file_records import FileSlice
@@ -116,7 +123,7 @@ async def test_a_quiet_session_is_answered_empty_and_each_fetch_still_recorded(
     for index in range(PARTITIONS):
         partition = state.replica_manager.get_partition("t", index)
         assert partition is not None
-        recorded = partition.followers[FOLLOWER]
+        recorded = partition.followers[FOLLOWER].settled()  # the session clock's time in
         assert (recorded.last_fetch_ms, recorded.last_caught_up_ms, recorded.log_end_offset) == (
             clock.milliseconds(), clock.milliseconds(), 1)
 
@@ -210,8 +217,9 @@ async def test_a_partition_with_anything_to_say_is_not_quiet(
     state, clock, _ = await _settled(tmp_path)
     rm = state.replica_manager
     told = _told(rm, 1)
-    assert is_quiet(rm.hosted, FOLLOWER, clock.milliseconds(), told)
-    assert not is_quiet(rm.hosted, FOLLOWER, clock.milliseconds(), change(told)), why
+    now = clock.milliseconds()
+    assert is_quiet(rm.hosted, FOLLOWER, now, SessionClock(), told)
+    assert not is_quiet(rm.hosted, FOLLOWER, now, SessionClock(), change(told)), why
 
 
 async def test_replication_state_that_may_change_is_never_skipped(tmp_path: Path) -> None:
@@ -221,16 +229,16 @@ async def test_replication_state_that_may_change_is_never_skipped(tmp_path: Path
     partition = rm.get_partition("t", 1)
     assert partition is not None
     told = _told(rm, 1)
-    assert not is_quiet(rm.hosted, 3, now, told)  # not a replica: the read says so
+    assert not is_quiet(rm.hosted, 3, now, SessionClock(), told)  # not a replica: the read says so
     partition.isr = frozenset({1})  # out of the ISR: the fetch may expand it
-    assert not is_quiet(rm.hosted, FOLLOWER, now, told)
+    assert not is_quiet(rm.hosted, FOLLOWER, now, SessionClock(), told)
     partition.isr = frozenset({1, FOLLOWER})
     partition.log.offline = True  # the read answers KAFKA_STORAGE_ERROR
-    assert not is_quiet(rm.hosted, FOLLOWER, now, told)
+    assert not is_quiet(rm.hosted, FOLLOWER, now, SessionClock(), told)
     partition.log.offline = False
     rm.make_follower("t", 1, TOPIC_ID, 3, 1, replicas=(1, 3), isr=frozenset({1, 3}),
                      partition_epoch=1)
-    assert not is_quiet(rm.hosted, FOLLOWER, now, told)  # NOT_LEADER_OR_FOLLOWER
+    assert not is_quiet(rm.hosted, FOLLOWER, now, SessionClock(), told)  # NOT_LEADER_OR_FOLLOWER
 
 
 async def test_a_parked_fetch_wakes_only_for_records_or_an_error(tmp_path: Path) -> None:
@@ -245,3 +253,118 @@ async def test_a_parked_fetch_wakes_only_for_records_or_an_error(tmp_path: Path)
     rm.make_follower("t", 0, TOPIC_ID, 3, 1, replicas=(1, 3), isr=frozenset({1, 3}),
                      partition_epoch=1)
     assert has_records_or_error(rm.hosted, told)  # NOT_LEADER_OR_FOLLOWER to answer
+
+
+# ------------------------------------------------------------------ the session's candidates
+# Between two full checks (``FULL_CHECK_INTERVAL_MS``) a fetch looks only at its candidates;
+# fetches below are 100-400 ms apart so that they do.
+
+
+async def _untouched_fetches(clock: ManualClock, follower: Follower, rounds: int,
+                             step_ms: int) -> None:
+    for _ in range(rounds):
+        clock.advance(step_ms)
+        assert await follower.fetch() == {}
+
+
+async def test_quiet_partitions_are_not_touched_yet_read_as_fetched(tmp_path: Path) -> None:
+    state, clock, follower = await _settled(tmp_path)
+    rm = state.replica_manager
+    # The last fetch read every partition (to tell its HW): each is a candidate of the next,
+    # found quiet, and takes the session's clock.
+    clock.advance(100)
+    assert await follower.fetch() == {}
+    partitions = [rm.get_partition("t", index) for index in range(PARTITIONS)]
+    before = [p.followers[FOLLOWER] for p in partitions if p is not None]
+    assert all(state.session_clock is not None for state in before)
+    await _untouched_fetches(clock, follower, 5, 100)
+    after = [p.followers[FOLLOWER] for p in partitions if p is not None]
+    assert all(a is b for a, b in zip(after, before, strict=True))  # no per-partition work
+    assert {(s.caught_up_ms, s.settled().last_fetch_ms) for s in after} == {
+        (clock.milliseconds(), clock.milliseconds())}
+
+
+async def test_lazily_recorded_fetches_keep_a_follower_in_sync_when_a_write_comes(
+        tmp_path: Path) -> None:
+    state, clock, follower = await _settled(tmp_path)
+    rm = state.replica_manager
+    await _untouched_fetches(clock, follower, 30, 400)  # 12 s of quiet > LAG_MS
+    await _append(rm, 0, b"after the quiet")
+    clock.advance(1)
+    # The shrink check runs before the follower fetches again: caught up 1 ms ago.
+    assert rm.maybe_shrink_isr(LAG_MS) == 0
+    assert list(await follower.fetch()) == [0]
+    # A follower that stops fetching is shrunk out where it is behind, as a read would have it.
+    clock.advance(LAG_MS + 1)
+    assert rm.maybe_shrink_isr(LAG_MS) == 1
+    lagging = rm.get_partition("t", 0)
+    quiet = rm.get_partition("t", 1)
+    assert lagging is not None and FOLLOWER not in lagging.isr
+    assert quiet is not None and FOLLOWER in quiet.isr
+
+
+async def test_an_isr_change_makes_a_quiet_partition_a_candidate(tmp_path: Path) -> None:
+    state, clock, follower = await _settled(tmp_path)
+    rm = state.replica_manager
+    await _untouched_fetches(clock, follower, 2, 100)
+    partition = rm.get_partition("t", 1)
+    assert partition is not None
+    # The controller takes the follower out (its HW does not move): the next fetch reads the
+    # partition and, the follower being at the end, proposes it back (adopted locally here).
+    rm.apply_isr_change(partition, frozenset({1}), partition.partition_epoch + 1)
+    clock.advance(100)
+    assert await follower.fetch() == {}
+    assert FOLLOWER in partition.isr
+
+
+async def test_a_deleted_log_start_is_told_at_the_next_fetch(tmp_path: Path) -> None:
+    state, clock, follower = await _settled(tmp_path)
+    rm = state.replica_manager
+    await _untouched_fetches(clock, follower, 2, 100)
+    (result,) = rm.delete_records([(("t", 2), 1)])
+    assert result.error_code == 0
+    clock.advance(100)
+    answered = await follower.fetch()
+    assert list(answered) == [2] and answered[2].log_start_offset == 1
+    # Told, partition 2 is quiet again with nothing notified: a candidate as last read.
+    clock.advance(100)
+    assert await follower.fetch() == {}
+    partition = rm.get_partition("t", 2)
+    assert partition is not None and partition.followers[FOLLOWER].session_clock is not None
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_every_partition_with_news_is_answered(tmp_path: Path, seed: int) -> None:
+    """A random run of appends, high watermark moves and fetches 0-150 ms apart: each fetch
+    answers every partition that had records or a high watermark the follower was not told
+    of, and the follower, fetching all the time, is never out of sync."""
+    rng = random.Random(seed)
+    state, clock, follower = await _settled(tmp_path)
+    rm = state.replica_manager
+    told = {index: 1 for index in range(PARTITIONS)}  # high watermarks the follower knows
+    sent = dict(follower.offsets)  # the offsets its session holds
+    for _ in range(150):
+        for index in rng.sample(range(PARTITIONS), rng.randrange(PARTITIONS)):
+            await _append(rm, index, b"r")
+        clock.advance(rng.randrange(150))
+        logs = {index: rm.get_partition("t", index) for index in range(PARTITIONS)}
+        news = {index for index, p in logs.items() if p is not None and (
+            p.log_end_offset > follower.offsets[index] or p.high_watermark != told[index])}
+        named = [index for index in range(PARTITIONS) if follower.offsets[index] != sent[index]]
+        sent = dict(follower.offsets)
+        answered = await follower.fetch(named=named)
+        assert news <= set(answered), (news, sorted(answered))
+        told.update({index: p.high_watermark for index, p in answered.items()})
+        assert rm.maybe_shrink_isr(1_000) == 0
+
+
+async def test_a_change_nothing_notifies_is_seen_at_the_next_full_check(tmp_path: Path) -> None:
+    state, clock, follower = await _settled(tmp_path)
+    partition = state.replica_manager.get_partition("t", 3)
+    assert partition is not None
+    await _untouched_fetches(clock, follower, 2, 100)
+    partition.log.offline = True  # as a failed log directory leaves it, with no notification
+    await _untouched_fetches(clock, follower, 1, 100)
+    clock.advance(FULL_CHECK_INTERVAL_MS)
+    answered = await follower.fetch()
+    assert list(answered) == [3] and answered[3].error_code == ErrorCode.kafka_storage_error

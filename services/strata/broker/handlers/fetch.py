@@ -70,6 +70,7 @@ from strata.broker.broker_state import BrokerState
 from strata.broker.fetch_session import (
     FetchContext,
     FetchPartition,
+    FetchSession,
     PartitionAnswer,
     PartitionKey,
 )
@@ -84,7 +85,11 @@ from strata.broker.network.request_context import RequestContext, Response
 from strata.broker.quotas.request_quotas import charge_fetch, quota_user
 from strata.broker.replication.partition import FetchIsolation, PartitionError, error_code_of
 from strata.broker.replication.partition_results import FetchPartitionResult, PartitionFetchInfo
-from strata.broker.replication.quiet_partitions import has_records_or_error, is_quiet
+from strata.broker.replication.quiet_partitions import (
+    SessionWatch,
+    has_records_or_error,
+    is_quiet,
+)
 from strata.protocol.error_codes import ErrorCode
 from strata.security.acl import AclOperation, ResourceType
 from strata.storage.errors import StorageError
@@ -123,8 +128,9 @@ async def handle(ctx: RequestContext, request: Any) -> Response:
         if window is not None:  # one fetch may not take more than a quota window allows
             max_bytes = max(0, min(max_bytes, int(window)))
     read = _Read(ctx, request, version, replica_id, isolation, max_bytes)
-    if replica_id >= 0 and context.incremental:
-        answered, tags, results = await _read_follower_session(read, context, max_wait_ms)
+    if replica_id >= 0 and context.session is not None:
+        answered, tags, results = await _read_follower_session(read, context, context.session,
+                                                               max_wait_ms)
     else:
         answered, tags, results = await read.partitions(context.partitions, max_wait_ms)
     endpoints: dict[int, NodeEndpoint] = {}
@@ -248,22 +254,32 @@ class _Read:
         return [slot if slot is not None else next(read) for slot in slots], tags, results
 
 
-async def _read_follower_session(read: _Read, context: FetchContext, max_wait_ms: int
+async def _read_follower_session(read: _Read, context: FetchContext, session: FetchSession,
+                                 max_wait_ms: int
                                  ) -> tuple[list[FetchPartitionResult], dict[int, PartitionTags],
                                             list[FetchPartitionResult]]:
     """A follower's incremental fetch: its quiet partitions skipped (``quiet_partitions``), the
     rest read at once; with fewer than ``min_bytes`` read, the long poll waits for an append
     to (or a high watermark move of) any partition of the session, then skips and reads again,
-    until ``max_wait_ms`` passed."""
+    until ``max_wait_ms`` passed. Only the session's candidates (``SessionWatch``) are looked
+    at, not every partition of the session."""
     state = read.ctx.state
     replica_manager = state.replica_manager
     hosted = replica_manager.hosted
+    purgatory = replica_manager.fetch_purgatory
     replica_id = read.replica_id
     clock = state.clock
+    watch = session.watch
+    if not isinstance(watch, SessionWatch):
+        watch = session.watch = SessionWatch[FetchPartition]()
     deadline_ms = clock.milliseconds() + max_wait_ms
     while True:
         now_ms = clock.milliseconds()
-        context.skip(partial(is_quiet, hosted, replica_id, now_ms))
+        candidates = watch.candidates(context.session_partitions, session.membership,
+                                      purgatory, now_ms)
+        context.skip(partial(is_quiet, hosted, replica_id, now_ms, watch.clock), candidates)
+        watch.clock.advance(now_ms)
+        watch.read = context.partitions
         answered, tags, results = await read.partitions(context.partitions, 0)
         left_ms = deadline_ms - now_ms
         if (left_ms <= 0 or sum(r.size for r in results) >= read.min_bytes
@@ -271,9 +287,7 @@ async def _read_follower_session(read: _Read, context: FetchContext, max_wait_ms
             return answered, tags, results
         # Watch the session as one (``Purgatory.wait_any``) and re-check only the partitions
         # notified: the others are as the read just left them.
-        by_key = {(p.topic, p.partition): p for p in context.session_partitions
-                  if p.topic is not None}
-        purgatory = replica_manager.fetch_purgatory
+        by_key = watch.keys
         while True:
             fired = await purgatory.wait_any(by_key.keys(),
                                              (deadline_ms - clock.milliseconds()) / 1000)

@@ -103,7 +103,7 @@ class _PartitionHealth(Collector):
                 lag.add_metric([*labels, str(replica)], max(behind, 0))
                 if now_ms is not None:
                     seconds = (0.0 if state.log_end_offset >= end
-                               else max(now_ms - state.last_caught_up_ms, 0) / 1000.0)
+                               else max(now_ms - state.caught_up_ms, 0) / 1000.0)
                     lag_time.add_metric([*labels, str(replica)], seconds)
         yield high_watermark
         yield lag

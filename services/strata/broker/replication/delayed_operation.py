@@ -12,7 +12,11 @@ sleeps in a loop:
   follower's fetch session: every partition this broker leads for it, a thousand on a busy
   broker) instead of one per key: ``notify`` offers each key to these few waiters, which
   collect every key notified until their wait ends, so the woken fetch re-checks only those;
-* a deadline fires through ``loop.call_later``.
+* a deadline fires through ``loop.call_later``;
+* with ``journal``, every key notified is also written to a bounded journal (``position`` and
+  ``notified_since``), so a reader that is not waiting — a follower's fetch session between two
+  fetches — can learn afterwards which keys were notified since it last looked, in time
+  proportional to the notifications, not to its keys.
 
 ``DelayedFetch`` is the long poll of a Fetch request (``fetch.min.bytes`` / ``max.wait.ms``):
 ``try_complete`` re-reads the partitions and returns a result once enough bytes are there (or
@@ -23,7 +27,10 @@ re-checks its partitions' high watermarks after each wake-up (``ReplicaManager``
 Invariants: a future is registered under its keys (or as a set waiter) only while its
 operation awaits it, and is removed when the await ends (woken, expired or cancelled because
 the client went away), so the purgatory holds nothing for finished requests. A set waiter is
-told every key notified from its registration to its removal. Event-loop only; no locks.
+told every key notified from its registration to its removal. The journal holds the last
+``journal_size`` to ``2 * journal_size`` keys notified, in order: ``notified_since(p)`` is every
+key notified since ``position`` was ``p``, or None when some of them were dropped (the reader
+must then assume anything changed). Event-loop only; no locks.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Hashable, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
@@ -48,16 +55,39 @@ class _SetWaiter(Generic[K]):
         self.fired: list[K] = []
 
 
+DEFAULT_JOURNAL_SIZE: Final = 16_384
+
+
 class Purgatory(Generic[K]):
     """Futures keyed by what they watch. ``notify`` wakes all watchers of one key."""
 
-    __slots__ = ("_set_waiters", "_watchers", "name")
+    __slots__ = ("_journal", "_journal_base", "_journal_size", "_set_waiters", "_watchers",
+                 "name")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, journal: bool = False,
+                 journal_size: int = DEFAULT_JOURNAL_SIZE) -> None:
         self.name = name
         # key -> futures watching it (a dict as an insertion-ordered set)
         self._watchers: dict[K, dict[asyncio.Future[bool], None]] = {}
         self._set_waiters: list[_SetWaiter[K]] = []
+        self._journal: list[K] | None = [] if journal else None
+        self._journal_base = 0  # the position of ``_journal[0]``
+        self._journal_size = journal_size
+
+    @property
+    def position(self) -> int:
+        """How many keys were notified so far (with a journal; else 0)."""
+        journal = self._journal
+        return 0 if journal is None else self._journal_base + len(journal)
+
+    def notified_since(self, position: int) -> list[K] | None:
+        """Every key notified since ``position`` was read, in order with repeats; None when
+        the journal no longer holds them all (or there is no journal)."""
+        journal = self._journal
+        start = position - self._journal_base
+        if journal is None or start < 0:
+            return None
+        return journal[start:]
 
     def __len__(self) -> int:
         """Number of distinct waiting futures (for metrics and tests)."""
@@ -73,6 +103,13 @@ class Purgatory(Generic[K]):
         """Wake every future watching ``key``; returns how many were woken. Cheap (one dict
         lookup, and a set lookup per set waiter) when nobody waits on it, which is the common
         case on the produce path."""
+        journal = self._journal
+        if journal is not None:
+            journal.append(key)
+            if len(journal) >= 2 * self._journal_size:
+                drop = len(journal) - self._journal_size
+                del journal[:drop]
+                self._journal_base += drop
         woken = 0
         for waiter in self._set_waiters:
             if key in waiter.keys:

@@ -96,7 +96,7 @@ class ReplicaManager:
         self.clock = clock
         self.node_id = node_id
         self._partitions: dict[TopicPartition, Partition] = {}
-        self.fetch_purgatory: Purgatory[TopicPartition] = Purgatory("Fetch")
+        self.fetch_purgatory: Purgatory[TopicPartition] = Purgatory("Fetch", journal=True)
         # acks=-1 produces waiting for the HW, woken when a partition's HW moves.
         self.produce_purgatory: Purgatory[TopicPartition] = Purgatory("Produce")
         # Without a cluster store (one broker), an ISR change is adopted at once.
@@ -329,9 +329,14 @@ class ReplicaManager:
 
     def apply_isr_change(self, partition: Partition, isr: frozenset[int],
                          partition_epoch: int) -> None:
-        """The store accepted ``isr`` for ``partition``: adopt it and wake HW waiters."""
+        """The store accepted ``isr`` for ``partition``: adopt it and wake HW waiters (the
+        fetch purgatory hears of every ISR change: a follower's quiet partition may be quiet
+        no more, ``quiet_partitions``)."""
+        tp = (partition.topic, partition.partition)
         if partition.apply_isr_change(isr, partition_epoch):
-            self._high_watermark_moved((partition.topic, partition.partition))
+            self._high_watermark_moved(tp)
+        else:
+            self.fetch_purgatory.notify(tp)
 
     def _propose_isr(self, partition: Partition, isr: frozenset[int]) -> None:
         if self.replication_metrics is not None:
@@ -521,5 +526,6 @@ class ReplicaManager:
             except (StorageError, PartitionError) as exc:
                 results.append(DeleteRecordsResult(exc.error_code))
                 continue
+            self.fetch_purgatory.notify((topic, index))  # followers hear of the new log start
             results.append(DeleteRecordsResult(NONE, low_watermark))
         return results
