@@ -1,4 +1,5 @@
-"""What a partition leader knows of one follower: its log end offset and when it was caught up.
+"""What a partition leader knows of one follower: its log end offset, its log start offset and
+when it was caught up.
 
 Kafka's ``cluster.Replica`` (the leader-side state of a remote replica), as a pure value updated
 by each of the follower's fetches. Times are milliseconds passed in by the caller (the broker's
@@ -14,7 +15,9 @@ a fetch from offset ``o`` when the leader's log end offset is ``leo``
 A follower is out of sync when it has not been caught up for longer than
 ``replica.lag.time.max.ms`` (and is not at the leader's end right now). ``last_caught_up_ms``
 never moves backwards. A follower's log end offset is the offset it fetches from: everything
-below it is in its log.
+below it is in its log. Its log start offset is what its last fetch reported (Fetch v5+
+``log_start_offset``, Kafka's ``followerStartOffset``; -1 until the first fetch); the leader's
+low watermark, which DeleteRecords waits for, is the smallest of them (``delayed_delete_records``).
 
 Invariants: ``log_end_offset`` is -1 until the first fetch (unknown); a fresh state (a new
 leadership, or a follower that just joined the replicas) counts as caught up at its creation
@@ -39,15 +42,18 @@ class FollowerState:
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET
 
     @classmethod
     def reset(cls, replica_id: int, now_ms: int) -> FollowerState:
         """The state when this broker becomes the leader: nothing known, caught up as of now."""
         return cls(replica_id, last_caught_up_ms=now_ms, last_fetch_ms=now_ms)
 
-    def on_fetch(self, fetch_offset: int, leader_log_end_offset: int, now_ms: int) -> FollowerState:
+    def on_fetch(self, fetch_offset: int, leader_log_end_offset: int, now_ms: int,
+                 log_start_offset: int | None = None) -> FollowerState:
         """The state after a fetch from ``fetch_offset`` while the leader's LEO was
-        ``leader_log_end_offset`` (module docstring)."""
+        ``leader_log_end_offset`` (module docstring); ``log_start_offset`` is the one the fetch
+        reported (None: the one known stays)."""
         caught_up = self.last_caught_up_ms
         if fetch_offset >= leader_log_end_offset:
             caught_up = max(caught_up, now_ms)
@@ -55,7 +61,9 @@ class FollowerState:
             caught_up = max(caught_up, self.last_fetch_ms)
         # The constructor, not ``dataclasses.replace``: this runs per partition per fetch.
         return FollowerState(self.replica_id, fetch_offset, caught_up, now_ms,
-                             leader_log_end_offset)
+                             leader_log_end_offset,
+                             self.log_start_offset if log_start_offset is None
+                             else log_start_offset)
 
     def is_caught_up(self, leader_log_end_offset: int, now_ms: int, max_lag_ms: int) -> bool:
         """In sync: at the leader's end now, or caught up within the last ``max_lag_ms``."""
