@@ -82,18 +82,19 @@ async def append(rm: ReplicaManager, acks: int, *values: bytes) -> list[int]:
     return codes
 
 
-def lead(server: KafkaServer, epoch: int) -> ReplicaManager:
+def lead(server: KafkaServer, epoch: int, replicas: tuple[int, ...] = (1, 2)
+         ) -> ReplicaManager:
     rm = state_of(server).replica_manager
-    rm.make_leader("t", 0, hosted(rm).topic_id, epoch, replicas=(1, 2),
-                   isr=frozenset((1, 2)))
+    rm.make_leader("t", 0, hosted(rm).topic_id, epoch, replicas=replicas,
+                   isr=frozenset(replicas))
     return rm
 
 
-async def follow(follower: ReplicaManager, server: KafkaServer, epoch: int
-                 ) -> ReplicaFetcherManager:
+async def follow(follower: ReplicaManager, server: KafkaServer, epoch: int,
+                 replicas: tuple[int, ...] = (1, 2)) -> ReplicaFetcherManager:
     topic_id = hosted(state_of(server).replica_manager).topic_id
-    follower.make_follower("t", 0, topic_id, 1, epoch, replicas=(1, 2),
-                           isr=frozenset((1, 2)), partition_epoch=0)
+    follower.make_follower("t", 0, topic_id, 1, epoch, replicas=replicas,
+                           isr=frozenset(replicas), partition_epoch=0)
     manager = ReplicaFetcherManager(follower, FAST)
     manager.add_partitions({TP: (LeaderEndpoint(1, "127.0.0.1", server.kafka_port), epoch)})
     return manager
@@ -176,19 +177,10 @@ async def test_follower_moves_its_log_start_to_the_leaders(leader: KafkaServer,
 
 async def test_delete_records_answered_once_both_followers_dropped_the_records(
         leader: KafkaServer, tmp_path: Path) -> None:
-    leader_rm = state_of(leader).replica_manager
-    leader_rm.make_leader("t", 0, hosted(leader_rm).topic_id, 0, replicas=(1, 2, 3),
-                          isr=frozenset((1, 2, 3)))
-    topic_id = hosted(leader_rm).topic_id
-    followers, managers = [], []
-    for node in (2, 3):
-        follower = ReplicaManager(log_manager(tmp_path / f"f{node}"), SystemClock(), node)
-        follower.make_follower("t", 0, topic_id, 1, 0, replicas=(1, 2, 3),
-                               isr=frozenset((1, 2, 3)), partition_epoch=0)
-        manager = ReplicaFetcherManager(follower, FAST)
-        manager.add_partitions({TP: (LeaderEndpoint(1, "127.0.0.1", leader.kafka_port), 0)})
-        followers.append(follower)
-        managers.append(manager)
+    leader_rm = lead(leader, 0, replicas=(1, 2, 3))
+    followers = [ReplicaManager(log_manager(tmp_path / f"f{node}"), SystemClock(), node)
+                 for node in (2, 3)]
+    managers = [await follow(follower, leader, 0, replicas=(1, 2, 3)) for follower in followers]
     try:
         assert await append(leader_rm, -1, b"a", b"b", b"c") == [0, 0, 0]
         (result,) = await asyncio.wait_for(leader_rm.delete_records([(TP, 2)], 10_000), WAIT_S)
