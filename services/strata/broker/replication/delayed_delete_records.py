@@ -15,11 +15,14 @@ resolved to the HW), or when the request's ``timeout_ms`` passed:
   the same rule): ``ReplicaManager.broker_alive``, which a cluster broker answers from its
   metadata image (the broker is registered, i.e. holds its lease), not from the ISR — so an
   alive follower out of the ISR holds the answer back, and a dead one does not. Without a
-  cluster every replica counts (a single broker has no followers: answered at once, as before);
+  cluster every replica counts (a single broker has no followers: answered at once);
 * waiting partitions are re-checked, without polling, when the ``delete_records_purgatory``
   is notified: a follower's fetch that moved its recorded log start offset, a leadership or
   replica-set change (``make_leader`` / ``make_follower`` / ``remove_partition``) and an ISR
-  change (``apply_isr_change``, which is how a dead broker leaves a partition);
+  change (``apply_isr_change``, which is how a dead broker leaves a partition). A broker that
+  dies while already out of the ISR changes no partition: a request waiting only on it is
+  re-checked at the next of these or times out, as in Kafka, whose purgatory is not told of
+  broker deaths either;
 * each re-check answers what Kafka's ``tryComplete`` answers: the low watermark once it is at
   least the offset; NOT_LEADER_OR_FOLLOWER when this broker no longer leads,
   KAFKA_STORAGE_ERROR when the log went offline, UNKNOWN_TOPIC_OR_PARTITION when the partition
