@@ -30,7 +30,8 @@ Grammar (Kafka's FetchRequest.json / FetchResponse.json, version 11; big-endian)
                 preferred_read_replica:INT32
                 records:NULLABLE_BYTES(INT32, -1 null)
 
-The follower's choices in the request: read_uncommitted, log_start_offset -1, no rack; a fetch
+The follower's choices in the request: read_uncommitted, its log start offset per partition
+(``FetchPosition.log_start_offset``: what the leader's DeleteRecords waits for), no rack; a fetch
 session (KIP-227) when the caller passes one (``FetchSessionHandler``), else none (id 0, epoch
 -1) and nothing forgotten. ``decode_fetch_response`` returns named tuples
 with kio's field names (error codes as ``ErrorCode``; ``records`` None when null) and raises
@@ -74,6 +75,7 @@ class FetchPosition(NamedTuple):
     current_leader_epoch: int
     fetch_offset: int
     partition_max_bytes: int
+    log_start_offset: int = -1  # the fetcher's own (-1: not a replica, or unknown)
 
 
 def encode_fetch_request(replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
@@ -94,7 +96,8 @@ def encode_fetch_request(replica_id: int, max_wait_ms: int, min_bytes: int, max_
         name = topic.encode()
         parts += (_LENGTH.pack(len(name)), name, _COUNT.pack(len(entries)))
         parts += (_REQUEST_PARTITION.pack(p.partition, p.current_leader_epoch, p.fetch_offset,
-                                          -1, p.partition_max_bytes) for p in entries)
+                                          p.log_start_offset, p.partition_max_bytes)
+                  for p in entries)
     forgotten_by_topic: dict[str, list[int]] = {}
     for topic, index in forgotten:
         forgotten_by_topic.setdefault(topic, []).append(index)

@@ -2,11 +2,12 @@
 
 A fetcher that asks one broker for the same partitions over and over (a follower's replica
 fetcher) opens a session with a full fetch, then sends only what changed: partitions added or
-whose position (fetch offset, leader epoch, max bytes) moved, and the ones it no longer wants as
-``forgotten``. The broker answers an incremental fetch with only the partitions that have news
-(records, an error, a moved high watermark / log start offset), so neither side encodes,
-decodes or walks the partitions that are idle. Pure: no I/O; the caller sends what ``build``
-returns and reports the answer with ``handle_response`` (or ``handle_error`` when none came).
+whose position (fetch offset, leader epoch, max bytes, log start offset) moved, and the ones it
+no longer wants as ``forgotten``. The broker answers an incremental fetch with only the
+partitions that have news (records, an error, a moved high watermark / log start offset), so
+neither side encodes, decodes or walks the partitions that are idle. Pure: no I/O; the caller
+sends what ``build`` returns and reports the answer with ``handle_response`` (or
+``handle_error`` when none came).
 
 Rules (Kafka's ``FetchSessionHandler`` and ``FetchMetadata``):
 

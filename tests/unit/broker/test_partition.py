@@ -154,8 +154,8 @@ def test_delete_records(tmp_path: Path) -> None:
     p = partition(tmp_path)
     for v in (b"a", b"b", b"c"):
         p.append_records_to_leader(batch(v), 1)
-    assert p.delete_records_on_leader(1) == 1
-    assert p.delete_records_on_leader(0) == 1  # never moves back
+    assert p.delete_records_on_leader(1) == 1  # the offset the low watermark must reach
+    assert (p.delete_records_on_leader(0), p.log_start_offset) == (0, 1)  # never moves back
     with pytest.raises(OffsetOutOfRangeError):
         p.delete_records_on_leader(4)
     with pytest.raises(OffsetOutOfRangeError):

@@ -4,7 +4,9 @@ Broker 1 (a ``KafkaServer``) leads t-0 with replicas 1 and 2; broker 2 is a ``Re
 of its own whose ``ReplicaFetcherManager`` follows it. Checked: acks=-1 produces to the leader
 complete once the follower fetched them, the follower's log is byte-for-byte the leader's and
 learns the HW; a follower with a divergent tail from an old epoch truncates it (KIP-101) and
-ends up identical; a follower behind the leader's log start restarts there.
+ends up identical; a follower behind the leader's log start restarts there; a follower moves
+its log start up to the leader's (``LeaderOffsetIncremented``) and reports it, so DeleteRecords
+on a leader with two followers is answered once both have dropped the records.
 """
 
 from __future__ import annotations
@@ -80,18 +82,19 @@ async def append(rm: ReplicaManager, acks: int, *values: bytes) -> list[int]:
     return codes
 
 
-def lead(server: KafkaServer, epoch: int) -> ReplicaManager:
+def lead(server: KafkaServer, epoch: int, replicas: tuple[int, ...] = (1, 2)
+         ) -> ReplicaManager:
     rm = state_of(server).replica_manager
-    rm.make_leader("t", 0, hosted(rm).topic_id, epoch, replicas=(1, 2),
-                   isr=frozenset((1, 2)))
+    rm.make_leader("t", 0, hosted(rm).topic_id, epoch, replicas=replicas,
+                   isr=frozenset(replicas))
     return rm
 
 
-async def follow(follower: ReplicaManager, server: KafkaServer, epoch: int
-                 ) -> ReplicaFetcherManager:
+async def follow(follower: ReplicaManager, server: KafkaServer, epoch: int,
+                 replicas: tuple[int, ...] = (1, 2)) -> ReplicaFetcherManager:
     topic_id = hosted(state_of(server).replica_manager).topic_id
-    follower.make_follower("t", 0, topic_id, 1, epoch, replicas=(1, 2),
-                           isr=frozenset((1, 2)), partition_epoch=0)
+    follower.make_follower("t", 0, topic_id, 1, epoch, replicas=replicas,
+                           isr=frozenset(replicas), partition_epoch=0)
     manager = ReplicaFetcherManager(follower, FAST)
     manager.add_partitions({TP: (LeaderEndpoint(1, "127.0.0.1", server.kafka_port), epoch)})
     return manager
@@ -150,6 +153,45 @@ async def test_follower_behind_the_log_start_restarts_there(leader: KafkaServer,
         assert follower_part.log.log_start_offset == 2
     finally:
         await fetchers.shutdown()
+
+
+async def test_follower_moves_its_log_start_to_the_leaders(leader: KafkaServer,
+                                                          tmp_path: Path) -> None:
+    leader_rm = lead(leader, 0)
+    follower = ReplicaManager(log_manager(tmp_path / "f"), SystemClock(), 2)
+    fetchers = await follow(follower, leader, 0)
+    try:
+        assert await append(leader_rm, -1, b"a", b"b", b"c", b"d") == [0, 0, 0, 0]
+        leader_part, follower_part = hosted(leader_rm), hosted(follower)
+        await until(lambda: follower_part.high_watermark == 4, "the follower to catch up")
+        leader_part.delete_records_on_leader(2)
+        await until(lambda: follower_part.log.log_start_offset == 2,
+                    "the follower to move its log start to the leader's")
+        assert follower_part.log_end_offset == 4  # moved, not restarted empty at 2
+        assert log_bytes(follower_part) == log_bytes(leader_part)
+        await until(lambda: leader_part.followers[2].log_start_offset == 2,
+                    "the follower to report its log start to the leader")
+    finally:
+        await fetchers.shutdown()
+
+
+async def test_delete_records_answered_once_both_followers_dropped_the_records(
+        leader: KafkaServer, tmp_path: Path) -> None:
+    leader_rm = lead(leader, 0, replicas=(1, 2, 3))
+    followers = [ReplicaManager(log_manager(tmp_path / f"f{node}"), SystemClock(), node)
+                 for node in (2, 3)]
+    managers = [await follow(follower, leader, 0, replicas=(1, 2, 3)) for follower in followers]
+    try:
+        assert await append(leader_rm, -1, b"a", b"b", b"c") == [0, 0, 0]
+        (result,) = await asyncio.wait_for(leader_rm.delete_records([(TP, 2)], 10_000), WAIT_S)
+        assert (result.error_code, result.low_watermark) == (0, 2)
+        # Answered only once each follower had moved its own log start and reported it.
+        assert [hosted(f).log.log_start_offset for f in followers] == [2, 2]
+        assert {r: s.log_start_offset for r, s in hosted(leader_rm).followers.items()} == {
+            2: 2, 3: 2}
+    finally:
+        for manager in managers:
+            await manager.shutdown()
 
 
 def test_whole_batches_cuts_a_partial_trailing_batch() -> None:

@@ -187,12 +187,13 @@ async def test_follower_reads_to_the_log_end(tmp_path: Path) -> None:
     assert follower.size == 2 * consumer.size
 
 
-def test_delete_records(tmp_path: Path) -> None:
+async def test_delete_records(tmp_path: Path) -> None:
     rm = replica_manager(tmp_path, ("t", 1))
     part = rm.get_partition("t", 0)
     assert part is not None
     for v in (b"a", b"b"):
         part.append_records_to_leader(batch(v), 1)
-    results = rm.delete_records([(("t", 0), 1), (("x", 0), 0), (("t", 0), 9), (("t", 0), -1)])
+    results = await rm.delete_records(
+        [(("t", 0), 1), (("x", 0), 0), (("t", 0), 9), (("t", 0), -1)], 0)
     assert [(r.error_code, r.low_watermark) for r in results] == [(0, 1), (3, -1), (1, -1),
                                                                    (0, 2)]

@@ -153,6 +153,8 @@ class Cluster:
         group_coordinator.leader_lookup = self.leader_of
         group_coordinator.consumer_groups.partition_racks = self.partition_racks
         replica_manager.partition_exists = lambda tp: tp in self.cache.image.partitions
+        # DeleteRecords' low watermark counts followers on registered brokers (Kafka: alive).
+        replica_manager.broker_alive = lambda broker_id: broker_id in self.cache.image.brokers
         lifecycle.replica_manager = replica_manager
         await lifecycle.leave_isrs_on_restart()
         await self.cache.load()

@@ -4,15 +4,21 @@ v2 is v1 in the flexible encoding.
 
 Per partition: ``offset`` -1 means the high watermark; an offset above the HW (or another
 negative one) is OFFSET_OUT_OF_RANGE; an offset below the current log start offset changes
-nothing. The answer's ``low_watermark`` is the log start offset afterwards (-1 with an error).
+nothing on the leader. The answer's ``low_watermark`` is the partition's low watermark: the
+smallest log start offset of the leader and its followers on live brokers, as their fetches
+report it (-1 with an error).
 A topic whose ``cleanup.policy`` lacks ``delete`` refuses with POLICY_VIOLATION (Kafka's rule).
 Whole segments below the new log start offset are deleted at once; readers already holding them
 are not disturbed (``Log`` keeps deleted files open for ``file.delete.delay.ms``).
 
 Authorization: Delete on the topic, else TOPIC_AUTHORIZATION_FAILED for its partitions.
 
-Single node: done when the leader moved its log start offset. With replication, Kafka waits
-(up to ``timeout_ms``) for every follower's log start offset; that becomes a delayed operation.
+The leader moves its log start offset at once; as Kafka's ``DelayedDeleteRecords``, the answer
+waits until the low watermark reached the offset asked for — every live follower learned the
+new log start from a Fetch response, moved its own and reported it in its next fetch — or until
+the request's ``timeout_ms``, after which the partitions still short are REQUEST_TIMED_OUT
+(``strata.broker.replication.delayed_delete_records``). A partition without followers (a single
+broker, replication factor 1) is answered at once.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                if ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, t.name)}
     entries = [((t.name, p.partition_index), p.offset)
                for t in request.topics if t.name in allowed for p in t.partitions]
-    results = iter(ctx.state.replica_manager.delete_records(entries))
+    timeout_ms = int(request.timeout.total_seconds() * 1000)
+    results = iter(await ctx.state.replica_manager.delete_records(entries, timeout_ms))
     topics = []
     for topic in request.topics:
         partitions = []

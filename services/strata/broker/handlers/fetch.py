@@ -239,7 +239,8 @@ class _Read:
                         slots.append(result)
                         continue
             info = PartitionFetchInfo(p.fetch_offset, p.max_bytes,
-                                      p.current_leader_epoch if self.with_epoch else -1)
+                                      p.current_leader_epoch if self.with_epoch else -1,
+                                      p.log_start_offset)
             fetch_infos.append(((name, p.partition), info))
             slots.append(None)
         results = [] if not fetch_infos and slots else await replica_manager.fetch_messages(

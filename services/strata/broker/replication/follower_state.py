@@ -1,4 +1,5 @@
-"""What a partition leader knows of one follower: its log end offset and when it was caught up.
+"""What a partition leader knows of one follower: its log end offset, its log start offset and
+when it was caught up.
 
 Kafka's ``cluster.Replica`` (the leader-side state of a remote replica), as a pure value updated
 by each of the follower's fetches. Times are milliseconds passed in by the caller (the broker's
@@ -14,7 +15,9 @@ a fetch from offset ``o`` when the leader's log end offset is ``leo``
 A follower is out of sync when it has not been caught up for longer than
 ``replica.lag.time.max.ms`` (and is not at the leader's end right now). ``last_caught_up_ms``
 never moves backwards. A follower's log end offset is the offset it fetches from: everything
-below it is in its log.
+below it is in its log. Its log start offset is what its last fetch reported (Fetch v5+
+``log_start_offset``, Kafka's ``followerStartOffset``; -1 until the first fetch); the leader's
+low watermark, which DeleteRecords waits for, is the smallest of them (``delayed_delete_records``).
 
 A follower's quiet partitions (``strata.broker.replication.quiet_partitions``) are not touched
 on each of its fetches: their state carries the ``SessionClock`` of the follower's fetch session
@@ -62,6 +65,7 @@ class FollowerState:
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET
     session_clock: SessionClock | None = field(default=None, compare=False)
 
     @classmethod
@@ -69,9 +73,11 @@ class FollowerState:
         """The state when this broker becomes the leader: nothing known, caught up as of now."""
         return cls(replica_id, last_caught_up_ms=now_ms, last_fetch_ms=now_ms)
 
-    def on_fetch(self, fetch_offset: int, leader_log_end_offset: int, now_ms: int) -> FollowerState:
+    def on_fetch(self, fetch_offset: int, leader_log_end_offset: int, now_ms: int,
+                 log_start_offset: int | None = None) -> FollowerState:
         """The state after a fetch from ``fetch_offset`` while the leader's LEO was
-        ``leader_log_end_offset`` (module docstring)."""
+        ``leader_log_end_offset`` (module docstring); ``log_start_offset`` is the one the fetch
+        reported (None: the one known stays)."""
         state = self.settled() if self.session_clock is not None else self
         caught_up = state.last_caught_up_ms
         if fetch_offset >= leader_log_end_offset:
@@ -80,7 +86,9 @@ class FollowerState:
             caught_up = max(caught_up, state.last_fetch_ms)
         # The constructor, not ``dataclasses.replace``: this runs per partition per fetch.
         return FollowerState(self.replica_id, fetch_offset, caught_up, now_ms,
-                             leader_log_end_offset)
+                             leader_log_end_offset,
+                             self.log_start_offset if log_start_offset is None
+                             else log_start_offset)
 
     def on_quiet_fetch(self, now_ms: int, clock: SessionClock) -> FollowerState:
         """The state after a fetch at the leader's log end offset (= ``log_end_offset``)
@@ -89,7 +97,8 @@ class FollowerState:
         state = self.settled() if self.session_clock is not None else self
         end = self.log_end_offset
         return FollowerState(self.replica_id, end, max(state.last_caught_up_ms, now_ms),
-                             max(state.last_fetch_ms, now_ms), end, clock)
+                             max(state.last_fetch_ms, now_ms), end, state.log_start_offset,
+                             clock)
 
     def settled(self) -> FollowerState:
         """This state with its session clock's time written in, and no clock."""
@@ -99,7 +108,7 @@ class FollowerState:
         at = clock.last_fetch_ms
         return FollowerState(self.replica_id, self.log_end_offset,
                              max(self.last_caught_up_ms, at), max(self.last_fetch_ms, at),
-                             self.log_end_offset)
+                             self.log_end_offset, self.log_start_offset)
 
     @property
     def caught_up_ms(self) -> int:

@@ -6,7 +6,8 @@ registration; a single broker's partitions have replicas = ISR = ``{node_id}``) 
 (``make_follower``). As leader it tracks each follower's fetch state (``FollowerState``),
 proposes ISR changes and moves the high watermark:
 
-* a follower's fetch (``update_follower_fetch_state``) records its log end offset; a follower
+* a follower's fetch (``update_follower_fetch_state``) records its log end offset (and the log
+  start offset it reported: DeleteRecords' low watermark, ``delayed_delete_records``); a follower
   outside the ISR whose log end offset reached the HW and the current leader epoch's start
   offset is proposed for the ISR (expansion, Kafka's ``maybeExpandIsr``);
 * ``maybe_shrink_isr`` proposes removing followers not caught up for ``replica.lag.time.max.ms``;
@@ -251,10 +252,12 @@ class Partition:
 
     # ------------------------------------------------------------- followers
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,
-                                    now_ms: int) -> frozenset[int] | None:
-        """Record a fetch of follower ``replica_id`` from ``fetch_offset``; returns the ISR to
-        propose when the follower has just caught up into it (else None). The caller
-        re-checks the HW (``maybe_increment_high_watermark``) afterwards."""
+                                    now_ms: int, log_start_offset: int | None = None
+                                    ) -> frozenset[int] | None:
+        """Record a fetch of follower ``replica_id`` from ``fetch_offset`` (reporting its
+        ``log_start_offset``; None: unchanged); returns the ISR to propose when the follower
+        has just caught up into it (else None). The caller re-checks the HW
+        (``maybe_increment_high_watermark``) afterwards."""
         self._check_leader()
         state = self.followers.get(replica_id)
         if state is None:
@@ -262,7 +265,7 @@ class Partition:
                 f"broker {replica_id} is not a replica of {self.topic}-{self.partition} "
                 f"(replicas {list(self.replicas)})"
             )
-        state = state.on_fetch(fetch_offset, self.log.log_end_offset, now_ms)
+        state = state.on_fetch(fetch_offset, self.log.log_end_offset, now_ms, log_start_offset)
         self.followers[replica_id] = state
         return self._maybe_expand_isr(state)
 
@@ -466,9 +469,11 @@ class Partition:
         return found if found.offset < last_fetchable else None
 
     def delete_records_on_leader(self, offset: int) -> int:
-        """DeleteRecords: move the log start offset to ``offset`` (-1 = the HW); returns the new
-        log start offset (the low watermark). Compacted-only topics refuse (POLICY_VIOLATION),
-        like Kafka; offsets past the HW are OFFSET_OUT_OF_RANGE (from the log)."""
+        """DeleteRecords: move the log start offset up to ``offset`` (-1 = the HW); returns the
+        offset asked for (-1 resolved), which the low watermark must reach before the request
+        is answered (Kafka's ``requestedOffset``, ``delayed_delete_records``). Compacted-only
+        topics refuse (POLICY_VIOLATION), like Kafka; offsets past the HW are
+        OFFSET_OUT_OF_RANGE (from the log)."""
         self._check_leader()
         log = self.log
         if not log.config.delete:
@@ -480,4 +485,5 @@ class Partition:
             offset = log.high_watermark
         if offset < 0:
             raise OffsetOutOfRangeError(f"cannot delete records before negative offset {offset}")
-        return log.delete_records_before(offset)
+        log.delete_records_before(offset)
+        return offset

@@ -1,7 +1,9 @@
 """What the replica manager is asked and answers per partition: Kafka's per-partition request
 and response shapes of Produce, Fetch and DeleteRecords, as plain values.
 
-Pure data. Invariant (Kafka's rule): with an error, a result's offsets are -1.
+Pure data. Invariant (Kafka's rule): with an error, a result's offsets are -1 — but for
+DeleteRecords' REQUEST_TIMED_OUT, which keeps the low watermark the request found, as Kafka's
+``DelayedDeleteRecords`` answers.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class PartitionFetchInfo(NamedTuple):
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int = -1
+    log_start_offset: int = -1  # a follower's own (Fetch v5+), recorded by the leader
 
 
 class FetchPartitionResult(NamedTuple):
@@ -45,5 +48,9 @@ class FetchPartitionResult(NamedTuple):
 
 
 class DeleteRecordsResult(NamedTuple):
+    """One partition of a DeleteRecords: the low watermark (the smallest log start offset of
+    the leader and its live followers, ``delayed_delete_records``) once it reached the offset
+    asked for."""
+
     error_code: int
     low_watermark: int = -1

@@ -19,6 +19,10 @@ Each partition goes through two phases with its leader:
    the partitions with news, so idle partitions cost neither side an encode, a decode or a call.
    Whole batches are appended as the leader wrote them (``Log.append_as_follower``: offsets and
    epochs kept, CRC checked); the high watermark becomes min(leader's HW, our log end offset).
+   The log start offset moves up to the leader's (Kafka's ``maybeIncrementLogStartOffset``,
+   reason ``LeaderOffsetIncremented``: records deleted by DeleteRecords or retention there go
+   here too), and each request reports ours (``log_start_offset``): the leader answers
+   DeleteRecords once every live replica's is past the deleted records.
 
 Replication throttles (KIP-73, Kafka's ``shouldFollowerThrottle``): a partition throttled on the
 follower side (``follower.replication.throttled.replicas``) is left out of the request while
@@ -62,6 +66,7 @@ from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import decode_response_body
 from strata.storage import record_batch as rb
 from strata.storage.errors import StorageError
+from strata.storage.log import Log
 
 logger = logging.getLogger(__name__)
 
@@ -252,6 +257,7 @@ class ReplicaFetcher:
     # ------------------------------------------------------------------- fetching
     async def _fetch(self, states: Mapping[TopicPartition, _FetchState]) -> None:
         offsets: dict[TopicPartition, int] = {}
+        starts: dict[TopicPartition, int] = {}
         quota = self.replica_manager.replication_quotas.follower
         now_ms = self.replica_manager.clock.milliseconds()
         for tp, state in states.items():
@@ -259,6 +265,7 @@ class ReplicaFetcher:
             if partition is not None and not quota.should_throttle(tp[0], tp[1], state.in_sync,
                                                                    now_ms):
                 offsets[tp] = partition.log_end_offset
+                starts[tp] = partition.log_start_offset
         if not offsets:
             if any(tp in self.partitions for tp in states):  # all throttled: back off
                 self._changed.clear()
@@ -269,7 +276,7 @@ class ReplicaFetcher:
         session = self.session
         request = session.build({
             (t, p): FetchPosition(t, p, states[(t, p)].leader_epoch, offset,
-                                  config.partition_max_bytes)
+                                  config.partition_max_bytes, starts[(t, p)])
             for (t, p), offset in offsets.items()})
         body = encode_fetch_request(
             self.node_id, config.wait_max_ms, config.min_bytes, config.max_bytes,
@@ -324,9 +331,21 @@ class ReplicaFetcher:
             if records or state.lag is None:
                 state.lag = max(0, answer.high_watermark - log.log_end_offset)
             log.update_high_watermark(min(answer.high_watermark, log.log_end_offset))
+            self._follow_log_start_offset(tp, log, answer.log_start_offset)
         except StorageError as exc:
             logger.error("broker %d stops fetching %s-%d: %s", self.node_id, tp[0], tp[1], exc)
             self.partitions.pop(tp, None)
+
+    def _follow_log_start_offset(self, tp: TopicPartition, log: Log,
+                                 leader_log_start_offset: int) -> None:
+        """Move our log start offset up to the leader's (``LeaderOffsetIncremented``). Never
+        past our high watermark (Kafka refuses that too; the offset we fetched from was at or
+        past the leader's log start, so only a log cut meanwhile gets here)."""
+        if log.log_start_offset < leader_log_start_offset <= log.high_watermark:
+            log.delete_records_before(leader_log_start_offset)
+            logger.info("broker %d: %s-%d log start offset moved to %d "
+                        "(LeaderOffsetIncremented)", self.node_id, tp[0], tp[1],
+                        leader_log_start_offset)
 
     async def _reset_out_of_range(self, tp: TopicPartition, partition: Partition,
                                   fetch_offset: int) -> None:

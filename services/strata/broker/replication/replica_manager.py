@@ -20,7 +20,11 @@ Kafka's ``ReplicaManager``. Owns:
   ``max_bytes`` (at least one batch, KIP-74), and the long poll: with fewer than ``min_bytes``
   readable, the fetch waits up to ``max_wait_ms`` in the fetch purgatory and is woken by the
   next append to one of its partitions (``delayed_operation``);
-* ``delete_records``: DeleteRecords on the leader;
+* ``delete_records``: DeleteRecords on the leader, answered once each partition's low watermark
+  (the smallest log start offset of the leader and its live followers, as their fetches report
+  it) reached the offset, or REQUEST_TIMED_OUT after the request's timeout
+  (``delayed_delete_records``); a follower's fetch that moves its log start offset, and any
+  leadership, replica or ISR change, wakes those waiting on the partition;
 * the leader side of replication throttles (KIP-73, ``replication_quota``): a follower's read of
   a throttled partition while the follower is out of the ISR and ``leader.replication.
   throttled.rate`` is exceeded is answered with no records (its fetch state still recorded, as
@@ -41,6 +45,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 from strata.broker.metrics.log_metrics import LogMetrics
 from strata.broker.metrics.replication_metrics import ReplicationMetrics
+from strata.broker.replication.delayed_delete_records import (
+    DelayedDeleteRecords,
+    low_watermark_if_leader,
+)
 from strata.broker.replication.delayed_operation import DelayedFetch, Purgatory
 from strata.broker.replication.partition import (
     NO_LEADER_EPOCH,
@@ -99,6 +107,9 @@ class ReplicaManager:
         self.fetch_purgatory: Purgatory[TopicPartition] = Purgatory("Fetch", journal=True)
         # acks=-1 produces waiting for the HW, woken when a partition's HW moves.
         self.produce_purgatory: Purgatory[TopicPartition] = Purgatory("Produce")
+        # DeleteRecords waiting for the low watermark, woken when a follower reports a new log
+        # start offset or the partition's leadership, replicas or ISR change.
+        self.delete_records_purgatory: Purgatory[TopicPartition] = Purgatory("DeleteRecords")
         # Without a cluster store (one broker), an ISR change is adopted at once.
         self.isr_change_handler: IsrChangeHandler = isr_change_handler or self._apply_locally
         # Set by the server once its metrics registry exists (None in bare unit tests).
@@ -107,6 +118,9 @@ class ReplicaManager:
         # Whether the cluster has a partition this broker does not host (then a request for it
         # is NOT_LEADER_OR_FOLLOWER, as Kafka answers, not UNKNOWN_TOPIC_OR_PARTITION).
         self.partition_exists: Callable[[TopicPartition], bool] = lambda tp: False
+        # Whether a broker is alive (a cluster: registered in the metadata image); only live
+        # followers count for DeleteRecords' low watermark. Alone, every replica does.
+        self.broker_alive: Callable[[int], bool] = lambda broker_id: True
         # Replication throttles (both sides; the fetchers read the follower side from here).
         self.replication_quotas = ReplicationQuotas(node_id)
 
@@ -130,6 +144,7 @@ class ReplicaManager:
         hosted.make_leader(leader_epoch, replicas=replicas, isr=isr,
                            partition_epoch=partition_epoch, now_ms=self.clock.milliseconds())
         self._high_watermark_moved((topic, partition))  # waiters re-check: leadership changed
+        self.delete_records_purgatory.notify((topic, partition))
         return hosted
 
     def make_follower(
@@ -152,6 +167,7 @@ class ReplicaManager:
         hosted.make_follower(leader_id, leader_epoch, replicas=replicas, isr=isr,
                              partition_epoch=partition_epoch)
         self._high_watermark_moved((topic, partition))
+        self.delete_records_purgatory.notify((topic, partition))
         return hosted
 
     def _host(self, topic: str, partition: int, topic_id: uuid.UUID, leader_epoch: int,
@@ -178,6 +194,7 @@ class ReplicaManager:
         if removed is not None:  # produces waiting on it as leader answer NOT_LEADER_OR_FOLLOWER
             removed.leader_id = None
         self._high_watermark_moved(tp)
+        self.delete_records_purgatory.notify(tp)
         if delete_log:
             self.log_manager.delete_log(topic, partition)
         return removed
@@ -313,12 +330,18 @@ class ReplicaManager:
 
     # ---------------------------------------------------------------- replication
     def update_follower_fetch_state(self, partition: Partition, replica_id: int,
-                                    fetch_offset: int) -> None:
-        """A follower fetched ``partition`` from ``fetch_offset``: record it, propose it for
-        the ISR if it just caught up, and move the HW if it can."""
+                                    fetch_offset: int, log_start_offset: int | None = None
+                                    ) -> None:
+        """A follower fetched ``partition`` from ``fetch_offset`` (reporting its
+        ``log_start_offset``): record it, propose it for the ISR if it just caught up, move
+        the HW if it can, and wake DeleteRecords waiting on a log start offset it moved."""
         before = partition.followers.get(replica_id)
         proposed = partition.update_follower_fetch_state(replica_id, fetch_offset,
-                                                         self.clock.milliseconds())
+                                                         self.clock.milliseconds(),
+                                                         log_start_offset)
+        if (log_start_offset is not None and before is not None
+                and before.log_start_offset != log_start_offset):
+            self.delete_records_purgatory.notify((partition.topic, partition.partition))
         if proposed is not None:
             self._propose_isr(partition, proposed)
         # The HW is min(LEO) over the maximal ISR, recomputed whenever the leader's LEO or the
@@ -329,14 +352,16 @@ class ReplicaManager:
 
     def apply_isr_change(self, partition: Partition, isr: frozenset[int],
                          partition_epoch: int) -> None:
-        """The store accepted ``isr`` for ``partition``: adopt it and wake HW waiters (the
-        fetch purgatory hears of every ISR change: a follower's quiet partition may be quiet
-        no more, ``quiet_partitions``)."""
+        """The store accepted ``isr`` for ``partition``: adopt it and wake HW waiters; the
+        fetch purgatory hears of every ISR change (a follower's quiet partition may be quiet
+        no more, ``quiet_partitions``), and so do DeleteRecords' waiters (a broker that died
+        leaves the ISR this way)."""
         tp = (partition.topic, partition.partition)
         if partition.apply_isr_change(isr, partition_epoch):
             self._high_watermark_moved(tp)
         else:
             self.fetch_purgatory.notify(tp)
+        self.delete_records_purgatory.notify(tp)
 
     def _propose_isr(self, partition: Partition, isr: frozenset[int]) -> None:
         if self.replication_metrics is not None:
@@ -473,7 +498,8 @@ class ReplicaManager:
                         # answer, without its call chain (most partitions of a session are
                         # here on most fetches); the fetch state is recorded all the same.
                         self.update_follower_fetch_state(partition, replica_id,
-                                                         info.fetch_offset)
+                                                         info.fetch_offset,
+                                                         info.log_start_offset)
                         high_watermark = log.high_watermark
                         results.append(FetchPartitionResult(
                             NONE, high_watermark, log.last_stable_offset(high_watermark),
@@ -483,7 +509,8 @@ class ReplicaManager:
                                               isolation, min_one_message,
                                               info.current_leader_epoch)
                 if replica_id >= 0:
-                    self.update_follower_fetch_state(partition, replica_id, info.fetch_offset)
+                    self.update_follower_fetch_state(partition, replica_id, info.fetch_offset,
+                                                     info.log_start_offset)
                     if read.high_watermark != partition.high_watermark:  # the fetch moved it
                         read = read._replace(high_watermark=partition.high_watermark,
                                              last_stable_offset=partition.last_stable_offset)
@@ -514,18 +541,29 @@ class ReplicaManager:
         return results, total, failed
 
     # --------------------------------------------------------- delete records
-    def delete_records(
-        self, entries: Sequence[tuple[TopicPartition, int]]
+    async def delete_records(
+        self, entries: Sequence[tuple[TopicPartition, int]], timeout_ms: int
     ) -> list[DeleteRecordsResult]:
-        """DeleteRecords: move each log start offset up to its offset (-1 = HW)."""
+        """DeleteRecords (Kafka's ``deleteRecords``): move each log start offset up to its
+        offset (-1 = HW) on the leader, then answer each partition once its low watermark
+        reached that offset, within ``timeout_ms`` (``delayed_delete_records``). One result
+        per entry, in order."""
         results: list[DeleteRecordsResult] = []
-        for (topic, index), offset in entries:
+        waiting: dict[int, tuple[TopicPartition, int]] = {}  # result index -> (tp, offset)
+        for tp, offset in entries:
             try:
-                partition = self.get_partition_or_error(topic, index)
-                low_watermark = partition.delete_records_on_leader(offset)
+                partition = self.get_partition_or_error(*tp)
+                required = partition.delete_records_on_leader(offset)
+                low_watermark = low_watermark_if_leader(partition, self.broker_alive)
             except (StorageError, PartitionError) as exc:
                 results.append(DeleteRecordsResult(exc.error_code))
                 continue
-            self.fetch_purgatory.notify((topic, index))  # followers hear of the new log start
+            self.fetch_purgatory.notify(tp)  # followers hear of the new log start
+            if low_watermark < required:
+                waiting[len(results)] = (tp, required)
             results.append(DeleteRecordsResult(NONE, low_watermark))
+        if waiting:
+            delayed = DelayedDeleteRecords(results, waiting, self._partitions.get,
+                                           lambda broker_id: self.broker_alive(broker_id))
+            await delayed.run(self.delete_records_purgatory, timeout_ms)
         return results
