@@ -20,6 +20,11 @@ Rules (Kafka's ``FetchSessionHandler`` and ``FetchMetadata``):
   at all (a timeout, a lost connection: the broker may or may not have moved the epoch) drops
   the session: the next request is full.
 
+A caller that knows which of its positions may have moved since the last request (a replica
+fetcher: only the partitions its last answer carried, or a truncation touched) asks with
+``build_changes`` instead of ``build``: the request is the same as ``build`` of every position
+would give when the others did not move, without comparing them all.
+
 Invariant: ``sent`` is what the broker's session holds once the last request was answered, so
 an incremental request makes the broker's session equal to what the caller asked for.
 """
@@ -62,11 +67,18 @@ class FetchSessionHandler:
     epoch: int = INITIAL_EPOCH
     sent: dict[TopicPartition, FetchPosition] = field(default_factory=dict)
     _pending: dict[TopicPartition, FetchPosition] | None = None
+    _pending_changes: bool = False  # ``_pending`` holds changes to ``sent``, not all of it
     _full: bool = True
+
+    @property
+    def incremental(self) -> bool:
+        """Whether the next request may be incremental (a session is open)."""
+        return self.session_id != NO_SESSION and not self._full
 
     def build(self, wanted: Mapping[TopicPartition, FetchPosition]) -> FetchRequestData:
         """The next request for ``wanted`` (every partition the caller wants fetched now)."""
         self._pending = dict(wanted)
+        self._pending_changes = False
         if self.session_id == NO_SESSION or self._full:
             self._full = True
             return FetchRequestData(self.session_id, INITIAL_EPOCH, list(wanted.values()), (),
@@ -75,6 +87,18 @@ class FetchSessionHandler:
         to_send = [position for tp, position in wanted.items() if sent.get(tp) != position]
         forgotten = [tp for tp in sent if tp not in wanted]
         return FetchRequestData(self.session_id, self.epoch, to_send, forgotten, False)
+
+    def build_changes(self, changed: Mapping[TopicPartition, FetchPosition]) -> FetchRequestData:
+        """The next incremental request when only ``changed`` (partitions already in the
+        session) may have moved; every other partition stays as sent. Only while
+        ``incremental``."""
+        if not self.incremental:
+            raise ValueError("build_changes needs an open session; build the full request")
+        self._pending = dict(changed)
+        self._pending_changes = True
+        sent = self.sent
+        to_send = [position for tp, position in changed.items() if sent.get(tp) != position]
+        return FetchRequestData(self.session_id, self.epoch, to_send, (), False)
 
     def handle_response(self, error_code: int, session_id: int) -> bool:
         """The answer to the last ``build``'s request: False when the session is dropped (a
@@ -90,7 +114,10 @@ class FetchSessionHandler:
             self.session_id, self.epoch, self._full = session_id, next_epoch(INITIAL_EPOCH), False
         else:
             self.epoch = next_epoch(self.epoch)
-        self.sent = pending
+        if self._pending_changes:
+            self.sent.update(pending)
+        else:
+            self.sent = pending
         return True
 
     def handle_error(self) -> None:

@@ -4,6 +4,8 @@ on per answer, and any error or lost answer falls back to a full fetch naming th
 
 from __future__ import annotations
 
+import pytest
+
 from strata.client.fetch_codec import FetchPosition
 from strata.client.fetch_session_handler import FetchSessionHandler, next_epoch
 from strata.protocol.error_codes import ErrorCode
@@ -74,3 +76,28 @@ def test_a_broker_keeping_no_session_gets_full_fetches() -> None:
 
 def test_epochs_wrap_to_1() -> None:
     assert next_epoch(0) == 1 and next_epoch(41) == 42 and next_epoch(0x7FFFFFFF) == 1
+
+
+def test_build_changes_sends_what_moved_among_the_changes_and_keeps_the_rest() -> None:
+    handler = opened()
+    request = handler.build_changes(wanted(pos(0, 5), pos(2, 0)))  # 2 did not move after all
+    assert not request.full and (request.session_id, request.epoch) == (9, 1)
+    assert list(request.to_send) == [pos(0, 5)] and not request.forgotten
+    assert handler.handle_response(ErrorCode.none, 9)
+    assert handler.sent == wanted(pos(0, 5), pos(1, 0), pos(2, 0))  # updated, nothing dropped
+    # The same as ``build`` of every position would have asked next.
+    assert list(handler.build_changes({}).to_send) == []
+    assert handler.handle_response(ErrorCode.none, 9) and handler.epoch == 3
+    assert list(handler.build(wanted(pos(0, 5), pos(1, 0), pos(2, 0))).to_send) == []
+
+
+def test_build_changes_needs_an_open_session_and_a_lost_answer_closes_it() -> None:
+    handler = FetchSessionHandler()
+    assert not handler.incremental
+    with pytest.raises(ValueError, match="open session"):
+        handler.build_changes(wanted(pos(0, 1)))
+    handler = opened()
+    assert handler.incremental
+    handler.build_changes(wanted(pos(0, 7)))
+    handler.handle_error()
+    assert not handler.incremental and handler.sent == {}
