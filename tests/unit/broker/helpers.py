@@ -11,9 +11,11 @@ from typing import Any
 
 from strata.broker.broker_state import BrokerState
 from strata.broker.config import BrokerConfig
+from strata.broker.handlers.create_topics import TopicSpec, create_topic
 from strata.broker.network.request_context import RequestContext
 from strata.broker.producer_id_manager import ProducerIdManager
 from strata.broker.replication.replica_manager import ReplicaManager
+from strata.broker.server import KafkaServer
 from strata.broker.topic_store import FileTopicStore
 from strata.protocol.header import RequestHeader
 from strata.protocol.messages import build_request
@@ -129,3 +131,15 @@ def restarted_group_broker_state(state: BrokerState, tmp_path: Path,
                                                   record.leader_epochs[index],
                                                   configs=record.configs)
     return restarted
+
+
+async def started_leader(tmp_path: Path, partitions: int) -> KafkaServer:
+    """Broker 1 served in process on loopback (a replica fetcher's leader), with topic ``t`` of
+    ``partitions`` partitions created; the caller shuts it down."""
+    server = KafkaServer(BrokerConfig({
+        "node.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0", "http.port": "0",
+        "log.dirs": str(tmp_path / "leader"), "replica.lag.time.max.ms": "60000"}))
+    await server.start()
+    assert server.state is not None
+    await create_topic(server.state, TopicSpec("t", partitions, 1, {}))
+    return server

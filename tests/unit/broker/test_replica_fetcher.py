@@ -19,8 +19,6 @@ from pathlib import Path
 import pytest
 
 from strata.broker.broker_state import BrokerState
-from strata.broker.config import BrokerConfig
-from strata.broker.handlers.create_topics import TopicSpec, create_topic
 from strata.broker.replication.partition import Partition
 from strata.broker.replication.replica_fetcher import (
     FetcherConfig,
@@ -32,7 +30,7 @@ from strata.broker.server import KafkaServer
 from strata.storage.clock import SystemClock
 from strata.storage.record_batch import whole_batches
 
-from .helpers import batch, log_manager
+from .helpers import batch, log_manager, started_leader
 
 TP = ("t", 0)
 WAIT_S = 10.0
@@ -41,12 +39,7 @@ FAST = FetcherConfig(wait_max_ms=50, backoff_ms=50, socket_timeout_ms=5_000)
 
 @pytest.fixture
 async def leader(tmp_path: Path) -> AsyncIterator[KafkaServer]:
-    server = KafkaServer(BrokerConfig({
-        "node.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0", "http.port": "0",
-        "log.dirs": str(tmp_path / "leader"), "replica.lag.time.max.ms": "60000"}))
-    await server.start()
-    assert server.state is not None
-    await create_topic(server.state, TopicSpec("t", 1, 1, {}))
+    server = await started_leader(tmp_path, 1)
     yield server
     await server.shutdown()
 

@@ -14,8 +14,6 @@ from typing import NamedTuple
 
 import pytest
 
-from strata.broker.config import BrokerConfig
-from strata.broker.handlers.create_topics import TopicSpec, create_topic
 from strata.broker.replication.replica_fetcher import (
     FULL_REBUILD_INTERVAL_S,
     FetcherConfig,
@@ -23,12 +21,11 @@ from strata.broker.replication.replica_fetcher import (
     ReplicaFetcherManager,
 )
 from strata.broker.replication.replica_manager import ReplicaManager
-from strata.broker.server import KafkaServer
 from strata.client.fetch_codec import FetchPosition
 from strata.client.fetch_session_handler import FetchRequestData, FetchSessionHandler
 from strata.storage.clock import SystemClock
 
-from .helpers import batch, log_manager
+from .helpers import batch, log_manager, started_leader
 
 PARTITIONS = 8
 WAIT_S = 10.0
@@ -63,12 +60,8 @@ class Leader(NamedTuple):
 
 @pytest.fixture
 async def leader(tmp_path: Path) -> AsyncIterator[Leader]:
-    server = KafkaServer(BrokerConfig({
-        "node.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0", "http.port": "0",
-        "log.dirs": str(tmp_path / "leader"), "replica.lag.time.max.ms": "60000"}))
-    await server.start()
+    server = await started_leader(tmp_path, PARTITIONS)
     assert server.state is not None
-    await create_topic(server.state, TopicSpec("t", PARTITIONS, 1, {}))
     rm = server.state.replica_manager
     for index in range(PARTITIONS):
         partition = rm.get_partition("t", index)
