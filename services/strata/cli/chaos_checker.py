@@ -117,8 +117,8 @@ class ReplicaRead:
 @dataclass(frozen=True)
 class Resume:
     """The group consumer's first record of ``partition`` after it was assigned: at
-    ``offset``, while the highest commit acknowledged for the partition by then was
-    ``acknowledged`` (-1: none)."""
+    ``offset``, while the latest commit acknowledged for the partition by then was
+    ``acknowledged`` (-1: none; commits are last-writer-wins, so the latest is in force)."""
 
     partition: int
     offset: int

@@ -13,8 +13,12 @@ Owns three kinds of client thread and what they observed:
 * ``GroupConsumer`` — one member of a consumer group reading and committing through the faults,
   closed and reopened every ``reopen_s`` so it resumes from its committed offsets; every value it
   consumed is kept (the at-least-once check), and so is, per assignment of a partition, where
-  it resumed and the highest commit the coordinator had acknowledged for it by then
-  (``Resume``: an acknowledged commit must never be taken back).
+  it resumed and the latest commit the coordinator had acknowledged for it by then
+  (``Resume``: an acknowledged commit must never be taken back). Latest, not highest: commits
+  are last-writer-wins, in Kafka as here, and librdkafka may send an older position's commit
+  after a newer one (async commits queued while the coordinator was away go out together);
+  the coordinator answers one connection's commits in the order it wrote them, so the last
+  acknowledged is the one in force.
 * ``read_topic`` — after healing, the full read: every partition from its log start to its
   high watermark at the time of the read.
 
@@ -215,7 +219,7 @@ class GroupConsumer(threading.Thread):
         self.max_offset: dict[int, int] = {}
         self.errors: dict[str, int] = {}
         self.reopens = 0
-        self.acknowledged: dict[int, int] = {}  # partition -> highest acknowledged commit
+        self.acknowledged: dict[int, int] = {}  # partition -> latest acknowledged commit
         self.resumes: list[Resume] = []
         self._assigned: dict[int, int] = {}  # partition -> acknowledged at its assignment
         self.lock = threading.Lock()
@@ -238,11 +242,12 @@ class GroupConsumer(threading.Thread):
             self._acknowledge(partitions)
 
     def _acknowledge(self, partitions: list[Any]) -> None:
+        """Commits the coordinator acknowledged, in the order it answered them: each
+        partition's latest is the one in force (module docstring)."""
         with self.lock:
             for tp in partitions:
                 if tp.error is None and tp.offset >= 0:
-                    self.acknowledged[tp.partition] = max(
-                        self.acknowledged.get(tp.partition, -1), tp.offset)
+                    self.acknowledged[tp.partition] = tp.offset
 
     def _on_assign(self, _consumer: Any, partitions: list[Any]) -> None:
         with self.lock:
