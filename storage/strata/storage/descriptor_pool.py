@@ -3,11 +3,9 @@
 A hosted partition keeps one descriptor at rest, its active segment's ``.log``, which its
 ``FileRecords`` owns. Every other ``.log`` - an inactive segment found at load, rolled, or
 swapped in by the cleaner - borrows a descriptor from ``DESCRIPTOR_POOL`` when a read (or a
-flush, a recovery scan) needs one. The pool keeps at most ``max_open`` of them open
-(``MAX_OPEN_INACTIVE_SEGMENTS``, counted by ``strata.broker.partition_capacity`` on top of its
-reserve); opening one more closes the least recently used entry's, and that file opens again,
-by its current path, on its next use. Kafka keeps every segment open and asks for a large
-``nofile``; this pool is what lets a 20,000-descriptor broker host ~18,700 partitions.
+flush, a recovery scan) needs one, and the next use reopens it by its current path if the pool
+closed it meanwhile. Kafka keeps every segment open and asks for a large ``nofile``; this pool
+is what lets a 20,000-descriptor broker host ~18,700 partitions.
 
 Descriptor lifetime (the hazard this module exists to handle): a ``Descriptor`` is one open fd,
 closed when the last reference to it goes (CPython frees it at that moment; ``__del__`` closes
@@ -17,16 +15,26 @@ progress (its local variable). So an eviction, ``close``, ``release`` or ``delet
 the owner's reference: a slice still waiting for its ``sendfile`` after an ``await``, or a
 cleaner thread halfway through a scan, keeps the descriptor open, and its fd number cannot be
 reused by another open (which would send another file's bytes) until that slice is dropped.
-Descriptors evicted but still held that way are outside ``max_open``: their number is bounded
-by the reads in flight (the slices of the responses being written).
 
-Invariants: at most one entry per owner; ``len(pool) <= max_open`` after every call; an entry is
-only ever added by ``checkout`` (a read) or ``adopt`` (a roll), and removed by eviction,
+The bound, ``max_open`` (``MAX_OPEN_INACTIVE_SEGMENTS``, budgeted by
+``strata.broker.partition_capacity`` on top of its reserve), counts every *live* descriptor the
+pool opened or adopted: those it holds and those it evicted that slices still hold. A use that
+finds the pool full evicts the least recently used entry; if the pool is still at its bound
+(slices hold what it evicted: one Fetch reading 10,000 partitions' old segments) the use gets a
+*transient* descriptor instead, outside the pool, that closes when that use ends: ``checkout``
+says so, and ``FileRecords.slice`` then reads the bytes into the slice rather than pinning the
+descriptor. A few transient descriptors (one per thread reading at that moment) may be open
+beyond the bound.
+
+Invariants: at most one entry per owner; entries <= live <= ``max_open`` except that ``adopt``
+of a rolled segment's descriptor is refused (the descriptor is dropped) rather than exceed it;
+an entry is only added by ``checkout`` (a read) or ``adopt`` (a roll), and removed by eviction,
 ``claim`` (the file became active again) or ``discard`` (closed or deleted).
 
 Threads: the event loop, the cleaner's and the flusher's worker threads all borrow from the
 pool; one lock guards the entries and the opening of a file (so an owner's rename, done under
-``lock`` too, is never seen half done). A descriptor is closed outside the lock when possible.
+``lock`` too, is never seen half done). Evicted descriptors are dropped outside the lock (a
+``Descriptor`` that closes runs ``__del__``, and the live set's weak references update then).
 """
 
 from __future__ import annotations
@@ -34,12 +42,14 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Final
 
 MAX_OPEN_INACTIVE_SEGMENTS: Final = 256
-"""Descriptors of inactive segments' ``.log`` files open at once in a broker process."""
+"""Descriptors of inactive segments' ``.log`` files open at once in a broker process (held by
+the pool or by slices), beside a few transient ones."""
 
 
 class Descriptor:
@@ -48,7 +58,7 @@ class Descriptor:
     Hold it (not ``fd``, a bare number) for as long as the fd is used: ``fd`` is valid exactly
     while some reference to its ``Descriptor`` lives."""
 
-    __slots__ = ("fd",)
+    __slots__ = ("__weakref__", "fd")
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -70,13 +80,20 @@ class DescriptorPool:
             raise ValueError(f"a descriptor pool holds at least one descriptor, not {max_open}")
         self._max_open = max_open
         self._open: OrderedDict[object, Descriptor] = OrderedDict()
+        self._live: weakref.WeakSet[Descriptor] = weakref.WeakSet()  # entries + evicted, held
         self.lock = threading.Lock()
-        self.opened = 0  # descriptors opened by ``checkout`` (a reopen after eviction counts)
-        self.evicted = 0  # entries dropped to stay within ``max_open``
+        self.opened = 0  # descriptors opened into the pool (a reopen after eviction counts)
+        self.evicted = 0  # entries dropped to make room
+        self.transient = 0  # descriptors opened outside the pool: it was at its bound
 
     @property
     def max_open(self) -> int:
         return self._max_open
+
+    @property
+    def live(self) -> int:
+        """Descriptors the pool opened or adopted that are still open (held by it or slices)."""
+        return len(self._live)
 
     def resize(self, max_open: int) -> None:
         """Change the bound (evicting the least recently used entries beyond it)."""
@@ -84,7 +101,7 @@ class DescriptorPool:
             raise ValueError(f"a descriptor pool holds at least one descriptor, not {max_open}")
         with self.lock:
             self._max_open = max_open
-            victims = self._evict_beyond_bound()
+            victims = self._evict_down_to(max_open)
         del victims  # closed here, outside the lock (unless a slice still holds one)
 
     def __len__(self) -> int:
@@ -99,33 +116,53 @@ class DescriptorPool:
         with self.lock:
             return self._open.get(owner)
 
-    def checkout(self, owner: object, open_fd: Callable[[], int]) -> Descriptor:
-        """``owner``'s descriptor, now the most recently used; ``open_fd()`` opens it (under
-        the pool's lock) if it is not in the pool. Keep the result while using its fd."""
+    def checkout(self, owner: object, open_fd: Callable[[], int]) -> tuple[Descriptor, bool]:
+        """``(descriptor, pooled)``: ``owner``'s descriptor, now the most recently used, opened
+        by ``open_fd()`` (under the pool's lock) if the pool does not hold it. ``pooled`` is
+        False for a transient descriptor (the pool is at its bound, slices holding what it
+        evicted): do not keep it beyond this use. Keep the result while using its fd."""
         with self.lock:
             descriptor = self._open.get(owner)
             if descriptor is not None:
                 self._open.move_to_end(owner)
-                return descriptor
+                return descriptor, True
+            victims = self._evict_down_to(self._max_open - 1)
+        del victims  # those no slice holds close now and leave the live set
+        with self.lock:
+            descriptor = self._open.get(owner)  # opened by another thread meanwhile
+            if descriptor is not None:
+                self._open.move_to_end(owner)
+                return descriptor, True
             descriptor = Descriptor(open_fd())
+            if len(self._live) >= self._max_open:
+                self.transient += 1
+                return descriptor, False
             self.opened += 1
             self._open[owner] = descriptor
-            victims = self._evict_beyond_bound()
-        del victims
-        return descriptor
+            self._live.add(descriptor)
+            return descriptor, True
 
     def adopt(self, owner: object, descriptor: Descriptor) -> None:
-        """Take an open descriptor in as the most recently used (a file became inactive)."""
+        """Take an open descriptor in as the most recently used (a file became inactive); at
+        the bound it is dropped instead (closing once no slice holds it)."""
         with self.lock:
-            self._open[owner] = descriptor
-            self._open.move_to_end(owner)
-            victims = self._evict_beyond_bound()
+            victims = self._evict_down_to(self._max_open - 1)
         del victims
-
-    def claim(self, owner: object) -> Descriptor | None:
-        """Take ``owner``'s descriptor out of the pool (its file became active again)."""
         with self.lock:
-            return self._open.pop(owner, None)
+            if len(self._live) < self._max_open:
+                self._open[owner] = descriptor
+                self._open.move_to_end(owner)
+                self._live.add(descriptor)
+
+    def claim(self, owner: object, open_fd: Callable[[], int]) -> Descriptor:
+        """``owner``'s descriptor taken out of the pool (its file became active again and owns
+        it from now on), or a new one opened by ``open_fd()``."""
+        with self.lock:
+            descriptor = self._open.pop(owner, None)
+            if descriptor is None:
+                return Descriptor(open_fd())
+            self._live.discard(descriptor)
+            return descriptor
 
     def discard(self, owner: object) -> None:
         """Forget ``owner`` (closed or deleted): its descriptor closes as soon as no slice
@@ -137,14 +174,12 @@ class DescriptorPool:
     def evict_all(self) -> None:
         """Drop every entry (each file reopens on its next use)."""
         with self.lock:
-            victims = list(self._open.values())
-            self._open.clear()
-            self.evicted += len(victims)
+            victims = self._evict_down_to(0)
         del victims
 
-    def _evict_beyond_bound(self) -> list[Descriptor]:
+    def _evict_down_to(self, entries: int) -> list[Descriptor]:
         victims = []
-        while len(self._open) > self._max_open:
+        while len(self._open) > max(entries, 0):
             victims.append(self._open.popitem(last=False)[1])
         self.evicted += len(victims)
         return victims

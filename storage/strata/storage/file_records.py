@@ -26,8 +26,10 @@ first) and the next use reopens it by its *current* path. The first ``append`` m
 active again (a truncation left an older segment last). Every use holds the ``Descriptor``
 object for its duration, and a ``FileSlice`` holds it until the slice is dropped: eviction,
 ``close`` and ``delete`` never close a descriptor a slice may still ``sendfile`` from (it closes
-with the last slice), so its fd number is never reused under it. ``delete`` leaves the pool at
-once; a file's size comes from ``stat`` until it is opened.
+with the last slice), so its fd number is never reused under it. The pool's bound counts
+those held descriptors too: at the bound, an inactive file is read through a transient
+descriptor and ``slice`` returns the bytes themselves (``FileSlice.data``), not a descriptor.
+``delete`` leaves the pool at once; a file's size comes from ``stat`` until it is opened.
 
 Threads: appends, reads, truncation and renames run on the log's owner thread; ``flush`` may run
 on a worker thread, the cleaner reads on its own; opening a file and ``rename_to`` run under
@@ -65,6 +67,7 @@ from strata.storage.records import iter_records
 logger = logging.getLogger(__name__)
 
 READ_CHUNK = 64 * 1024  # bytes read at once while scanning batch headers
+NO_FD = -1  # ``FileSlice.fd`` of a slice that holds its bytes
 
 
 def pread_fully(fd: int, position: int, size: int) -> bytes:
@@ -92,15 +95,20 @@ class FileSlice:
     ``descriptor`` (set by ``FileRecords.slice``) keeps ``fd`` open for as long as the slice
     lives, whatever happens to its file meanwhile (module docstring): keep the slice, not the
     bare ``fd``, until the bytes are sent. A slice built from a bare ``fd`` (tests) relies on
-    its caller to keep that fd open."""
+    its caller to keep that fd open. A slice of an inactive file read while the descriptor
+    pool was at its bound holds ``data`` (the bytes, read at once) and no descriptor; its
+    ``fd`` is ``NO_FD``: send ``read_bytes()``."""
 
     fd: int
     position: int
     length: int
     descriptor: Descriptor | None = field(default=None, compare=False, repr=False)
+    data: bytes | None = field(default=None, repr=False)
 
     def read_bytes(self) -> bytes:
         """The slice's bytes (fewer only if the file was truncated under it)."""
+        if self.data is not None:
+            return self.data
         return pread_fully(self.fd, self.position, self.length)
 
 
@@ -153,7 +161,7 @@ class FileRecords:
             return own
         if self._closed:
             raise ValueError(f"{self.path} is closed")
-        return self._pool.checkout(self, self._open_fd)
+        return self._pool.checkout(self, self._open_fd)[0]
 
     def _open_fd(self) -> int:
         """Open the file by its current path (under the pool's lock, like ``rename_to``)."""
@@ -168,9 +176,12 @@ class FileRecords:
 
     @property
     def fd(self) -> int:
-        """The bare descriptor number: valid only while something holds its ``Descriptor``
-        (always, for an active file). Use ``descriptor()`` or ``slice`` for an inactive one."""
-        return self.descriptor().fd
+        """The descriptor number of an active file (which owns it). An inactive file has no
+        stable one: hold ``descriptor()`` (or a ``slice``) while using its fd."""
+        own = self._own
+        if own is None:
+            raise ValueError(f"{self.path} is inactive or closed: use descriptor()")
+        return own.fd
 
     @property
     def is_open(self) -> bool:
@@ -196,9 +207,8 @@ class FileRecords:
         if own is None:
             if self._closed:
                 raise ValueError(f"{self.path} is closed")
-            own = self._pool.checkout(self, self._open_fd)
+            own = self._pool.claim(self, self._open_fd)
             self._own = own
-            self._pool.discard(self)
         return own
 
     @property
@@ -287,7 +297,8 @@ class FileRecords:
         if self._dirty and not self._closed:
             self._dirty = False
             try:
-                os.fsync(self.descriptor().fd)
+                descriptor = self.descriptor()  # held: a transient one closes when dropped
+                os.fsync(descriptor.fd)
             except (OSError, KafkaStorageError):
                 self._dirty = True
                 raise
@@ -301,12 +312,22 @@ class FileRecords:
 
     def slice(self, position: int, size: int) -> FileSlice:
         """A ``FileSlice`` of up to ``size`` bytes at ``position`` (clamped to the end); it
-        keeps the descriptor open while it lives."""
+        keeps the descriptor open while it lives. An inactive file whose pool is at its bound
+        (slices hold every descriptor it may have open) gives a slice holding the bytes."""
         self._check_position(position)
         if size < 0:
             raise ValueError(f"invalid slice size {size} for {self.path}")
-        descriptor = self.descriptor()
-        return FileSlice(descriptor.fd, position, min(size, self._size - position), descriptor)
+        length = min(size, self._size - position)
+        own = self._own
+        if own is not None:
+            return FileSlice(own.fd, position, length, own)
+        if self._closed:
+            raise ValueError(f"{self.path} is closed")
+        descriptor, pooled = self._pool.checkout(self, self._open_fd)
+        if pooled:
+            return FileSlice(descriptor.fd, position, length, descriptor)
+        data = pread_fully(descriptor.fd, position, length)
+        return FileSlice(NO_FD, position, len(data), data=data)
 
     def batches(
         self, start_position: int = 0, verify_crc: bool = False

@@ -145,7 +145,8 @@ def test_eviction_never_closes_the_descriptor_under_an_outstanding_slice(
     pool.evict_all()  # the pool lets go of segment 0 ...
     for segment in log.segments[1:-1]:  # ... and fills up with the others
         assert log.read(segment.base_offset, 1 << 20).read_bytes()
-    assert not log.segments[0].log.is_open and len(pool) == POOL
+    assert not log.segments[0].log.is_open
+    assert len(pool) == POOL - 1 and pool.live == POOL  # the slice's counts against the bound
     # Files opened now would take the slice's fd number had it been closed.
     others = [os.open(tmp_path / f"other-{i}", os.O_CREAT | os.O_RDWR) for i in range(16)]
     try:
@@ -160,6 +161,32 @@ def test_eviction_never_closes_the_descriptor_under_an_outstanding_slice(
     held = open_descriptors()
     del piece  # the last holder: now it closes
     assert open_descriptors() == held - 1
+    log.close()
+
+
+def test_slices_holding_every_descriptor_keep_the_bound(tmp_path: Path,
+                                                        pool: DescriptorPool) -> None:
+    """One response reading every old segment of many (a Fetch of thousands of partitions
+    catching up): slices hold at most ``max_open`` descriptors; the reads beyond go through a
+    transient descriptor and their slices carry the bytes."""
+    log = open_log(tmp_path / "t-0")
+    fill(log, 4 * POOL)
+    pool.evict_all()
+    before = open_descriptors()
+    inactive = log.segments[:-1]
+    pieces = [log.read(s.base_offset, 1 << 20).slices[0] for s in inactive]
+    assert open_descriptors() - before <= POOL  # not one per slice
+    assert pool.live == POOL and pool.transient >= len(inactive) - POOL
+    assert [p.descriptor is not None for p in pieces] == \
+        [i < POOL for i in range(len(inactive))]
+    assert all(p.data is not None for p in pieces[POOL:])
+    assert [p.read_bytes() for p in pieces] == \
+        [segment_bytes(log, i) for i in range(len(inactive))]
+    assert [sendfile_all(p) for p in pieces[:POOL]] == \
+        [segment_bytes(log, i) for i in range(POOL)]
+    del pieces
+    assert pool.live == len(pool) <= POOL  # what only the slices held closed with them
+    assert log.read(0, 1 << 20).slices[0].descriptor is not None  # room again
     log.close()
 
 
