@@ -13,12 +13,12 @@ The budget, per broker process:
   at rest, its active segment's ``.log`` (indexes are mapped without one; see
   ``strata.storage.file_mapping`` and ``log_segment``).
 * Older (inactive) segments' ``.log`` files borrow a descriptor, when read, from one bounded
-  process-wide pool (``strata.storage.descriptor_pool``, ``MAX_OPEN_INACTIVE_SEGMENTS`` = 256):
-  the least recently used one is closed when it is full. Its size is budgeted on its own.
+  process-wide pool (``strata.storage.descriptor_pool``, ``MAX_OPEN_INACTIVE_SEGMENTS`` = 256,
+  counting those that slices still send from): the least recently used one is closed when it
+  is full. Its size is budgeted on its own.
 * ``RESERVED_DESCRIPTORS`` stay free for everything else: client connections, replica fetchers,
-  the metadata store, checkpoints, the cleaner's temporary segments, and the descriptors of
-  inactive segments the pool evicted while a response still sends from them (a ``FileSlice``
-  keeps its descriptor open until it is sent).
+  the metadata store, checkpoints, the cleaner's temporary segments, a read's transient
+  descriptor when the pool is at its bound.
 
 So ``capacity = (soft limit - RESERVED_DESCRIPTORS - pool size) // DESCRIPTORS_PER_PARTITION``
 (18,720 under a 20,000 limit; 9,488 before the pool, at 2 per partition), lowered by
