@@ -395,8 +395,9 @@ def connections_scale(args: argparse.Namespace) -> dict[str, Any]:
 def _raise_fd_limit(needed: int) -> int:
     """Raise this process's open file limit to ``needed`` where it is lower — the hard limit
     too when allowed (root) — and return the soft limit. The brokers inherit it: each needs
-    about 2 descriptors per partition replica (it refuses creations beyond its capacity) and
-    one per connection; Kafka's own guidance is 100,000 or more."""
+    one descriptor per partition replica plus a pool of 256 for older segments (it refuses
+    creations beyond its capacity) and one per connection; Kafka's own guidance is 100,000 or
+    more."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < needed:
         try:
