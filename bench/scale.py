@@ -11,7 +11,9 @@ Two measurements, each on its own 3-broker cluster (``bench/local_broker.py``'s
      socket (Metadata v8, ``topics`` null, encoded by ``strata.protocol``), each timed from the
      send to the response's last byte (p50 / p99, nearest rank); the first answer is decoded
      and must list every partition;
-   - recovery: every broker killed with SIGKILL, all three restarted at once on the same data
+   - recovery: once every broker holds all its partitions' logs (READY comes from Metadata,
+     which the controller's registrations answer before the brokers have created their logs),
+     every broker killed with SIGKILL, all three restarted at once on the same data
      and metadata store, and timed from the kill until Metadata shows every partition ready
      again and one acks=all record to each of ``--sample`` (100) partitions spread over the
      topic has been acknowledged; then each broker's memory again.
@@ -205,6 +207,17 @@ def wait_ready(bootstrap: str, topic: str, partitions: int, deadline: float) -> 
         time.sleep(POLL_S)
 
 
+def wait_logs_created(root: Path, topic: str, partitions: int, deadline: float) -> int:
+    """Poll every broker's log directory until it holds a log of each of ``partitions``
+    (RF 3 on 3 brokers: every broker hosts every partition); how many are missing (0: all)."""
+    while True:
+        missing = sum(partitions - sum(1 for _ in (data / "data").glob(f"{topic}-*"))
+                      for data in root.glob("broker-*"))
+        if missing <= 0 or time.monotonic() >= deadline:
+            return max(missing, 0)
+        time.sleep(0.2)
+
+
 def produce_sample(bootstrap: str, topic: str, partitions: Sequence[int], deadline: float
                    ) -> list[int]:
     """One acks=all record to each partition, retried until acknowledged or the deadline;
@@ -269,6 +282,14 @@ def partitions_scale(args: argparse.Namespace) -> dict[str, Any]:
                   f"{max(lat):.2f} ms max latency, {percentile(lat, 50):.2f} ms 50th, "
                   f"{percentile(lat, 99):.2f} ms 99th.", flush=True)
 
+            # READY is what Metadata says; each broker may still be creating its logs. Kill
+            # a cluster that has them all, so recovery is the restart of a running cluster.
+            missing = wait_logs_created(root, topic, args.partitions,
+                                        started + args.timeout_s)
+            held_s = time.monotonic() - started
+            print(f"every broker holds its {args.partitions:,} logs {held_s:.2f} s after "
+                  "CreateTopics" if not missing else
+                  f"NOT ALL LOGS CREATED: {missing:,} missing at the deadline", flush=True)
             _title(f"kill -9 of all {BROKERS} brokers, restart on the same data")
             killed = time.monotonic()
             for pid in list(pids):
@@ -395,8 +416,9 @@ def connections_scale(args: argparse.Namespace) -> dict[str, Any]:
 def _raise_fd_limit(needed: int) -> int:
     """Raise this process's open file limit to ``needed`` where it is lower — the hard limit
     too when allowed (root) — and return the soft limit. The brokers inherit it: each needs
-    about 2 descriptors per partition replica (it refuses creations beyond its capacity) and
-    one per connection; Kafka's own guidance is 100,000 or more."""
+    one descriptor per partition replica plus a pool of 256 for older segments (it refuses
+    creations beyond its capacity) and one per connection; Kafka's own guidance is 100,000 or
+    more."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < needed:
         try:

@@ -9,19 +9,24 @@ The budget, per broker process:
 
 * ``raise_open_file_limit`` lifts the soft ``RLIMIT_NOFILE`` to the hard one at startup (what
   Kafka's scripts leave to ``ulimit -n``) and reports both.
-* The storage core keeps one descriptor per hosted partition at rest: its active segment's
-  ``.log`` (indexes are mapped without one, older segments open their ``.log`` when first read;
-  see ``strata.storage.file_mapping`` and ``log_segment``). ``DESCRIPTORS_PER_PARTITION`` (2)
-  budgets one more for older segments opened by reads.
+* ``DESCRIPTORS_PER_PARTITION`` (1): the storage core keeps one descriptor per hosted partition
+  at rest, its active segment's ``.log`` (indexes are mapped without one; see
+  ``strata.storage.file_mapping`` and ``log_segment``).
+* Older (inactive) segments' ``.log`` files borrow a descriptor, when read, from one bounded
+  process-wide pool (``strata.storage.descriptor_pool``, ``MAX_OPEN_INACTIVE_SEGMENTS`` = 256,
+  counting those that slices still send from): the least recently used one is closed when it
+  is full. Its size is budgeted on its own.
 * ``RESERVED_DESCRIPTORS`` stay free for everything else: client connections, replica fetchers,
-  the metadata store, checkpoints, the cleaner's temporary segments.
+  the metadata store, checkpoints, the cleaner's temporary segments, a read's transient
+  descriptor when the pool is at its bound.
 
-So ``capacity = (soft limit - RESERVED_DESCRIPTORS) // DESCRIPTORS_PER_PARTITION`` (about 9,488
-under a 20,000 limit), lowered by ``strata.max.partitions.per.broker`` when that is set (it can
-only lower it: the broker never promises what its descriptors cannot hold). Every creation -
-CreateTopics, CreatePartitions, Metadata's auto-creation - that would take this broker's hosted
-replicas past the capacity is refused with POLICY_VIOLATION and a message naming the limit.
-``validate_only`` requests are refused the same way.
+So ``capacity = (soft limit - RESERVED_DESCRIPTORS - pool size) // DESCRIPTORS_PER_PARTITION``
+(18,720 under a 20,000 limit; 9,488 before the pool, at 2 per partition), lowered by
+``strata.max.partitions.per.broker`` when that is set (it can only lower it: the broker never
+promises what its descriptors cannot hold). Every creation - CreateTopics, CreatePartitions,
+Metadata's auto-creation - that would take this broker's hosted replicas past the capacity is
+refused with POLICY_VIOLATION and a message naming the limit. ``validate_only`` requests are
+refused the same way.
 
 A replica count is this broker's share: in a cluster a new topic's replicas are spread round
 robin over the live brokers, so this broker gets ``ceil(partitions * replication factor /
@@ -38,12 +43,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from strata.storage.descriptor_pool import DESCRIPTOR_POOL
+
 if TYPE_CHECKING:
     from strata.broker.broker_state import BrokerState
 
 logger = logging.getLogger(__name__)
 
-DESCRIPTORS_PER_PARTITION: Final = 2
+DESCRIPTORS_PER_PARTITION: Final = 1
 RESERVED_DESCRIPTORS: Final = 1024
 MAX_PARTITIONS_CONFIG: Final = "strata.max.partitions.per.broker"
 """Optional broker config: an upper bound on hosted partition replicas (below the derived one)."""
@@ -63,8 +70,8 @@ class PartitionCapacity:
 
     def describe(self) -> str:
         derived = (f"{self.open_file_limit} file descriptors (RLIMIT_NOFILE) less "
-                   f"{RESERVED_DESCRIPTORS} reserved, at {DESCRIPTORS_PER_PARTITION} per "
-                   f"partition")
+                   f"{RESERVED_DESCRIPTORS} reserved and {DESCRIPTOR_POOL.max_open} for "
+                   f"inactive segments, at {DESCRIPTORS_PER_PARTITION} per partition")
         if self.configured is not None and self.configured < self.derived:
             return f"{MAX_PARTITIONS_CONFIG}={self.configured} (the descriptors allow " \
                    f"{self.derived}: {derived})"
@@ -89,9 +96,12 @@ def raise_open_file_limit() -> tuple[int, int]:
     return soft, hard
 
 
-def derived_capacity(open_file_limit: int) -> int:
-    """Partition replicas ``open_file_limit`` descriptors can hold (module docstring)."""
-    return max((open_file_limit - RESERVED_DESCRIPTORS) // DESCRIPTORS_PER_PARTITION, 0)
+def derived_capacity(open_file_limit: int, pool_size: int | None = None) -> int:
+    """Partition replicas ``open_file_limit`` descriptors can hold beside the reserve and a
+    pool of ``pool_size`` inactive segments' descriptors (default: the process's pool's
+    bound), per the module docstring."""
+    pool = DESCRIPTOR_POOL.max_open if pool_size is None else pool_size
+    return max((open_file_limit - RESERVED_DESCRIPTORS - pool) // DESCRIPTORS_PER_PARTITION, 0)
 
 
 def current_capacity(configured: str | None) -> PartitionCapacity:

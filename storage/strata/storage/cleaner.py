@@ -52,7 +52,6 @@ from strata.storage.abstract_index import MAX_RELATIVE_OFFSET
 from strata.storage.batch_filter import BatchFilter
 from strata.storage.clock import Clock, SystemClock
 from strata.storage.errors import CorruptRecordError, KafkaStorageError
-from strata.storage.file_records import pread_fully
 from strata.storage.log_config import LogConfig
 from strata.storage.log_roll import segment_config
 from strata.storage.log_segment import LogSegment
@@ -295,18 +294,19 @@ class Cleaner:
     ) -> Iterator[tuple[rb.BatchHeader, bytes]]:
         """Every batch of ``segment`` from ``start_position``, CRC-checked, read in chunks of
         ``io_buffer_size`` (a larger batch is read whole)."""
-        fd, end = segment.log.fd, segment.size
+        log, end = segment.log, segment.size
         pos, buf, buf_start = start_position, b"", start_position
         while pos < end:
             rel = pos - buf_start
             size = rb.peek_size(buf, rel) if rel >= 0 else None
             if size is None or rel + size > len(buf):
                 want = max(size or rb.HEADER_SIZE, self.io_buffer_size)
-                buf, buf_start, rel = pread_fully(fd, pos, min(want, end - pos)), pos, 0
+                # Each read borrows the descriptor (the pool may close it between reads).
+                buf, buf_start, rel = log.read(pos, min(want, end - pos)), pos, 0
                 size = rb.peek_size(buf, 0)
                 if size is None or size > len(buf):
                     if size is not None and size <= end - pos:
-                        buf = pread_fully(fd, pos, size)
+                        buf = log.read(pos, size)
                     if size is None or size > len(buf):
                         raise CorruptRecordError(
                             f"{segment.log.path} ends inside the batch at position {pos}")

@@ -18,15 +18,24 @@ Crash policy: the ``.log`` is the source of truth. After an unclean shutdown its
 partial or zeroed batch (unflushed pages, preallocation); ``LogSegment.recover`` scans it with
 ``batches(verify_crc=True)`` and truncates at the first invalid batch. ``flush`` is ``fsync``.
 
-Descriptors: a file opened with ``lazy=True`` (an inactive segment at load) holds
-no descriptor until its first read or write needs one; its size comes from ``stat``. Once
-opened it stays open until ``close``/``delete``: a ``FileSlice`` handed to a connection holds
-the raw fd, and closing it under an in-flight ``sendfile`` could send another file's bytes.
+Descriptors: an *active* file (the active segment's ``.log``, a segment being written) owns
+its descriptor. An *inactive* file - opened with ``lazy=True`` (an inactive segment at load) or
+made so by ``make_inactive`` (a roll) - borrows one from ``descriptor_pool.DESCRIPTOR_POOL``
+when a read, flush or truncation needs it; the pool may close it again (least recently used
+first) and the next use reopens it by its *current* path. The first ``append`` makes a file
+active again (a truncation left an older segment last). Every use holds the ``Descriptor``
+object for its duration, and a ``FileSlice`` holds it until the slice is dropped: eviction,
+``close`` and ``delete`` never close a descriptor a slice may still ``sendfile`` from (it closes
+with the last slice), so its fd number is never reused under it. The pool's bound counts
+those held descriptors too: at the bound, an inactive file is read through a transient
+descriptor and ``slice`` returns the bytes themselves (``FileSlice.data``), not a descriptor.
+``delete`` leaves the pool at once; a file's size comes from ``stat`` until it is opened.
 
 Threads: appends, reads, truncation and renames run on the log's owner thread; ``flush`` may run
-on a worker thread, the cleaner reads on its own; the lazy open takes ``_OPEN_LOCK``. A
-``FileSlice`` holds the raw fd, so it stays readable after a rename (even to ``.deleted``) and
-until ``close``/``delete``.
+on a worker thread, the cleaner reads on its own; opening a file and ``rename_to`` run under
+the pool's lock, so a reopen on another thread sees the old path or the new one, never a gap.
+A ``FileSlice`` stays readable after a rename (even to ``.deleted``), a ``close`` or a
+``delete``, until it is dropped.
 """
 
 from __future__ import annotations
@@ -34,11 +43,11 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from strata.storage.descriptor_pool import DESCRIPTOR_POOL, Descriptor, DescriptorPool
 from strata.storage.errors import (
     CorruptRecordError,
     KafkaStorageError,
@@ -58,8 +67,7 @@ from strata.storage.records import iter_records
 logger = logging.getLogger(__name__)
 
 READ_CHUNK = 64 * 1024  # bytes read at once while scanning batch headers
-NOT_OPEN = -1  # ``FileRecords._fd`` of a lazily opened file before its first use
-_OPEN_LOCK = threading.Lock()  # one lazy open at a time (the loop and a cleaner thread race)
+NO_FD = -1  # ``FileSlice.fd`` of a slice that holds its bytes
 
 
 def pread_fully(fd: int, position: int, size: int) -> bytes:
@@ -82,28 +90,43 @@ def pread_fully(fd: int, position: int, size: int) -> bytes:
 @dataclass(frozen=True, slots=True)
 class FileSlice:
     """``length`` bytes of an open file at ``position``: what a read returns, ready for
-    ``os.sendfile(out, fd, position, length)``. A slice may end inside a batch (like Kafka)."""
+    ``os.sendfile(out, fd, position, length)``. A slice may end inside a batch (like Kafka).
+
+    ``descriptor`` (set by ``FileRecords.slice``) keeps ``fd`` open for as long as the slice
+    lives, whatever happens to its file meanwhile (module docstring): keep the slice, not the
+    bare ``fd``, until the bytes are sent. A slice built from a bare ``fd`` (tests) relies on
+    its caller to keep that fd open. A slice of an inactive file read while the descriptor
+    pool was at its bound holds ``data`` (the bytes, read at once) and no descriptor; its
+    ``fd`` is ``NO_FD``: send ``read_bytes()``."""
 
     fd: int
     position: int
     length: int
+    descriptor: Descriptor | None = field(default=None, compare=False, repr=False)
+    data: bytes | None = field(default=None, repr=False)
 
     def read_bytes(self) -> bytes:
         """The slice's bytes (fewer only if the file was truncated under it)."""
+        if self.data is not None:
+            return self.data
         return pread_fully(self.fd, self.position, self.length)
 
 
 class FileRecords:
-    """An open ``.log`` file. Build it with ``FileRecords.open``."""
+    """A ``.log`` file. Build it with ``FileRecords.open``."""
 
-    def __init__(self, path: Path, fd: int, size: int) -> None:
+    def __init__(self, path: Path, descriptor: Descriptor | None, size: int, *,
+                 pool: DescriptorPool = DESCRIPTOR_POOL) -> None:
+        """``descriptor``: the open file, owned (an active file); None: an inactive file that
+        borrows from ``pool``."""
         self.path = path
-        self._fd = fd
+        self._own = descriptor
+        self._pool = pool
         self._size = size
         self._dirty = False
         self._closed = False
-        if fd != NOT_OPEN:
-            os.lseek(fd, size, os.SEEK_SET)
+        if descriptor is not None:
+            os.lseek(descriptor.fd, size, os.SEEK_SET)
 
     @classmethod
     def open(cls, path: Path, create: bool = True, *, preallocate_size: int = 0,
@@ -112,47 +135,81 @@ class FileRecords:
 
         A *new* file is preallocated (sparse) to ``preallocate_size`` bytes when that is > 0;
         its logical size starts at 0. An existing file's logical size is its length. With
-        ``lazy`` an existing file is only ``stat``ed: the descriptor is opened on first use.
+        ``lazy`` an existing file is only ``stat``ed and is inactive: it borrows a descriptor
+        from the pool when first used.
         """
         if lazy and not create:
-            return cls(path, NOT_OPEN, os.stat(path).st_size)
+            return cls(path, None, os.stat(path).st_size)
         existed = path.exists()
         flags = os.O_RDWR | (os.O_CREAT if create else 0)
-        fd = os.open(path, flags, 0o644)
+        descriptor = Descriptor(os.open(path, flags, 0o644))
+        if not existed and preallocate_size > 0:
+            os.ftruncate(descriptor.fd, preallocate_size)
+            size = 0
+        else:
+            size = os.fstat(descriptor.fd).st_size
+        return cls(path, descriptor, size)
+
+    # --------------------------------------------------------- descriptors
+    def descriptor(self) -> Descriptor:
+        """The open file: the owned descriptor, or one borrowed from the pool (opened by the
+        current path if the pool holds none). Hold the result while its ``fd`` is used.
+        ``KafkaStorageError`` (caused by the ``OSError``) if it cannot be opened, e.g. EMFILE;
+        ``ValueError`` after ``close``/``delete``."""
+        own = self._own
+        if own is not None:
+            return own
+        if self._closed:
+            raise ValueError(f"{self.path} is closed")
+        return self._pool.checkout(self, self._open_fd)[0]
+
+    def _open_fd(self) -> int:
+        """Open the file by its current path (under the pool's lock, like ``rename_to``)."""
+        if self._closed:
+            raise ValueError(f"{self.path} is closed")
         try:
-            if not existed and preallocate_size > 0:
-                os.ftruncate(fd, preallocate_size)
-                size = 0
-            else:
-                size = os.fstat(fd).st_size
-            return cls(path, fd, size)
-        except BaseException:
-            os.close(fd)
-            raise
+            fd = os.open(self.path, os.O_RDWR)
+        except OSError as exc:  # EMFILE: this read or append fails, not the broker
+            raise KafkaStorageError(f"cannot open {self.path}: {exc}") from exc
+        os.lseek(fd, self._size, os.SEEK_SET)
+        return fd
 
     @property
     def fd(self) -> int:
-        return self._fd if self._fd != NOT_OPEN else self._open_lazily()
+        """The descriptor number of an active file (which owns it). An inactive file has no
+        stable one: hold ``descriptor()`` (or a ``slice``) while using its fd."""
+        own = self._own
+        if own is None:
+            raise ValueError(f"{self.path} is inactive or closed: use descriptor()")
+        return own.fd
 
     @property
     def is_open(self) -> bool:
-        """Whether the descriptor is open (False for a lazy file not used yet, or closed)."""
-        return self._fd != NOT_OPEN and not self._closed
+        """Whether a descriptor is open for the file now (owned, or held by the pool)."""
+        return not self._closed and (self._own is not None or self._pool.holds(self))
 
-    def _open_lazily(self) -> int:
-        """Open the descriptor of a lazy file; ``KafkaStorageError`` (caused by the
-        ``OSError``) if that fails, e.g. EMFILE."""
-        with _OPEN_LOCK:
-            if self._fd == NOT_OPEN:
-                if self._closed:
-                    raise ValueError(f"{self.path} is closed")
-                try:
-                    fd = os.open(self.path, os.O_RDWR)
-                except OSError as exc:  # EMFILE: this read or append fails, not the broker
-                    raise KafkaStorageError(f"cannot open {self.path}: {exc}") from exc
-                os.lseek(fd, self._size, os.SEEK_SET)
-                self._fd = fd
-            return self._fd
+    @property
+    def is_active(self) -> bool:
+        """Whether the file owns its descriptor (not borrowing from the pool)."""
+        return self._own is not None
+
+    def make_inactive(self) -> None:
+        """The segment rolled: hand the descriptor to the pool (it may close it from now on)."""
+        own = self._own
+        if own is None or self._closed:
+            return
+        self._own = None
+        self._pool.adopt(self, own)
+
+    def _make_active(self) -> Descriptor:
+        """The file is written to again: own its descriptor, out of the pool."""
+        own = self._own
+        if own is None:
+            if self._closed:
+                raise ValueError(f"{self.path} is closed")
+            own = self._pool.claim(self, self._open_fd)
+            self._own = own
+        return own
 
     @property
     def size_in_bytes(self) -> int:
@@ -167,6 +224,7 @@ class FileRecords:
         client's bytes, so a batch is never copied. Returns only once every byte was handed to
         the OS. On a disk error the file is cut back to its previous size (best effort),
         ``size_in_bytes`` is unchanged and ``KafkaStorageError`` names the file and the errno.
+        An inactive file becomes active (it owns its descriptor from now on).
         """
         if isinstance(data, (bytes, bytearray, memoryview)):
             views = [_byte_view(data)]
@@ -176,7 +234,7 @@ class FileRecords:
         if total == 0:
             return 0
         start, written = self._size, 0
-        fd = self._fd if self._fd != NOT_OPEN else self._open_lazily()
+        fd = self._make_active().fd
         try:
             while views:
                 n = os.writev(fd, views) if len(views) > 1 else os.write(fd, views[0])
@@ -185,7 +243,7 @@ class FileRecords:
                 written += n
                 views = _advance(views, n)
         except OSError as exc:
-            self._roll_back_failed_append(start, written)
+            self._roll_back_failed_append(fd, start, written)
             code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
             raise KafkaStorageError(
                 f"append of {total} bytes to {self.path} at position {start} failed after "
@@ -195,11 +253,11 @@ class FileRecords:
         self._dirty = True
         return total
 
-    def _roll_back_failed_append(self, start: int, written: int) -> None:
+    def _roll_back_failed_append(self, fd: int, start: int, written: int) -> None:
         try:
             if written:
-                os.ftruncate(self._fd, start)
-            os.lseek(self._fd, start, os.SEEK_SET)
+                os.ftruncate(fd, start)
+            os.lseek(fd, start, os.SEEK_SET)
         except OSError as exc:  # the log dir goes offline anyway; recovery cuts the tail
             logger.error("cannot cut %s back to %d bytes after a failed append: %s",
                          self.path, start, exc)
@@ -211,10 +269,10 @@ class FileRecords:
                              f"its size is {self._size} bytes")
         removed = self._size - size
         try:
-            fd = self.fd
-            if size < os.fstat(fd).st_size:
-                os.ftruncate(fd, size)
-            os.lseek(fd, size, os.SEEK_SET)
+            descriptor = self.descriptor()
+            if size < os.fstat(descriptor.fd).st_size:
+                os.ftruncate(descriptor.fd, size)
+            os.lseek(descriptor.fd, size, os.SEEK_SET)
         except OSError as exc:
             raise KafkaStorageError(f"truncation of {self.path} to {size} bytes failed: "
                                     f"{exc}") from exc
@@ -223,19 +281,25 @@ class FileRecords:
         return removed
 
     def trim(self) -> None:
-        """Drop a preallocated tail: the file length becomes ``size_in_bytes``."""
-        if self._fd == NOT_OPEN:  # untouched since it was found trimmed
+        """Drop a preallocated tail: the file length becomes ``size_in_bytes``. Only an active
+        file can have one (``make_inactive`` follows a trim; a file found at load has none),
+        so an inactive file is never reopened for this."""
+        descriptor = self._own if self._own is not None else self._pool.peek(self)
+        if descriptor is None:
             return
-        if os.fstat(self._fd).st_size > self._size:
-            os.ftruncate(self._fd, self._size)
+        if os.fstat(descriptor.fd).st_size > self._size:
+            os.ftruncate(descriptor.fd, self._size)
 
     def flush(self) -> None:
-        """fsync the file if anything changed since the last flush. Raises ``OSError``."""
+        """fsync the file if anything changed since the last flush (an inactive file evicted
+        meanwhile is reopened: fsync covers the file, whichever descriptor). Raises
+        ``OSError`` or ``KafkaStorageError`` (the reopen failed)."""
         if self._dirty and not self._closed:
             self._dirty = False
             try:
-                os.fsync(self._fd)
-            except OSError:
+                descriptor = self.descriptor()  # held: a transient one closes when dropped
+                os.fsync(descriptor.fd)
+            except (OSError, KafkaStorageError):
                 self._dirty = True
                 raise
 
@@ -243,14 +307,27 @@ class FileRecords:
     def read(self, position: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``position``, never past ``size_in_bytes``."""
         self._check_position(position)
-        return pread_fully(self.fd, position, min(size, self._size - position))
+        descriptor = self.descriptor()
+        return pread_fully(descriptor.fd, position, min(size, self._size - position))
 
     def slice(self, position: int, size: int) -> FileSlice:
-        """A ``FileSlice`` of up to ``size`` bytes at ``position`` (clamped to the end)."""
+        """A ``FileSlice`` of up to ``size`` bytes at ``position`` (clamped to the end); it
+        keeps the descriptor open while it lives. An inactive file whose pool is at its bound
+        (slices hold every descriptor it may have open) gives a slice holding the bytes."""
         self._check_position(position)
         if size < 0:
             raise ValueError(f"invalid slice size {size} for {self.path}")
-        return FileSlice(self.fd, position, min(size, self._size - position))
+        length = min(size, self._size - position)
+        own = self._own
+        if own is not None:
+            return FileSlice(own.fd, position, length, own)
+        if self._closed:
+            raise ValueError(f"{self.path} is closed")
+        descriptor, pooled = self._pool.checkout(self, self._open_fd)
+        if pooled:
+            return FileSlice(descriptor.fd, position, length, descriptor)
+        data = pread_fully(descriptor.fd, position, length)
+        return FileSlice(NO_FD, position, len(data), data=data)
 
     def batches(
         self, start_position: int = 0, verify_crc: bool = False
@@ -351,7 +428,8 @@ class FileRecords:
         """``(buf, buf_start)`` covering ``[pos, pos + need)``, reading ahead up to a chunk."""
         if buf_start <= pos and pos + need <= buf_start + len(buf):
             return buf, buf_start
-        data = pread_fully(self.fd, pos, min(max(need, READ_CHUNK), end - pos))
+        descriptor = self.descriptor()
+        data = pread_fully(descriptor.fd, pos, min(max(need, READ_CHUNK), end - pos))
         if len(data) < need:
             raise CorruptRecordError(f"file ends after {len(data)} of {need} bytes")
         return data, pos
@@ -365,12 +443,14 @@ class FileRecords:
     @property
     def last_modified(self) -> int:
         """The file's modification time in ms."""
-        if self._fd == NOT_OPEN:
+        descriptor = self._own if self._own is not None else self._pool.peek(self)
+        if descriptor is None:
             return os.stat(self.path).st_mtime_ns // 1_000_000
-        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+        return os.fstat(descriptor.fd).st_mtime_ns // 1_000_000
 
     def close(self) -> None:
-        """fsync (if dirty), trim and close. Idempotent. Outstanding slices become invalid."""
+        """fsync (if dirty), trim and close. Idempotent. Outstanding slices keep the
+        descriptor open until they are dropped."""
         if self._closed:
             return
         try:
@@ -384,12 +464,11 @@ class FileRecords:
         self._release_fd()
 
     def _release_fd(self) -> None:
-        with _OPEN_LOCK:
-            if self._closed:
-                return
-            self._closed = True
-            if self._fd != NOT_OPEN:
-                os.close(self._fd)
+        """Drop this file's descriptor (owned, and the pool's): it closes now, or with the last
+        slice still holding it."""
+        self._closed = True
+        self._own = None
+        self._pool.discard(self)
 
     def delete(self) -> bool:
         """Close (no fsync) and unlink; True if the file existed."""
@@ -401,9 +480,11 @@ class FileRecords:
         return True
 
     def rename_to(self, path: Path) -> None:
-        """Rename the file; the fd (and every outstanding slice) stays valid."""
-        os.replace(self.path, path)
-        self.path = path
+        """Rename the file; its descriptor (and every outstanding slice) stays valid, and a
+        later reopen uses the new path."""
+        with self._pool.lock:
+            os.replace(self.path, path)
+            self.path = path
 
     def __repr__(self) -> str:
         return f"FileRecords(path={str(self.path)!r}, size={self._size})"

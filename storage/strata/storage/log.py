@@ -32,7 +32,8 @@ Durability: ``append_*`` returns after ``os.write`` handed every byte to the OS,
 process loses nothing acknowledged. ``flush.messages`` / ``flush.ms`` only decide when fsync
 runs (what an OS crash may lose); ``needs_flush`` tells the caller when it is due. A disk error
 raises ``KafkaStorageError`` (the write is not acknowledged) and takes the log offline; running
-out of file descriptors (EMFILE/ENFILE) at a roll or a lazy open fails that append only.
+out of file descriptors (EMFILE/ENFILE) at a roll or a lazy open fails that append (or read,
+or flush) only.
 """
 
 from __future__ import annotations
@@ -564,7 +565,8 @@ class Log:
                         seg.flush()
                 self.leader_epoch_cache.sync()  # its appended epochs, before the point moves
             except (OSError, KafkaStorageError) as exc:
-                self._storage_failure(exc)
+                if not out_of_descriptors(exc):  # reopening an evicted segment: retried later
+                    self._storage_failure(exc)
                 raise KafkaStorageError(f"fsync of {self.dir} failed: {exc}") from exc
             self.recovery_point = max(self.recovery_point, target)
             self._last_flush_ms = self._clock.monotonic_ms()

@@ -5,7 +5,8 @@ Owns the load phase only; it *returns* a ready ``Log``. Steps, in order:
 1. Finish or roll back an interrupted cleaner swap (``.cleaned`` / ``.swap`` / ``.deleted``
    files, see ``cleaner.complete_swaps``) so exactly one copy of every offset remains.
 2. Delete index files whose ``.log`` is gone; open every segment (``.log`` names sort by base
-   offset); every segment but the last opens its ``.log`` lazily (no descriptor until read).
+   offset); every segment but the last opens its ``.log`` lazily (no descriptor until read, then one
+   borrowed from the bounded pool of ``descriptor_pool``).
 3. Recovery. After an unclean shutdown every segment from the one holding the recovery point
    to the end is scanned: size, framing and CRC of each batch; at the first bad batch the
    segment is truncated there and every later segment deleted (that is the unflushed tail a

@@ -5,7 +5,8 @@ Owns no state of its own. Every
 function takes the segment tuple a ``Log`` handed out (immutable, replaced on every change)
 together with the offsets read at the same moment, so a roll, a retention deletion or a cleaner
 swap on the owner thread never disturbs a read in progress: the files of removed segments stay
-open until ``file.delete.delay.ms`` has passed (``segment_deletion``). Range checks against
+readable until ``file.delete.delay.ms`` has passed (``segment_deletion``), and a slice read keeps
+its descriptor until it is dropped (``file_records``). Range checks against
 ``log_start_offset`` stay with the ``Log``.
 """
 

@@ -33,8 +33,10 @@ segment holds in its ``.txnindex`` (``transaction_index``); ``recover`` empties 
 loader's producer-state replay writes it again; ``truncate_to`` drops the entries of the markers
 it removes.
 
-Descriptors: the indexes keep none (``file_mapping``); an inactive segment loaded
-with ``lazy`` opens its ``.log`` on first read, so a partition costs one descriptor at rest.
+Descriptors: the indexes keep none (``file_mapping``); only the active segment owns its
+``.log``'s descriptor. An inactive segment (loaded with ``lazy``, or rolled) borrows one from the
+bounded pool of ``descriptor_pool`` when read, so a partition costs one descriptor at rest
+(``file_records`` says why an eviction never closes a descriptor under a slice).
 
 Lifecycle: the active segment is appended to; ``on_become_inactive_segment`` (roll) writes the
 final time index entry and trims all three files; ``close`` does the same plus fsync;
@@ -440,12 +442,14 @@ class LogSegment:
         )
 
     def on_become_inactive_segment(self) -> None:
-        """On roll: write the final time index entry, trim the indexes and the ``.log``."""
+        """On roll: write the final time index entry, trim the indexes and the ``.log``, whose
+        descriptor then goes to the pool of inactive segments (``descriptor_pool``)."""
         self.time_index.maybe_append(self.max_timestamp_so_far,
                                      self.offset_of_max_timestamp_so_far, skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
         self.log.trim()
+        self.log.make_inactive()  # its descriptor joins the pool of inactive segments
 
     # ------------------------------------------------------------- lifecycle
     def flush(self) -> None:

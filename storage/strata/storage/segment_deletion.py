@@ -3,8 +3,10 @@
 A segment leaves a log (retention, DeleteRecords, truncation, a cleaner swap) in two steps:
 ``schedule`` renames its files to ``.deleted`` at once, so a new segment may reuse the name and
 a restart never loads it again; ``delete_due`` closes and unlinks them once
-``file.delete.delay.ms`` has passed. Until then the segment's descriptors stay open, so a
-reader's ``FileSlice`` (a raw fd, for sendfile) taken from an older snapshot stays valid.
+``file.delete.delay.ms`` has passed. Until then a reader of an older snapshot can still read
+the segment (an inactive one reopens by its ``.deleted`` name if the descriptor pool closed it);
+a ``FileSlice`` (for sendfile) holds its own descriptor and stays valid even after the unlink.
+``delete`` takes the segment out of the descriptor pool at once.
 
 Invariant: a segment is listed from its rename until its unlink, never twice. Used by the
 ``Log`` on its owner thread (and under ``Log.lock`` when a cleaner swap schedules); no lock here.

@@ -3,9 +3,10 @@
 - a segment damaged on disk after a clean shutdown (a torn last batch; a partition whose log
   cannot be opened at all) no longer stops the broker: it starts, recovers the torn partition,
   takes only the unloadable one offline with one error line and no traceback, and serves the rest;
-- a topic of 10,001 partitions is refused at once with POLICY_VIOLATION naming the limit, while
-  4,000 partitions are hosted within the 20,000-descriptor limit (about one descriptor each)
-  and the broker keeps answering;
+- a topic one partition beyond the capacity (18,721 partitions under a 20,000-descriptor limit:
+  one descriptor each plus the pool of inactive segments' descriptors; 10,001 when a partition
+  was budgeted two) is refused at once with POLICY_VIOLATION naming the limit, while 4,000
+  partitions are hosted within it (about one descriptor each) and the broker keeps answering;
 - a broker out of descriptors (a flood of connections: EMFILE in accept) keeps serving once
   they are closed, without tracebacks.
 """
@@ -25,6 +26,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from strata.broker.partition_capacity import derived_capacity
 from strata.storage import record_batch as rb
 
 from ..broker_process import BrokerProcess
@@ -129,8 +131,9 @@ def test_partitions_beyond_capacity_are_refused_and_thousands_fit(
         broker: BrokerProcess) -> None:
     pid = broker.pid
     assert pid is not None
+    beyond = derived_capacity(resource.prlimit(pid, resource.RLIMIT_NOFILE)[0]) + 1
     started = time.monotonic()
-    refused = create_topic(broker.bootstrap, "too-many", 10_001)
+    refused = create_topic(broker.bootstrap, "too-many", beyond)
     assert refused is not None and time.monotonic() - started < 10
     error = refused.args[0]
     assert error.code() == KafkaError.POLICY_VIOLATION, error
@@ -148,15 +151,20 @@ def test_partitions_beyond_capacity_are_refused_and_thousands_fit(
     assert produce(broker.bootstrap, "many", 3_999, 1) == [1]
 
 
+LOWERED_LIMIT = 1_500
+
+
 def test_running_out_of_descriptors_never_stalls_the_broker(tmp_path: Path) -> None:
-    """A broker whose limit drops to 1,200 descriptors: its capacity follows the limit, and a
-    flood of connections that exhausts its descriptors (EMFILE in accept) leaves it serving."""
+    """A broker whose limit drops to 1,500 descriptors: its capacity follows the limit (220
+    partitions: 1,500 less 1,024 reserved and 256 for the inactive segments' pool; the limit
+    was 1,200 when a partition was budgeted two descriptors and no pool), and a flood of
+    connections that exhausts its descriptors (EMFILE in accept) leaves it serving."""
     broker = BrokerProcess(tmp_path)
     broker.start()
     pid = broker.pid
     assert pid is not None
     try:  # the running broker's limit only (the test process keeps its own)
-        resource.prlimit(pid, resource.RLIMIT_NOFILE, (1_200, 1_200))
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (LOWERED_LIMIT, LOWERED_LIMIT))
     except (ValueError, OSError) as exc:
         broker.stop()
         if os.environ.get("CI"):  # CI runs as root: the limit can always be lowered there
@@ -170,16 +178,17 @@ def test_running_out_of_descriptors_never_stalls_the_broker(tmp_path: Path) -> N
         host, port = broker.bootstrap.split(":")
         flood: list[socket.socket] = []
         try:
-            for _ in range(1_400):
+            for _ in range(LOWERED_LIMIT + 200):
                 sock = socket.socket()
                 sock.setblocking(False)
                 with contextlib.suppress(BlockingIOError):
                     sock.connect((host, int(port)))
                 flood.append(sock)
             deadline = time.monotonic() + CLIENT_TIMEOUT_S
-            while open_descriptors(pid) < 1_190 and time.monotonic() < deadline:
+            while open_descriptors(pid) < LOWERED_LIMIT - 10 and time.monotonic() < deadline:
                 time.sleep(0.05)  # polls the broker's accept progress against a deadline
-            assert open_descriptors(pid) >= 1_190, "the flood did not exhaust the broker"
+            assert open_descriptors(pid) >= LOWERED_LIMIT - 10, \
+                "the flood did not exhaust the broker"
         finally:
             for sock in flood:
                 sock.close()

@@ -22,7 +22,8 @@ from strata.protocol.error_codes import ErrorCode
 from strata.protocol.header import RequestHeader, encode_request_header
 from strata.protocol.messages import build_request
 from strata.protocol.registry import HandlerRegistry
-from strata.storage.file_records import FileSlice
+from strata.storage.descriptor_pool import DESCRIPTOR_POOL
+from strata.storage.file_records import FileRecords, FileSlice
 
 from .helpers import broker_state
 
@@ -257,6 +258,44 @@ async def test_small_file_slices_go_out_with_the_frame_and_large_ones_by_sendfil
         server.close()
     finally:
         os.close(fd)
+
+
+async def test_a_slice_sent_while_its_segment_is_evicted_and_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An inactive segment's slice handed to the connection keeps its descriptor: when the
+    pool evicts the segment and the segment is deleted between two ``sendfile`` calls, and
+    other files are opened meanwhile (taking any fd number freed), the client still gets the
+    segment's bytes."""
+    data = os.urandom(8 * 1024 * 1024)
+    records = FileRecords.open(tmp_path / "00000000000000000000.log")
+    records.append(data)
+    records.make_inactive()  # a rolled segment: its descriptor is the pool's
+    others: list[int] = []
+    real_sendfile = os.sendfile
+
+    def evicting(out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
+        if not others:
+            DESCRIPTOR_POOL.evict_all()
+            records.delete()
+            for i in range(16):
+                others.append(os.open(tmp_path / f"other-{i}", os.O_CREAT | os.O_RDWR))
+                os.write(others[-1], b"X" * 4096)
+        return real_sendfile(out_fd, in_fd, offset, count)
+
+    monkeypatch.setattr(os, "sendfile", evicting)
+    try:
+        server, client = await serve_one_api(tmp_path, ApiKey.METADATA, lambda: Response(
+            [b"head", records.slice(0, len(data)), b"tail"]))
+        client.send(ApiKey.METADATA, 0, 3, topics=[])
+        frame = await client.frame()
+        assert others and not records.path.exists()
+        assert frame == struct.pack(">i", 3) + b"head" + data + b"tail"
+        client.close()
+        server.close()
+    finally:
+        for fd in others:
+            os.close(fd)
 
 
 async def test_no_response_when_the_handler_returns_none(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from strata.broker.partition_capacity import (
     replicas_here,
 )
 from strata.protocol.error_codes import ErrorCode
+from strata.storage.descriptor_pool import DESCRIPTOR_POOL, MAX_OPEN_INACTIVE_SEGMENTS
 
 from .helpers import broker_state
 from .test_topic_handlers import create, get_metadata, grow, topic
@@ -28,8 +29,15 @@ POLICY_VIOLATION = 44
 
 def test_capacity_derives_from_the_descriptor_limit() -> None:
     assert ErrorCode.policy_violation == POLICY_VIOLATION
-    assert derived_capacity(20_000) == (20_000 - RESERVED_DESCRIPTORS) // DESCRIPTORS_PER_PARTITION
+    pool = DESCRIPTOR_POOL.max_open
+    assert derived_capacity(20_000) == \
+        (20_000 - RESERVED_DESCRIPTORS - pool) // DESCRIPTORS_PER_PARTITION
     assert derived_capacity(20_000) >= 4_000  # thousands of partitions per broker
+    # One descriptor per partition at rest, 256 for inactive segments: issue 23's 10,000
+    # partitions fit a 20,000 limit (9,488 did at 2 per partition, without the pool).
+    assert DESCRIPTORS_PER_PARTITION == 1 and pool == MAX_OPEN_INACTIVE_SEGMENTS == 256
+    assert derived_capacity(20_000) == 18_720
+    assert derived_capacity(20_000, pool_size=1_000) == 17_976
     assert derived_capacity(100) == 0
     assert current_capacity("10").limit == 10
     assert current_capacity("10000000").limit == current_capacity(None).limit  # only lowers

@@ -30,7 +30,10 @@ Invariants:
   the transport's buffer is empty, so bytes never overtake each other; if ``sendfile`` fails for
   any reason but a dead peer, the rest of the slice is ``pread`` and written normally. On a
   TLS connection (SSL, SASL_SSL listeners) bytes must pass through the TLS layer: slices are
-  always ``pread`` and written.
+  always ``pread`` and written. The ``Response`` keeps each ``FileSlice`` until it is sent, and
+  the slice keeps its file's descriptor open (``strata.storage.descriptor_pool``): a segment the
+  descriptor pool evicts, or one deleted, meanwhile still sends its own bytes. A slice read while
+  that pool was at its bound carries its bytes (``FileSlice.data``): they are written as read.
 - security (``strata.broker.security``): each connection has a ``ConnectionSecurity`` of its
   listener (``pre_authentication``), which refuses a request its session does not allow yet
   (anything but ApiVersions and the SASL APIs before SASL authentication): the connection
@@ -423,8 +426,8 @@ class KafkaConnection(asyncio.Protocol):
             if isinstance(chunk, FileSlice):
                 if chunk.length <= 0:
                     continue
-                if chunk.length <= INLINE_SLICE_BYTES:
-                    data = pread_fully(chunk.fd, chunk.position, chunk.length)
+                if chunk.length <= INLINE_SLICE_BYTES or chunk.data is not None:
+                    data = chunk.read_bytes()  # a slice may carry its bytes already
                     if len(data) == chunk.length:
                         pending.append(data)
                         continue  # else the slice path below fails it as before
