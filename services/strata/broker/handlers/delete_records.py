@@ -7,7 +7,9 @@ negative one) is OFFSET_OUT_OF_RANGE; an offset below the current log start offs
 nothing on the leader. The answer's ``low_watermark`` is the partition's low watermark: the
 smallest log start offset of the leader and its followers on live brokers, as their fetches
 report it (-1 with an error).
-A topic whose ``cleanup.policy`` lacks ``delete`` refuses with POLICY_VIOLATION (Kafka's rule).
+A topic whose ``cleanup.policy`` lacks ``delete`` refuses with POLICY_VIOLATION, an internal topic
+(``__consumer_offsets``, ``__transaction_state``) with INVALID_TOPIC_EXCEPTION: only their
+coordinators move their log start (Kafka's rules, ``ReplicaManager.deleteRecordsOnLocalLog``).
 Whole segments below the new log start offset are deleted at once; readers already holding them
 are not disturbed (``Log`` keeps deleted files open for ``file.delete.delay.ms``).
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from strata.broker.handlers.metadata import INTERNAL_TOPICS
 from strata.broker.network.request_context import RequestContext
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
@@ -35,8 +38,9 @@ from strata.security.acl import AclOperation, ResourceType
 async def handle(ctx: RequestContext, request: Any) -> Any:
     allowed = {t.name for t in request.topics
                if ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, t.name)}
+    writable = allowed - INTERNAL_TOPICS
     entries = [((t.name, p.partition_index), p.offset)
-               for t in request.topics if t.name in allowed for p in t.partitions]
+               for t in request.topics if t.name in writable for p in t.partitions]
     timeout_ms = int(request.timeout.total_seconds() * 1000)
     results = iter(await ctx.state.replica_manager.delete_records(entries, timeout_ms))
     topics = []
@@ -46,6 +50,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if topic.name not in allowed:
                 partitions.append({"partition_index": p.partition_index, "low_watermark": -1,
                                    "error_code": ErrorCode.topic_authorization_failed})
+                continue
+            if topic.name in INTERNAL_TOPICS:
+                partitions.append({"partition_index": p.partition_index, "low_watermark": -1,
+                                   "error_code": ErrorCode.invalid_topic_exception})
                 continue
             result = next(results)
             partitions.append({"partition_index": p.partition_index,

@@ -45,11 +45,13 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from strata.broker.broker_state import BrokerState
+from strata.broker.group.metadata_manager import OFFSETS_TOPIC
 from strata.broker.handlers import ApiError
 from strata.broker.handlers.create_topics import TopicSpec, create_topic
 from strata.broker.network.request_context import RequestContext
 from strata.broker.security.authorization import authorized_operations
 from strata.broker.topic_store import TopicRecord, invalid_topic_name_reason
+from strata.broker.transaction.transaction_log import TRANSACTION_STATE_TOPIC
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.error_codes import ErrorCode
 from strata.protocol.messages import build_entity, build_response, response_type
@@ -62,7 +64,7 @@ from strata.storage.errors import StorageError
 
 logger = logging.getLogger(__name__)
 
-INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS: Final = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 ZERO_UUID: Final = uuid.UUID(int=0)
 FIRST_TOPIC_ID_VERSION: Final = 12  # topics asked for by id (v10-11 have the field, unused)
 
