@@ -14,7 +14,12 @@ import pytest
 
 from strata.broker.broker_state import BrokerState
 from strata.broker.handlers import build_registry
-from strata.broker.network.connection import INLINE_SLICE_BYTES, KafkaConnection, RequestQueueLimit
+from strata.broker.network.connection import (
+    INLINE_SLICE_BYTES,
+    MAX_QUEUED_FRAMES,
+    KafkaConnection,
+    RequestQueueLimit,
+)
 from strata.broker.network.request_context import Handler, RequestContext, Response
 from strata.protocol.api_keys import ApiKey
 from strata.protocol.codec import decode_response, encode_request
@@ -330,3 +335,45 @@ async def test_handler_failure_closes_when_the_response_has_no_error_field(
     client.send(ApiKey.METADATA, 0, 1, topics=[])
     assert await client.closed_by_peer()
     server.close()
+
+
+async def test_one_connection_pipelining_small_requests_leaves_the_others_reading(
+    tmp_path: Path,
+) -> None:
+    """600 requests in one write, each held by its handler (acks=all produces waiting for
+    followers): the connection queues ``MAX_QUEUED_FRAMES`` of them, not all 600, so the
+    broker-wide ``queued.max.requests`` (20 here) stays open and another connection (a
+    follower's fetches, which those produces wait for) keeps being read and answered."""
+    release = asyncio.Event()
+
+    async def held(ctx: RequestContext, request: Any) -> Any:
+        await release.wait()
+        return None  # no response needed: the test only counts what was queued
+
+    state = broker_state(tmp_path)
+    state.registry = registry_with(ApiKey.METADATA, held)
+    limit = RequestQueueLimit(20)
+    server = await asyncio.get_running_loop().create_server(
+        lambda: KafkaConnection(state, limit, lambda _: None), "127.0.0.1", 0)
+    port = int(server.sockets[0].getsockname()[1])
+    pipelining, other = await Client.connect(port), await Client.connect(port)
+    try:
+        pipelining.writer.write(b"".join(
+            encode_request(RequestHeader(ApiKey.METADATA, 0, correlation_id, "pipelining"),
+                           build_request(ApiKey.METADATA, 0, {"topics": []}))
+            for correlation_id in range(600)))
+        await pipelining.writer.drain()
+        api_versions(other, 3, 1)
+        assert (await other.response(ApiKey.API_VERSIONS, 3))[0] == 1
+        for correlation_id in (2, 3):  # still read: the limit never filled
+            api_versions(other, 3, correlation_id)
+            assert (await other.response(ApiKey.API_VERSIONS, 3))[0] == correlation_id
+        assert limit.queued <= MAX_QUEUED_FRAMES
+        release.set()
+        api_versions(pipelining, 3, 600)  # the held ones drain in order, then this is answered
+        assert (await pipelining.response(ApiKey.API_VERSIONS, 3))[0] == 600
+        assert limit.queued == 0
+    finally:
+        pipelining.close()
+        other.close()
+        server.close()

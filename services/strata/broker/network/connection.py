@@ -15,7 +15,13 @@ Invariants:
 - requests on one connection are handled one at a time, in the order they arrived (Kafka's rule;
   clients pipeline and rely on it). The serve task is the only reader of the frame queue and the
   only writer of responses.
-- back pressure: reading pauses while the connection holds ``MAX_QUEUED_FRAMES`` frames or the
+- back pressure: a connection takes at most ``MAX_QUEUED_FRAMES`` frames out of what it read
+  (the rest stays in its ``FrameReader``, taken as the queue drains), and only those count
+  against ``queued.max.requests``: one read of hundreds of small pipelined requests (a
+  ``linger.ms=0`` producer) must not fill the broker-wide limit by itself and stop every other
+  connection from reading — its followers' fetches included, which its acks=all produces wait
+  for (measured: a 30 s stall, until the followers left the ISR). Reading pauses while the
+  connection holds ``MAX_QUEUED_FRAMES`` frames or the
   broker holds ``queued.max.requests`` frames across all connections, and while the transport's
   write buffer is not empty (write-buffer limits are 0/0, so ``pause_writing`` fires on any
   unsent byte; a TLS transport keeps its default limits, as uvloop's never resumes from 0/0);
@@ -161,14 +167,24 @@ class KafkaConnection(asyncio.Protocol):
             return
         try:
             self._reader.feed(data)
-            for frame in self._reader.frames():
-                self._frames.append(frame)
-                self._limit.queued += 1
+            self._take_frames()
         except ProtocolError as exc:
             self._close_for(str(exc))
             return
         self._maybe_pause_reading()
         self._wake()
+
+    def _take_frames(self) -> None:
+        """Move complete frames from the reader to the queue, up to ``MAX_QUEUED_FRAMES``
+        (so the reader holds a complete frame only while the queue is full)."""
+        frames = self._frames
+        reader = self._reader
+        while len(frames) < MAX_QUEUED_FRAMES:
+            frame = reader.next_frame()
+            if frame is None:
+                return
+            frames.append(frame)
+            self._limit.queued += 1
 
     def eof_received(self) -> bool | None:
         return False  # close our side too; requests already read are still answered
@@ -279,6 +295,11 @@ class KafkaConnection(asyncio.Protocol):
                     continue
                 frame = self._frames.popleft()
                 self._limit.release()
+                try:
+                    self._take_frames()  # frames read earlier and left in the reader
+                except ProtocolError as exc:
+                    self._close_for(str(exc))
+                    break
                 self.maybe_resume_reading()
                 self._busy = True
                 try:
