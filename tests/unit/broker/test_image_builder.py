@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
+from unittest.mock import Mock
 
 import pytest
 from hypothesis import given, settings
@@ -15,15 +15,7 @@ from hypothesis import strategies as st
 from strata.broker.cluster import image as ci
 from strata.broker.cluster.image_builder import ImageBuilder
 from strata.broker.quotas.quota_store import CLIENT_QUOTAS_PREFIX, encode_entry
-from strata.security.acl import (
-    AccessControlEntry,
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourceType,
-)
+from strata.security import acl
 from strata.security.acl_store import ACLS_PREFIX, encode_binding
 
 IDS = (uuid.UUID(int=1), uuid.UUID(int=2))
@@ -66,9 +58,10 @@ def value_of(key: str, choice: int) -> bytes:
     if key.startswith(ci.BROKER_CONFIGS):
         return ci.encode_configs({"log.retention.ms": str(choice % 2)})
     if key.startswith(ACLS_PREFIX):
-        binding = AclBinding(
-            ResourcePattern(ResourceType.TOPIC, f"t{choice % 2}", PatternType.LITERAL),
-            AccessControlEntry("User:a", "*", AclOperation.READ, AclPermissionType.ALLOW))
+        binding = acl.AclBinding(
+            acl.ResourcePattern(acl.ResourceType.TOPIC, f"t{choice % 2}", acl.PatternType.LITERAL),
+            acl.AccessControlEntry("User:a", "*", acl.AclOperation.READ,
+                                   acl.AclPermissionType.ALLOW))
         return json.dumps(encode_binding(binding)).encode()
     if key.startswith(CLIENT_QUOTAS_PREFIX):
         entity = (("user", f"u{choice % 2}"),)
@@ -162,17 +155,11 @@ def test_one_change_among_many_is_decoded_alone_and_the_rest_is_reused(
                ci.broker_key(0): (ci.BrokerRegistration(0, "h", 1).encode(), 2),
                **{ci.partition_key("t", i): (_partition(IDS[0]), 2) for i in range(1000)}}
     first = builder.load(entries, 2)
-    decodes: list[Any] = []
-    real = ci.PartitionRegistration.decode
-
-    def counting(raw: bytes) -> ci.PartitionRegistration:
-        decodes.append(raw)
-        return real(raw)
-
-    monkeypatch.setattr(ci.PartitionRegistration, "decode", staticmethod(counting))
+    decode = Mock(wraps=ci.PartitionRegistration.decode)
+    monkeypatch.setattr(ci.PartitionRegistration, "decode", decode)
     builder.put(ci.partition_key("t", 7), _partition(IDS[0], leader=-1), 3)
     second = builder.build(3)
-    assert len(decodes) == 1 and second.partitions[("t", 7)].leader == -1
+    assert decode.call_count == 1 and second.partitions[("t", 7)].leader == -1
     assert second.changed_partitions == {("t", 7)}
     assert second.topics is first.topics and second.brokers is first.brokers
     assert second.partitions[("t", 8)] is first.partitions[("t", 8)]
