@@ -13,12 +13,22 @@ active controller carries ``Compare(/controller_epoch, the version it won with)`
 controller's writes fail (``conflicts`` names the epoch key) and it steps down.
 
 What the active controller does, in its own task (never inside the metadata listener, which
-must stay quick): after every image change, ``partition_change.reconcile_partition`` on every
-partition — failover elections for dead or restarted leaders, ISR fencing of dead replicas,
+must stay quick): after every image change, ``partition_change.reconcile_partition`` on the
+partitions — failover elections for dead or restarted leaders, ISR fencing of dead replicas,
 offline partitions brought back, reassignments completed — each new registration written with
-a compare on the partition's version (a leader's concurrent ISR change wins, and the next image
-is reconciled again). Every ``leader.imbalance.check.interval.seconds`` with
-``auto.leader.rebalance.enable``, the same with ``preferred=True``.
+a compare on the partition's version (a leader's concurrent ISR change wins, and the partitions
+of that transaction are reconciled again on the next image). Every
+``leader.imbalance.check.interval.seconds`` with ``auto.leader.rebalance.enable``, the same
+with ``preferred=True``.
+
+Which partitions: ``reconcile_partition`` depends on nothing but the registration, the brokers,
+``shutting_down``, ``unclean`` (topic and broker configs) and ``preferred``. So when the last
+reconcile completed, at an image with the same brokers, topics, broker configs and
+shutting_down, and without ``preferred``, only the partitions changed since
+(``ClusterImage.changed_partitions``, accumulated over the images the task did not get to) and
+those of transactions that lost a race are reconciled; every other one gave no change then and
+gives none now. Anything else — becoming active, a broker registered or gone, a reconcile that
+raised or was fenced, an image whose delta is unknown — reconciles every partition.
 """
 
 from __future__ import annotations
@@ -56,6 +66,10 @@ class Controller:
         self._epoch_version = 0
         self.elections = 0  # leader changes written (a metric)
         self._image = ClusterImage()
+        # Partitions changed since the image the task took last (None: unknown, reconcile all).
+        self._dirty: set[ci.TopicPartition] | None = None
+        self._reconciled: ClusterImage | None = None  # the image of the last complete reconcile
+        self._retry: set[ci.TopicPartition] = set()  # in transactions that lost a race
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._rebalance_task: asyncio.Task[None] | None = None
@@ -63,7 +77,7 @@ class Controller:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, image: ClusterImage) -> None:
-        self._image = image
+        self._image, self._dirty = image, None
         loop = asyncio.get_running_loop()
         self._task = loop.create_task(self._run(), name="strata-controller")
         if self._rebalance_interval_s:
@@ -72,7 +86,13 @@ class Controller:
         self._changed.set()
 
     async def on_image(self, image: ClusterImage) -> None:
-        """The metadata listener: remember the image, wake the controller task."""
+        """The metadata listener: remember the image (and what changed), wake the task."""
+        if self._dirty is not None:
+            changed = image.delta_since(self._image.revision)
+            if changed is None:
+                self._dirty = None
+            else:
+                self._dirty |= changed
         self._image = image
         self._changed.set()
 
@@ -95,19 +115,8 @@ class Controller:
         while True:
             await self._changed.wait()
             self._changed.clear()
-            image = self._image
             try:
-                if image.controller is None:
-                    await self._try_election(image)
-                elif image.controller.node_id != self.node_id or \
-                        image.controller.epoch != self.epoch:
-                    if self.active:
-                        logger.info("controller %d (epoch %d) is no longer active",
-                                    self.node_id, self.epoch)
-                    self.active = False
-                if self.active:
-                    preferred, self._preferred_due = self._preferred_due, False
-                    await self._reconcile(image, preferred=preferred)
+                await self._step()
             except (MetadataStoreError, OSError) as exc:
                 logger.warning("controller step failed (%s); retrying", exc)
                 await asyncio.sleep(0.2)
@@ -116,6 +125,29 @@ class Controller:
                 logger.exception("controller step failed")
                 await asyncio.sleep(0.2)
                 self._changed.set()
+
+    async def _step(self) -> None:
+        """One wake-up: the latest image, and what changed since the one taken last."""
+        image, dirty = self._image, self._dirty
+        self._dirty = set()
+        # Until this step completes a reconcile, the next one reconciles every partition.
+        base, self._reconciled = self._reconciled, None
+        was_active = self.active
+        if image.controller is None:
+            await self._try_election(image)
+        elif image.controller.node_id != self.node_id or \
+                image.controller.epoch != self.epoch:
+            if self.active:
+                logger.info("controller %d (epoch %d) is no longer active",
+                            self.node_id, self.epoch)
+            self.active = False
+        if self.active:
+            preferred, self._preferred_due = self._preferred_due, False
+            candidates = None
+            if was_active and not preferred and dirty is not None and base is not None \
+                    and _same_context(base, image):
+                candidates = dirty | self._retry
+            await self._reconcile(image, candidates, preferred=preferred)
 
     async def _try_election(self, image: ClusterImage) -> None:
         lease = self._lease_id()
@@ -134,15 +166,22 @@ class Controller:
             logger.info("broker %d is the active controller (epoch %d)", self.node_id, epoch)
             self._on_election()
 
-    async def _reconcile(self, image: ClusterImage, *, preferred: bool) -> None:
+    async def _reconcile(self, image: ClusterImage, candidates: set[ci.TopicPartition] | None,
+                         *, preferred: bool) -> None:
+        """``reconcile_partition`` on ``candidates`` (None: every partition) and the changes
+        written; on completion, the image is the base of the next step's delta."""
+        partitions = image.partitions
+        selected = partitions.items() if candidates is None else [
+            (tp, partitions[tp]) for tp in candidates if tp in partitions]
         changes: list[tuple[str, int, PartitionRegistration]] = []
-        for (topic, index), registration in image.partitions.items():
+        for (topic, index), registration in selected:
             new = reconcile_partition(registration, image.brokers,
                                       unclean=self._unclean(topic), preferred=preferred,
                                       shutting_down=image.shutting_down)
             if new is not None:
                 changes.append((ci.partition_key(topic, index),
                                 image.partition_versions[(topic, index)], new))
+        lost: set[ci.TopicPartition] = set()
         for start in range(0, len(changes), MAX_OPS_PER_TXN):
             chunk = changes[start:start + MAX_OPS_PER_TXN]
             compares = [Compare(ci.CONTROLLER_EPOCH, self._epoch_version)]
@@ -155,15 +194,18 @@ class Controller:
                                    self.epoch)
                     self.active = False
                     return
-                # A leader's ISR change won the race: the next image is reconciled again.
+                # A leader's ISR change won the race: the next image reconciles them again
+                # (all of them: the others of the transaction are unchanged in the store).
+                lost.update(ci.parse_partition_key(key) for key, _, _ in chunk)
                 continue
             for key, _, new in chunk:
-                old = image.partitions.get(_tp(key))
+                old = image.partitions.get(ci.parse_partition_key(key))
                 if old is None or old.leader != new.leader:
                     self.elections += 1
                     logger.info("elected %s leader %d (epoch %d, isr %s)",
                                 key[len(ci.PARTITIONS):], new.leader, new.leader_epoch,
                                 list(new.isr))
+        self._reconciled, self._retry = image, lost
 
     async def _rebalance_timer(self) -> None:
         assert self._rebalance_interval_s
@@ -173,6 +215,10 @@ class Controller:
             self._changed.set()
 
 
-def _tp(key: str) -> tuple[str, int]:
-    topic, _, index = key[len(ci.PARTITIONS):].rpartition("/")
-    return topic, int(index)
+def _same_context(base: ClusterImage, image: ClusterImage) -> bool:
+    """Whether ``reconcile_partition`` of an unchanged partition gives at ``image`` what it
+    gave at ``base``: the same brokers (and epochs), topic configs (``unclean``), broker
+    configs and brokers in controlled shutdown."""
+    return (image.brokers is base.brokers and image.topics is base.topics
+            and image.broker_configs is base.broker_configs
+            and image.shutting_down == base.shutting_down)

@@ -2,7 +2,10 @@
 
 Pure (no I/O). Owns the key layout of the metadata store (``strata.metadata``) and the JSON
 encoding of each value, and ``ClusterImage``: an immutable snapshot of all of it that the
-broker's ``MetadataCache`` replaces on every change (Kafka's ``MetadataImage``).
+broker's ``MetadataCache`` replaces on every change (Kafka's ``MetadataImage``). ``build_image``
+makes one from every entry (after a listing); ``image_builder.ImageBuilder`` makes the next one
+from the previous and the keys that changed, to the same result, and records on it which
+partitions changed (``changed_partitions``, Kafka's ``MetadataDelta``).
 
 Keys (every one under ``ROOT``; values UTF-8 JSON objects carrying ``"v": FORMAT_VERSION`` so a
 later Strata can upgrade them in a rolling restart; a reader refuses a newer version)::
@@ -270,7 +273,13 @@ TopicPartition = tuple[str, int]
 
 @dataclass(frozen=True)
 class ClusterImage:
-    """Everything the store holds, decoded, at ``revision``. Replaced, never mutated."""
+    """Everything the store holds, decoded, at ``revision``. Replaced, never mutated.
+
+    ``changed_partitions`` (Kafka's ``MetadataDelta``, as far as partitions go): the
+    partitions whose registration or version differs from those of the image at revision
+    ``delta_from`` — added, changed or gone; every other partition's registration is that
+    image's object. None: unknown (a full build: after a listing, everything may differ).
+    Neither takes part in equality: they tell how the image was reached, not what it holds."""
 
     revision: int = 0
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=dict)
@@ -285,6 +294,15 @@ class ClusterImage:
     shutting_down: frozenset[int] = frozenset()
     acls: frozenset[AclBinding] = frozenset()  # /strata/acls/ (strata.security.acl_store)
     client_quotas: ClientQuotas = field(default_factory=ClientQuotas)  # /strata/client-quotas/
+    changed_partitions: frozenset[TopicPartition] | None = field(default=None, compare=False)
+    delta_from: int | None = field(default=None, compare=False)
+
+    def delta_since(self, revision: int | None) -> frozenset[TopicPartition] | None:
+        """The partitions that changed since the image at ``revision``, when this image was
+        built from exactly that one (else None: compare everything)."""
+        if revision is None or self.delta_from != revision:
+            return None
+        return self.changed_partitions
 
     def electable(self) -> Mapping[int, BrokerRegistration]:
         """The live brokers that may take leadership (not in controlled shutdown)."""
@@ -307,6 +325,91 @@ DecodeMemo = dict[str, tuple[bytes, int, Any]]
 entries whose value object or version changed (a watch replaces the value of a key it saw)."""
 
 
+def parse_partition_key(key: str) -> TopicPartition:
+    """``(topic, index)`` of a ``/strata/partitions/<topic>/<index>`` key (ValueError when the
+    index is not a number)."""
+    topic, _, index = key[len(PARTITIONS):].rpartition("/")
+    return topic, int(index)
+
+
+@dataclass(slots=True)
+class DecodedEntries:
+    """What one pass over some of the store's entries decoded, before the image's one rule
+    across entries (``visible_partitions``). A later entry of the same broker or partition
+    replaces an earlier one (``entries`` order)."""
+
+    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
+    topics: dict[str, TopicRegistration] = field(default_factory=dict)
+    topic_versions: dict[str, int] = field(default_factory=dict)
+    partitions: dict[TopicPartition, PartitionRegistration] = field(default_factory=dict)
+    partition_versions: dict[TopicPartition, int] = field(default_factory=dict)
+    broker_configs: dict[str, Mapping[str, str]] = field(default_factory=dict)
+    shutting_down: set[int] = field(default_factory=set)
+    controller: ControllerRegistration | None = None
+    controller_epoch: int = 0
+    controller_epoch_version: int = 0
+    acls: set[AclBinding] = field(default_factory=set)
+    quota_docs: list[object] = field(default_factory=list)
+
+
+def decode_entries(entries: Mapping[str, tuple[bytes, int]], memo: DecodeMemo | None,
+                   fresh: DecodeMemo) -> DecodedEntries:
+    """Decode ``entries`` (key -> (value, version)), skipping those this Strata cannot read.
+    A value ``memo`` holds for the same value object and version is not decoded again; every
+    decoded value is recorded in ``fresh`` (which may be ``memo`` itself)."""
+    def decoded(key: str, value: bytes, version: int, decode: Callable[..., Any],
+                *args: Any) -> Any:
+        hit = memo.get(key) if memo is not None else None
+        fresh_hit = hit is not None and hit[0] is value and hit[1] == version
+        result = hit[2] if hit is not None and fresh_hit else decode(*args)
+        fresh[key] = (value, version, result)
+        return result
+
+    d = DecodedEntries()
+    for key, (value, version) in entries.items():
+        try:
+            if key.startswith(PARTITIONS):
+                tp = parse_partition_key(key)
+                d.partitions[tp] = decoded(key, value, version, PartitionRegistration.decode,
+                                           value)
+                d.partition_versions[tp] = version
+            elif key.startswith(BROKERS):
+                broker = decoded(key, value, version, BrokerRegistration.decode, value, version)
+                d.brokers[broker.node_id] = broker
+            elif key == CONTROLLER:
+                d.controller = ControllerRegistration.decode(value)
+            elif key == CONTROLLER_EPOCH:
+                d.controller_epoch, d.controller_epoch_version = decode_epoch(value), version
+            elif key.startswith(TOPICS):
+                name = key[len(TOPICS):]
+                d.topics[name] = decoded(key, value, version, TopicRegistration.decode, name,
+                                         value)
+                d.topic_versions[name] = version
+            elif key.startswith(SHUTTING_DOWN):
+                d.shutting_down.add(int(key[len(SHUTTING_DOWN):]))
+            elif key.startswith(BROKER_CONFIGS):
+                d.broker_configs[key[len(BROKER_CONFIGS):]] = decoded(
+                    key, value, version, _decode_broker_configs, value)
+            elif key.startswith(ACLS_PREFIX):
+                d.acls.add(decoded(key, value, version, _decode_acl, value))
+            elif key.startswith(CLIENT_QUOTAS_PREFIX):
+                d.quota_docs.append(decoded(key, value, version, json.loads, value))
+        except (ImageFormatError, ValueError, KeyError, TypeError):
+            # A value this Strata cannot read (malformed, wrongly typed, or from a newer
+            # Strata) is left out of the image, never fatal to the broker reading it.
+            continue
+    return d
+
+
+def visible_partitions(partitions: Mapping[TopicPartition, PartitionRegistration],
+                       topics: Mapping[str, TopicRegistration]
+                       ) -> dict[TopicPartition, PartitionRegistration]:
+    """The partitions that are part of the image: those of a topic in ``topics`` under its
+    topic id (a deleted topic's partitions, or an older incarnation's, are left out)."""
+    return {tp: p for tp, p in partitions.items()
+            if tp[0] in topics and p.topic_id == topics[tp[0]].topic_id}
+
+
 def build_image(entries: Mapping[str, tuple[bytes, int]], revision: int,
                 previous: ClusterImage | None = None,
                 memo: DecodeMemo | None = None) -> ClusterImage:
@@ -316,75 +419,24 @@ def build_image(entries: Mapping[str, tuple[bytes, int]], revision: int,
     With ``memo`` (the caller's, updated to ``entries``), unchanged entries are not decoded
     again; with ``previous``, each of its mappings that came out equal is reused as is, so
     a listener can tell "unchanged" by identity (an ISR change among 10,000 partitions leaves
-    the topics and configs objects alone)."""
+    the topics and configs objects alone). The full build: ``image_delta.ImageBuilder``
+    builds the next image from the keys that changed, to the same result."""
     fresh: DecodeMemo = {}
-
-    def decoded(key: str, value: bytes, version: int, decode: Callable[..., Any],
-                *args: Any) -> Any:
-        hit = memo.get(key) if memo is not None else None
-        fresh_hit = hit is not None and hit[0] is value and hit[1] == version
-        result = hit[2] if hit is not None and fresh_hit else decode(*args)
-        fresh[key] = (value, version, result)
-        return result
-
-    brokers: dict[int, BrokerRegistration] = {}
-    topics: dict[str, TopicRegistration] = {}
-    topic_versions: dict[str, int] = {}
-    partitions: dict[TopicPartition, PartitionRegistration] = {}
-    versions: dict[TopicPartition, int] = {}
-    configs: dict[str, Mapping[str, str]] = {}
-    shutting_down: set[int] = set()
-    controller = None
-    controller_epoch = 0
-    controller_epoch_version = 0
-    acls: set[AclBinding] = set()
-    quota_docs: list[object] = []
-    for key, (value, version) in entries.items():
-        try:
-            if key.startswith(PARTITIONS):
-                topic, _, index = key[len(PARTITIONS):].rpartition("/")
-                tp = (topic, int(index))
-                partitions[tp] = decoded(key, value, version, PartitionRegistration.decode, value)
-                versions[tp] = version
-            elif key.startswith(BROKERS):
-                broker = decoded(key, value, version, BrokerRegistration.decode, value, version)
-                brokers[broker.node_id] = broker
-            elif key == CONTROLLER:
-                controller = ControllerRegistration.decode(value)
-            elif key == CONTROLLER_EPOCH:
-                controller_epoch, controller_epoch_version = decode_epoch(value), version
-            elif key.startswith(TOPICS):
-                name = key[len(TOPICS):]
-                topics[name] = decoded(key, value, version, TopicRegistration.decode, name, value)
-                topic_versions[name] = version
-            elif key.startswith(SHUTTING_DOWN):
-                shutting_down.add(int(key[len(SHUTTING_DOWN):]))
-            elif key.startswith(BROKER_CONFIGS):
-                configs[key[len(BROKER_CONFIGS):]] = decoded(key, value, version,
-                                                             _decode_broker_configs, value)
-            elif key.startswith(ACLS_PREFIX):
-                acls.add(decoded(key, value, version, _decode_acl, value))
-            elif key.startswith(CLIENT_QUOTAS_PREFIX):
-                quota_docs.append(decoded(key, value, version, json.loads, value))
-        except (ImageFormatError, ValueError, KeyError, TypeError):
-            # A value this Strata cannot read (malformed, wrongly typed, or from a newer
-            # Strata) is left out of the image, never fatal to the broker reading it.
-            continue
+    d = decode_entries(entries, memo, fresh)
     if memo is not None:
         memo.clear()
         memo.update(fresh)
-    # Partitions of a topic that is gone (a deletion in progress) are not part of the image.
-    partitions = {tp: p for tp, p in partitions.items()
-                  if tp[0] in topics and p.topic_id == topics[tp[0]].topic_id}
-    kept_versions = {tp: versions[tp] for tp in partitions}
+    partitions = visible_partitions(d.partitions, d.topics)
+    kept_versions = {tp: d.partition_versions[tp] for tp in partitions}
     was = previous if previous is not None else ClusterImage()
-    frozen_acls = frozenset(acls)
+    frozen_acls = frozenset(d.acls)
     return ClusterImage(
-        revision, _same(was.brokers, brokers), controller, controller_epoch,
-        controller_epoch_version, _same(was.topics, topics), _same(was.partitions, partitions),
-        _same(was.partition_versions, kept_versions), _same(was.topic_versions, topic_versions),
-        _same(was.broker_configs, configs), frozenset(shutting_down),
-        was.acls if was.acls == frozen_acls else frozen_acls, decode_all(quota_docs))
+        revision, _same(was.brokers, d.brokers), d.controller, d.controller_epoch,
+        d.controller_epoch_version, _same(was.topics, d.topics),
+        _same(was.partitions, partitions), _same(was.partition_versions, kept_versions),
+        _same(was.topic_versions, d.topic_versions), _same(was.broker_configs, d.broker_configs),
+        frozenset(d.shutting_down), was.acls if was.acls == frozen_acls else frozen_acls,
+        decode_all(d.quota_docs))
 
 
 def _decode_broker_configs(raw: bytes) -> Mapping[str, str]:

@@ -2,10 +2,12 @@
 
 Owns the ``ClusterImage`` every broker component reads (brokers, controller, topics,
 partitions) and keeps it current: ``load`` lists everything under ``cluster_image.ROOT``,
-``run`` watches from that revision and, after each burst of changes, replaces the image and
-calls the listeners in registration order (the controller, the publisher that applies
-partition roles, the lifecycle's zombie check). A watch whose history was compacted away lists
-again (the image jumps to the new revision; listeners see the difference).
+``run`` watches from that revision and, after each burst of changes, replaces the image —
+built from the previous one and the keys the burst changed (``ImageBuilder``), so it names the
+partitions that changed (``ClusterImage.changed_partitions``) — and calls the listeners in
+registration order (among them the lifecycle's zombie check, the publisher that applies
+partition roles and the controller). A watch whose history was compacted away lists again (the
+image jumps to the new revision and names no delta: listeners compare everything).
 
 Invariants: ``image`` is replaced, never mutated; listeners run one at a time on the event
 loop, each with the image that was current when it was called; ``wait_for_revision(r)``
@@ -22,7 +24,8 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Final, cast
 
-from strata.broker.cluster.image import ROOT, ClusterImage, DecodeMemo, build_image
+from strata.broker.cluster.image import ROOT, ClusterImage
+from strata.broker.cluster.image_builder import ImageBuilder
 from strata.metadata.errors import CompactedError, StoreClosedError, StoreUnavailableError
 from strata.metadata.store import EventKind, MetadataStore, WatchEvent
 
@@ -37,8 +40,7 @@ class MetadataCache:
     def __init__(self, store: MetadataStore) -> None:
         self.store = store
         self.image = ClusterImage()
-        self._entries: dict[str, tuple[bytes, int]] = {}
-        self._decoded: DecodeMemo = {}  # what ``build_image`` decoded last time
+        self._builder = ImageBuilder()  # the store's entries, and the image made of them
         self._listeners: list[Listener] = []
         self._published = asyncio.Condition()
         self._published_revision = 0
@@ -49,8 +51,8 @@ class MetadataCache:
     async def load(self) -> ClusterImage:
         """List the whole cluster state (no listeners called: the caller publishes it)."""
         entries, revision = await self.store.list(ROOT)
-        self._entries = {e.key: (e.value, e.version) for e in entries}
-        self.image = build_image(self._entries, revision, self.image, self._decoded)
+        self.image = self._builder.load({e.key: (e.value, e.version) for e in entries},
+                                        revision)
         self._published_revision = revision
         return self.image
 
@@ -105,9 +107,9 @@ class MetadataCache:
                         raise entry
                     kind, key, value, rev = entry
                     if kind is EventKind.PUT:
-                        self._entries[key] = (value, rev)
+                        self._builder.put(key, value, rev)
                     else:
-                        self._entries.pop(key, None)
+                        self._builder.delete(key)
                     revision = max(revision, rev)
                 self._rebuild(revision)
                 await self._publish()
@@ -117,9 +119,10 @@ class MetadataCache:
                 await pumper
 
     def _rebuild(self, revision: int) -> None:
-        # Incremental in cost: only changed entries are decoded, and mappings that did not
-        # change keep their identity (listeners skip work on that).
-        self.image = build_image(self._entries, revision, self.image, self._decoded)
+        # From the previous image and the keys the burst changed (``ImageBuilder``): the cost
+        # follows the change, mappings that did not change keep their identity and the image
+        # names the partitions that did (listeners skip the others).
+        self.image = self._builder.build(revision)
 
     async def _publish(self) -> None:
         image = self.image

@@ -21,9 +21,18 @@ broker configs of the image are pushed to the logs. ``__consumer_offsets`` parti
 group coordinator when this broker starts or stops leading them, and a topic that left the
 image makes every group forget its committed offsets (Kafka's ``onPartitionsDeleted``).
 
+The work per image follows the change (Kafka's ``applyDelta``): when the image was built from
+the one this publisher applied last (``ClusterImage.changed_partitions``) and the brokers and
+this broker's epoch are the same, only the changed partitions are looked at — plus those that
+failed to be applied, which are retried on every image until they succeed. Otherwise (the
+first image, a listing after compacted history, a broker registered or gone, a new broker epoch,
+a publish that raised) every partition is compared with what this broker hosts — with the same
+brokers and epoch, skipping those whose registration object was applied already.
+
 Runs on the event loop inside the ``MetadataCache`` listener: quick, no store writes. The
 blocking file work goes to worker threads: deleting logs, and creating the logs of partitions
-new to this broker before they are hosted (``_create_logs``).
+new to this broker before they are hosted (``_create_logs``). One publish at a time (a lock:
+the lease-loss re-publish may race the listener).
 """
 
 from __future__ import annotations
@@ -98,6 +107,8 @@ class MetadataPublisher:
         self._publishing = asyncio.Lock()
         self._seen_partitions: object = None  # the last image's mappings (identity only)
         self._seen_brokers: object = None
+        self._seen_topics: object = None
+        self._published_revision: int | None = None  # of the image applied last, in full
         self._seen_epoch = -1
         self._marked: dict[str, uuid.UUID] = {}  # log dir -> topic id its file is known to say
 
@@ -129,57 +140,138 @@ class MetadataPublisher:
         if configs_key != self._configs_revision:
             self._configs_revision = configs_key
             self._on_configs(image)
-        gone = [(name, count) for name, count in self._topics.items()
-                 if name not in image.topics]
-        self._topics = {name: image.partition_count(name) for name in image.topics}
-        if gone:  # every coordinator forgets the deleted partitions' committed offsets
-            self.group_coordinator.on_partitions_deleted(
-                [(name, i) for name, count in gone for i in range(count)])
         epoch = self._broker_epoch()
+        # The image reuses unchanged registrations and mappings (``ImageBuilder``): with the
+        # same brokers and broker epoch, a partition whose registration object was applied is
+        # done — and when the image was built from the one applied last, it names the
+        # partitions that are not (``changed_partitions``).
+        same_brokers = image.brokers is self._seen_brokers and epoch == self._seen_epoch
+        delta = image.delta_since(self._published_revision) if same_brokers else None
+        self._published_revision = None  # until this image is applied in full
+        self._follow_topics(image, delta)
+        if delta is None:
+            await self._publish_all(image, epoch, same_brokers)
+        else:
+            await self._publish_delta(image, epoch, delta)
+        self._seen_partitions, self._seen_brokers, self._seen_epoch = (
+            image.partitions, image.brokers, epoch)
+        self._published_revision = image.revision
+
+    async def _publish_all(self, image: ClusterImage, epoch: int, same_brokers: bool) -> None:
+        """Every partition of ``image`` compared with what this broker hosts."""
         node_id = self.node_id
         wanted = {tp: p for tp, p in image.partitions.items() if node_id in p.replicas}
         if image.partitions is not self._seen_partitions:
             for tp in [tp for tp in self._hosted() if tp not in wanted]:
-                self._stop_hosting(tp)
-                # The files go in a thread: a large log's rmtree must not stall the loop.
-                await asyncio.to_thread(self.log_manager.delete_log, *tp)
-        # The image reuses unchanged registrations and mappings (``build_image``): with the same
-        # brokers and broker epoch, a partition whose registration object was applied is done.
-        same_brokers = image.brokers is self._seen_brokers and epoch == self._seen_epoch
-        self._seen_partitions, self._seen_brokers, self._seen_epoch = (
-            image.partitions, image.brokers, epoch)
+                await self._stop_hosting_and_delete(tp)
         applied_before = self._applied
-        missing = [tp for tp in wanted if self.replica_manager.get_partition(*tp) is None
-                   and self.log_manager.get_log(*tp) is None]
-        if missing:  # a new topic's logs: file work of a few ms each, off the loop
-            await asyncio.to_thread(self._create_logs, missing, image)
+        await self._create_missing_logs(wanted, image)
         for tp, registration in wanted.items():
             if same_brokers and tp not in self._failed:
                 done = applied_before.get(tp)
                 if done is not None and done[0] is registration:
                     continue
-            leads = registration.leader == node_id and \
-                registration.leader_broker_epoch == epoch
-            leader = None
-            if not leads and registration.has_leader and registration.leader != self.node_id:
-                broker = image.brokers.get(registration.leader)
-                endpoint = (None if broker is None else broker.endpoint(self.listener)
-                            if self.listener else (broker.host, broker.port))
-                if broker is not None and endpoint is not None:
-                    leader = LeaderEndpoint(broker.node_id, *endpoint)
-            applied = (registration, leader, leads)
-            if self._applied.get(tp) == applied:
+            self._apply_registration(tp, registration, image, epoch)
+
+    async def _publish_delta(self, image: ClusterImage, epoch: int,
+                             changed: frozenset[TopicPartition]) -> None:
+        """Only the partitions that changed since the image applied last (the brokers and this
+        broker's epoch the same): every other one is as that image had it and was applied —
+        but for those that failed, which are retried on every image."""
+        node_id = self.node_id
+        partitions = image.partitions
+        wanted: dict[TopicPartition, PartitionRegistration] = {}
+        for tp in changed.union(self._failed):
+            registration = partitions.get(tp)
+            if registration is not None and node_id in registration.replicas:
+                wanted[tp] = registration
+        for tp in changed:
+            if tp not in wanted and self.replica_manager.get_partition(*tp) is not None:
+                await self._stop_hosting_and_delete(tp)
+        await self._create_missing_logs(wanted, image)
+        for tp, registration in wanted.items():
+            self._apply_registration(tp, registration, image, epoch)
+
+    def _follow_topics(self, image: ClusterImage,
+                       changed: frozenset[TopicPartition] | None) -> None:
+        """Keep ``_topics`` (each topic's partition count) current; a topic that left the
+        image makes every coordinator forget its partitions' committed offsets."""
+        if changed is None:
+            gone = [(name, count) for name, count in self._topics.items()
+                    if name not in image.topics]
+            self._topics = {name: image.partition_count(name) for name in image.topics}
+        else:
+            gone = []
+            if image.topics is not self._seen_topics:
+                gone = [(name, count) for name, count in self._topics.items()
+                        if name not in image.topics]
+                for name, _ in gone:
+                    del self._topics[name]
+                for name in image.topics.keys() - self._topics.keys():
+                    self._topics[name] = image.partition_count(name)
+            self._count_partitions(image, changed)
+        self._seen_topics = image.topics
+        if gone:
+            self.group_coordinator.on_partitions_deleted(
+                [(name, i) for name, count in gone for i in range(count)])
+
+    def _count_partitions(self, image: ClusterImage,
+                          changed: frozenset[TopicPartition]) -> None:
+        """The partition counts (``partition_count``: indexes 0..n-1 all present) of the
+        topics with changed partitions, from the previous counts: a partition gone below the
+        count cuts it there, and it grows over the partitions present from there."""
+        counts: dict[str, int] = {}
+        for topic, index in changed:
+            count = counts.get(topic, self._topics.get(topic))
+            if count is None:
                 continue
-            try:
-                self._apply(tp, registration, leader, leads, image)
-            except (StorageError, PartitionError) as exc:
-                # Retried on every image (an EMFILE passes), logged once per registration.
-                if self._failed.get(tp) != applied:
-                    self._failed[tp] = applied
-                    logger.error("cannot host %s-%d: %s", tp[0], tp[1], exc)
-                continue
-            self._failed.pop(tp, None)
-            self._applied[tp] = applied
+            if (topic, index) not in image.partitions:
+                count = min(count, index)
+            counts[topic] = count
+        for topic, count in counts.items():
+            while (topic, count) in image.partitions:
+                count += 1
+            self._topics[topic] = count
+
+    async def _stop_hosting_and_delete(self, tp: TopicPartition) -> None:
+        self._stop_hosting(tp)
+        # The files go in a thread: a large log's rmtree must not stall the loop.
+        await asyncio.to_thread(self.log_manager.delete_log, *tp)
+
+    async def _create_missing_logs(self, wanted: dict[TopicPartition, PartitionRegistration],
+                                   image: ClusterImage) -> None:
+        missing = [tp for tp in wanted if self.replica_manager.get_partition(*tp) is None
+                   and self.log_manager.get_log(*tp) is None]
+        if missing:  # a new topic's logs: file work of a few ms each, off the loop
+            await asyncio.to_thread(self._create_logs, missing, image)
+
+    def _apply_registration(self, tp: TopicPartition, registration: PartitionRegistration,
+                            image: ClusterImage, epoch: int) -> None:
+        """Host ``tp`` as ``registration`` says (nothing when that was applied already); a
+        failure is remembered in ``_failed`` (retried on every image, logged once per
+        registration)."""
+        node_id = self.node_id
+        leads = registration.leader == node_id and registration.leader_broker_epoch == epoch
+        leader = None
+        if not leads and registration.has_leader and registration.leader != node_id:
+            broker = image.brokers.get(registration.leader)
+            endpoint = (None if broker is None else broker.endpoint(self.listener)
+                        if self.listener else (broker.host, broker.port))
+            if broker is not None and endpoint is not None:
+                leader = LeaderEndpoint(broker.node_id, *endpoint)
+        applied = (registration, leader, leads)
+        if self._applied.get(tp) == applied:
+            return
+        try:
+            self._apply(tp, registration, leader, leads, image)
+        except (StorageError, PartitionError) as exc:
+            # Retried on every image (an EMFILE passes), logged once per registration.
+            if self._failed.get(tp) != applied:
+                self._failed[tp] = applied
+                logger.error("cannot host %s-%d: %s", tp[0], tp[1], exc)
+            return
+        self._failed.pop(tp, None)
+        self._applied[tp] = applied
 
     def _create_logs(self, missing: list[TopicPartition], image: ClusterImage) -> None:
         """Create the logs of partitions this broker is to host and has no log for (blocking:
