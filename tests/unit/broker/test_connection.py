@@ -377,3 +377,48 @@ async def test_one_connection_pipelining_small_requests_leaves_the_others_readin
         pipelining.close()
         other.close()
         server.close()
+
+
+async def test_a_full_request_queue_still_reads_each_idle_connection(tmp_path: Path) -> None:
+    """Connections pipelining held requests fill ``queued.max.requests`` (20 here: two of them
+    queue 16 each behind the request in hand); a connection with nothing queued is still read,
+    one request at a time — as Kafka, whose queue holds at most one request per connection, so
+    a follower's next fetch is never stuck behind producers waiting for that very fetch."""
+    release = asyncio.Event()
+
+    async def held(ctx: RequestContext, request: Any) -> Any:
+        await release.wait()
+        return None
+
+    state = broker_state(tmp_path)
+    state.registry = registry_with(ApiKey.METADATA, held)
+    limit = RequestQueueLimit(20)
+    server = await asyncio.get_running_loop().create_server(
+        lambda: KafkaConnection(state, limit, lambda _: None), "127.0.0.1", 0)
+    port = int(server.sockets[0].getsockname()[1])
+    pipelining = [await Client.connect(port) for _ in range(2)]
+    other = await Client.connect(port)
+    try:
+        for client in pipelining:
+            client.writer.write(b"".join(
+                encode_request(RequestHeader(ApiKey.METADATA, 0, correlation_id, "pipelining"),
+                               build_request(ApiKey.METADATA, 0, {"topics": []}))
+                for correlation_id in range(40)))
+            await client.writer.drain()
+        deadline = asyncio.get_running_loop().time() + TIMEOUT
+        while not limit.full:  # both have read ahead as far as they may
+            assert asyncio.get_running_loop().time() < deadline, limit.queued
+            await asyncio.sleep(0.01)
+        for correlation_id in (1, 2, 3):
+            api_versions(other, 3, correlation_id)
+            assert (await other.response(ApiKey.API_VERSIONS, 3))[0] == correlation_id
+        assert limit.queued <= 20 + 1  # the limit, and at most one request of an idle connection
+        release.set()
+        for client in pipelining:
+            api_versions(client, 3, 40)
+            assert (await client.response(ApiKey.API_VERSIONS, 3))[0] == 40
+        assert limit.queued == 0
+    finally:
+        for client in (*pipelining, other):
+            client.close()
+        server.close()

@@ -18,11 +18,14 @@ Invariants:
 - back pressure: a connection takes at most ``MAX_QUEUED_FRAMES`` frames out of what it read
   (the rest stays in its ``FrameReader``, taken as the queue drains), and only those count
   against ``queued.max.requests``: one read of hundreds of small pipelined requests (a
-  ``linger.ms=0`` producer) must not fill the broker-wide limit by itself and stop every other
-  connection from reading — its followers' fetches included, which its acks=all produces wait
-  for (measured: a 30 s stall, until the followers left the ISR). Reading pauses while the
-  connection holds ``MAX_QUEUED_FRAMES`` frames or the
-  broker holds ``queued.max.requests`` frames across all connections, and while the transport's
+  ``linger.ms=0`` producer) must not fill the broker-wide limit by itself. While the limit is
+  full, a connection takes no frame beyond its first: one with nothing queued is still read,
+  a request at a time (Kafka's queue holds at most one request per connection). Otherwise
+  producers whose acks=all requests wait for the followers, with requests queued behind them,
+  would stop the broker reading the followers' next fetches — what they wait for (measured: a
+  30 s stall, until the followers left the ISR). Reading pauses while the connection holds
+  ``MAX_QUEUED_FRAMES`` frames, or holds any while the broker holds ``queued.max.requests``
+  across all connections, and while the transport's
   write buffer is not empty (write-buffer limits are 0/0, so ``pause_writing`` fires on any
   unsent byte; a TLS transport keeps its default limits, as uvloop's never resumes from 0/0);
   the serve task handles the next request only once the previous response has been handed to
@@ -175,11 +178,13 @@ class KafkaConnection(asyncio.Protocol):
         self._wake()
 
     def _take_frames(self) -> None:
-        """Move complete frames from the reader to the queue, up to ``MAX_QUEUED_FRAMES``
-        (so the reader holds a complete frame only while the queue is full)."""
+        """Move complete frames from the reader to the queue: up to ``MAX_QUEUED_FRAMES``,
+        and only the first while the broker-wide limit is full (so the reader holds a complete
+        frame only while the queue holds one too, and reading is paused)."""
         frames = self._frames
         reader = self._reader
-        while len(frames) < MAX_QUEUED_FRAMES:
+        limit = self._limit
+        while len(frames) < MAX_QUEUED_FRAMES and not (frames and limit.full):
             frame = reader.next_frame()
             if frame is None:
                 return
@@ -250,7 +255,7 @@ class KafkaConnection(asyncio.Protocol):
             and not self._closing
             and not self._stopping
             and len(self._frames) < MAX_QUEUED_FRAMES
-            and not self._limit.full
+            and not (self._frames and self._limit.full)
             and self._transport is not None
         ):
             self._reading_paused = False
@@ -261,7 +266,8 @@ class KafkaConnection(asyncio.Protocol):
     def _maybe_pause_reading(self) -> None:
         if self._reading_paused or self._transport is None or self._closing:
             return
-        if self._write_paused or len(self._frames) >= MAX_QUEUED_FRAMES or self._limit.full:
+        frames = len(self._frames)
+        if self._write_paused or frames >= MAX_QUEUED_FRAMES or (frames and self._limit.full):
             self._reading_paused = True
             if self._limit.full:
                 self._limit.wait(self)
