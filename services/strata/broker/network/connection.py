@@ -189,7 +189,7 @@ class KafkaConnection(asyncio.Protocol):
             if frame is None:
                 return
             frames.append(frame)
-            self._limit.queued += 1
+            limit.queued += 1
 
     def eof_received(self) -> bool | None:
         return False  # close our side too; requests already read are still answered
