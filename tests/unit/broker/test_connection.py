@@ -337,6 +337,37 @@ async def test_handler_failure_closes_when_the_response_has_no_error_field(
     server.close()
 
 
+class HeldRequests:
+    """A server whose Metadata handler holds every request until ``release`` (acks=all
+    produces waiting for their followers), with a ``queued.max.requests`` of ``LIMIT``."""
+
+    LIMIT = 20
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.limit = RequestQueueLimit(self.LIMIT)
+
+    async def serve(self, tmp_path: Path) -> tuple[asyncio.AbstractServer, int]:
+        async def held(ctx: RequestContext, request: Any) -> Any:
+            await self.release.wait()
+            return None  # no response needed: the tests count what was queued
+
+        state = broker_state(tmp_path)
+        state.registry = registry_with(ApiKey.METADATA, held)
+        server = await asyncio.get_running_loop().create_server(
+            lambda: KafkaConnection(state, self.limit, lambda _: None), "127.0.0.1", 0)
+        return server, int(server.sockets[0].getsockname()[1])
+
+    @staticmethod
+    async def pipeline(client: Client, count: int) -> None:
+        """``count`` held requests in one write."""
+        client.writer.write(b"".join(
+            encode_request(RequestHeader(ApiKey.METADATA, 0, correlation_id, "pipelining"),
+                           build_request(ApiKey.METADATA, 0, {"topics": []}))
+            for correlation_id in range(count)))
+        await client.writer.drain()
+
+
 async def test_one_connection_pipelining_small_requests_leaves_the_others_reading(
     tmp_path: Path,
 ) -> None:
@@ -344,35 +375,19 @@ async def test_one_connection_pipelining_small_requests_leaves_the_others_readin
     followers): the connection queues ``MAX_QUEUED_FRAMES`` of them, not all 600, so the
     broker-wide ``queued.max.requests`` (20 here) stays open and another connection (a
     follower's fetches, which those produces wait for) keeps being read and answered."""
-    release = asyncio.Event()
-
-    async def held(ctx: RequestContext, request: Any) -> Any:
-        await release.wait()
-        return None  # no response needed: the test only counts what was queued
-
-    state = broker_state(tmp_path)
-    state.registry = registry_with(ApiKey.METADATA, held)
-    limit = RequestQueueLimit(20)
-    server = await asyncio.get_running_loop().create_server(
-        lambda: KafkaConnection(state, limit, lambda _: None), "127.0.0.1", 0)
-    port = int(server.sockets[0].getsockname()[1])
+    held = HeldRequests()
+    server, port = await held.serve(tmp_path)
     pipelining, other = await Client.connect(port), await Client.connect(port)
     try:
-        pipelining.writer.write(b"".join(
-            encode_request(RequestHeader(ApiKey.METADATA, 0, correlation_id, "pipelining"),
-                           build_request(ApiKey.METADATA, 0, {"topics": []}))
-            for correlation_id in range(600)))
-        await pipelining.writer.drain()
-        api_versions(other, 3, 1)
-        assert (await other.response(ApiKey.API_VERSIONS, 3))[0] == 1
-        for correlation_id in (2, 3):  # still read: the limit never filled
+        await held.pipeline(pipelining, 600)
+        for correlation_id in (1, 2, 3):  # still read: the limit never filled
             api_versions(other, 3, correlation_id)
             assert (await other.response(ApiKey.API_VERSIONS, 3))[0] == correlation_id
-        assert limit.queued <= MAX_QUEUED_FRAMES
-        release.set()
+        assert held.limit.queued <= MAX_QUEUED_FRAMES
+        held.release.set()
         api_versions(pipelining, 3, 600)  # the held ones drain in order, then this is answered
         assert (await pipelining.response(ApiKey.API_VERSIONS, 3))[0] == 600
-        assert limit.queued == 0
+        assert held.limit.queued == 0
     finally:
         pipelining.close()
         other.close()
@@ -384,40 +399,28 @@ async def test_a_full_request_queue_still_reads_each_idle_connection(tmp_path: P
     queue 16 each behind the request in hand); a connection with nothing queued is still read,
     one request at a time — as Kafka, whose queue holds at most one request per connection, so
     a follower's next fetch is never stuck behind producers waiting for that very fetch."""
-    release = asyncio.Event()
-
-    async def held(ctx: RequestContext, request: Any) -> Any:
-        await release.wait()
-        return None
-
-    state = broker_state(tmp_path)
-    state.registry = registry_with(ApiKey.METADATA, held)
-    limit = RequestQueueLimit(20)
-    server = await asyncio.get_running_loop().create_server(
-        lambda: KafkaConnection(state, limit, lambda _: None), "127.0.0.1", 0)
-    port = int(server.sockets[0].getsockname()[1])
+    held = HeldRequests()
+    server, port = await held.serve(tmp_path)
     pipelining = [await Client.connect(port) for _ in range(2)]
     other = await Client.connect(port)
     try:
         for client in pipelining:
-            client.writer.write(b"".join(
-                encode_request(RequestHeader(ApiKey.METADATA, 0, correlation_id, "pipelining"),
-                               build_request(ApiKey.METADATA, 0, {"topics": []}))
-                for correlation_id in range(40)))
-            await client.writer.drain()
-        deadline = asyncio.get_running_loop().time() + TIMEOUT
-        while not limit.full:  # both have read ahead as far as they may
-            assert asyncio.get_running_loop().time() < deadline, limit.queued
+            await held.pipeline(client, 40)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + TIMEOUT
+        while not held.limit.full:  # both have read ahead as far as they may
+            assert loop.time() < deadline, held.limit.queued
             await asyncio.sleep(0.01)
         for correlation_id in (1, 2, 3):
             api_versions(other, 3, correlation_id)
             assert (await other.response(ApiKey.API_VERSIONS, 3))[0] == correlation_id
-        assert limit.queued <= 20 + 1  # the limit, and at most one request of an idle connection
-        release.set()
+        # The limit, and at most one request of the connection that had nothing queued.
+        assert held.limit.queued <= HeldRequests.LIMIT + 1
+        held.release.set()
         for client in pipelining:
             api_versions(client, 3, 40)
             assert (await client.response(ApiKey.API_VERSIONS, 3))[0] == 40
-        assert limit.queued == 0
+        assert held.limit.queued == 0
     finally:
         for client in (*pipelining, other):
             client.close()
