@@ -30,7 +30,8 @@ block: callers on an event loop run these methods on a worker thread.
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 from confluent_kafka import (
@@ -68,6 +69,16 @@ UNREACHABLE_CODES: Final = frozenset({
     KafkaError._ALL_BROKERS_DOWN,
     KafkaError._RESOLVE,
 })
+
+# ListOffsets errors that say the client's or a broker's metadata is behind, asked again
+# (Kafka's admin client retries them as ``InvalidMetadataException``s) every RETRY_BACKOFF_S
+# (Kafka's ``retry.backoff.ms``) for at most LIST_OFFSETS_RETRY_S. ``_NOENT`` is librdkafka's
+# own "Failed to query partition leaders: No leaders found" (its metadata has no leader yet).
+LIST_OFFSETS_RETRIABLE: Final = frozenset({
+    "UNKNOWN_TOPIC_OR_PARTITION", "LEADER_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER",
+    "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "OFFSET_NOT_AVAILABLE", "_NOENT"})
+RETRY_BACKOFF_S: Final = 0.1
+LIST_OFFSETS_RETRY_S: Final = 5.0
 
 PartitionKey = tuple[str, int]
 # Where ListOffsets looks: the log start offset, the log end offset, or the first offset at or
@@ -180,9 +191,14 @@ class KafkaAdmin:
 
     def __init__(self, bootstrap: str, client_id: str, timeout_s: float,
                  properties: Mapping[str, Any] | None = None,
-                 errors: ConnectionErrors | None = None) -> None:
+                 errors: ConnectionErrors | None = None,
+                 *, monotonic: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         """``properties``: the login (``security.protocol``, ``sasl.*``, ``ssl.*``...);
-        ``errors``: the ``error_cb`` to share with the caller's other clients."""
+        ``errors``: the ``error_cb`` to share with the caller's other clients; ``monotonic``
+        and ``sleep``: the clock of the retries."""
+        self._monotonic = monotonic
+        self._sleep = sleep
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
         self.errors = errors if errors is not None else ConnectionErrors()
@@ -311,16 +327,35 @@ class KafkaAdmin:
 
     def list_offsets(self, partitions: Iterable[PartitionKey], at: OffsetAt
                      ) -> dict[PartitionKey, int]:
-        """ListOffsets of ``partitions`` (-1: no offset, e.g. no record after a timestamp)."""
+        """ListOffsets of ``partitions`` (-1: no offset, e.g. no record after a timestamp).
+
+        As Kafka's admin client, a partition answered with an error of metadata not yet
+        everywhere (``LIST_OFFSETS_RETRIABLE``: a topic just created whose leader has not
+        taken it up, a leader moving) is asked again after ``RETRY_BACKOFF_S``, for at most
+        ``LIST_OFFSETS_RETRY_S`` (or ``timeout_s`` if shorter); then its error is raised."""
         spec = offset_spec(at)
-        requested = {TopicPartition(t, p): spec for t, p in partitions}
-        if not requested:
-            return {}
-        futures = self.client.list_offsets(requested, request_timeout=self.timeout_s)
-        return {(tp.topic, tp.partition):
-                int(self.result(future, f"partition {tp.topic}-{tp.partition}",
-                                "ListOffsets").offset)
-                for tp, future in futures.items()}
+        pending = list(dict.fromkeys(TopicPartition(t, p) for t, p in partitions))
+        out: dict[PartitionKey, int] = {}
+        deadline = self._monotonic() + min(self.timeout_s, LIST_OFFSETS_RETRY_S)
+        while pending:
+            futures = self.client.list_offsets({tp: spec for tp in pending},
+                                               request_timeout=self.timeout_s)
+            retry: list[TopicPartition] = []
+            for tp, future in futures.items():
+                try:
+                    found = self.result(future, f"partition {tp.topic}-{tp.partition}",
+                                        "ListOffsets")
+                except KafkaClientError as exc:
+                    if (exc.name not in LIST_OFFSETS_RETRIABLE
+                            or self._monotonic() + RETRY_BACKOFF_S > deadline):
+                        raise
+                    retry.append(tp)
+                else:
+                    out[(tp.topic, tp.partition)] = int(found.offset)
+            if retry:
+                self._sleep(RETRY_BACKOFF_S)
+            pending = retry
+        return out
 
     # ------------------------------------------------------------------------ consumer groups
     def list_consumer_groups(self) -> Any:

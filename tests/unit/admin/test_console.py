@@ -8,6 +8,8 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
+from typing import Any
 
 import httpx
 import pytest
@@ -17,12 +19,14 @@ from strata.admin.app import create_app
 from strata.admin.authentication import AuthSettings
 from strata.admin.authorization import AclCache
 from strata.admin.console import csrf
+from strata.admin.console import topics as console_topics
 from strata.admin.console.overview import PartitionState, summarize
 from strata.admin.console.record_view import RawRecord, View, matches, ms_time, show
 from strata.admin.console.records import Page, parse_timestamp
 from strata.admin.console.session import SessionStore
 from strata.admin.console.web import environment, safe_next
 from strata.admin.kafka_gateway import AdminSettings
+from strata.client.kafka_errors import KafkaClientError
 from strata.security.acl import (
     AccessControlEntry,
     AclBinding,
@@ -42,6 +46,50 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+class _TopicsClient:
+    """``list_topics`` answers without the topic ``hidden`` times, then with it."""
+
+    def __init__(self, hidden: int) -> None:
+        self.hidden = hidden
+        self.asked = 0
+
+    def list_topics(self, topic: str, timeout: float) -> SimpleNamespace:
+        self.asked += 1
+        if self.asked <= self.hidden:
+            return SimpleNamespace(topics={})
+        return SimpleNamespace(topics={topic: SimpleNamespace(topic=topic, error=None,
+                                                              partitions={})})
+
+
+def _gateway(client: _TopicsClient) -> Any:
+    return SimpleNamespace(kafka=SimpleNamespace(client=client),
+                           settings=SimpleNamespace(timeout_s=5.0))
+
+
+def test_a_topic_page_looks_again_for_a_topic_the_metadata_does_not_show_yet() -> None:
+    """A topic just created reaches every broker a moment after CreateTopics answered: the
+    page asks again (a broker still behind answers without it) and finds it; a topic that
+    does not appear within ``UNKNOWN_TOPIC_WAIT_S`` is UNKNOWN_TOPIC_OR_PARTITION."""
+    clock = Clock()
+
+    def sleep(seconds: float) -> None:
+        clock.now += seconds
+
+    client = _TopicsClient(hidden=3)
+    found = console_topics._topic_metadata(_gateway(client), "new", monotonic=clock,
+                                           sleep=sleep)
+    assert found.topic == "new" and client.asked == 4
+    assert clock.now == pytest.approx(100.0 + 3 * console_topics.UNKNOWN_TOPIC_BACKOFF_S)
+    never = _TopicsClient(hidden=10_000)
+    start = clock.now
+    with pytest.raises(KafkaClientError) as raised:
+        console_topics._topic_metadata(_gateway(never), "typo", monotonic=clock, sleep=sleep)
+    assert raised.value.name == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert clock.now - start <= console_topics.UNKNOWN_TOPIC_WAIT_S
+    assert never.asked >= console_topics.UNKNOWN_TOPIC_WAIT_S \
+        / console_topics.UNKNOWN_TOPIC_BACKOFF_S - 1
 
 
 # ------------------------------------------------------------------------------ pure parts

@@ -67,6 +67,16 @@ async def test_special_timestamps_and_lookup(state: BrokerState, version: int) -
     assert (unknown.error_code, unknown.offset) == (3, -1)
 
 
+async def test_a_partition_the_cluster_has_but_this_broker_does_not_host(
+        state: BrokerState) -> None:
+    """Kafka's ``getPartitionOrError``: NOT_LEADER_OR_FOLLOWER (6) for a partition in the
+    metadata this broker does not host (a topic just created, not yet taken up; a replica
+    moved away), UNKNOWN_TOPIC_OR_PARTITION (3) for one the cluster does not have."""
+    state.replica_manager.partition_exists = lambda tp: tp == ("elsewhere", 0)
+    elsewhere, unknown = await list_offsets(state, 5, [("elsewhere", 0, -1), ("x", 0, -1)])
+    assert (elsewhere.error_code, unknown.error_code) == (6, 3)
+
+
 async def test_latest_depends_on_isolation(state: BrokerState) -> None:
     part = state.replica_manager.get_partition("t", 0)
     assert part is not None

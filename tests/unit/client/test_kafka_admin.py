@@ -204,3 +204,92 @@ def test_offset_specs() -> None:
     assert repr(offset_spec("earliest")) == repr(kafka_admin.OffsetSpec.earliest())  # type: ignore[no-untyped-call]
     assert repr(offset_spec("latest")) == repr(kafka_admin.OffsetSpec.latest())  # type: ignore[no-untyped-call]
     assert offset_spec(1_700_000_000_000)._value == 1_700_000_000_000
+
+
+# ------------------------------------------------------------------------ ListOffsets retries
+class _ListOffsetsClient:
+    """``list_offsets`` answers each partition from a script: per call, its offset or the
+    Kafka error code it fails with; records what each call asked for."""
+
+    def __init__(self, script: dict[tuple[str, int], list[int | KafkaError]]) -> None:
+        self.script = script
+        self.calls: list[list[tuple[str, int]]] = []
+
+    def list_offsets(self, requested: dict[Any, Any], request_timeout: float
+                     ) -> dict[Any, concurrent.futures.Future[Any]]:
+        self.calls.append([(tp.topic, tp.partition) for tp in requested])
+        out = {}
+        for tp in requested:
+            answer = self.script[(tp.topic, tp.partition)].pop(0)
+            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            if isinstance(answer, KafkaError):
+                future.set_exception(KafkaException(answer))
+            else:
+                future.set_result(SimpleNamespace(offset=answer))
+            out[tp] = future
+        return out
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def _scripted_admin(closed_port: int, client: _ListOffsetsClient, clock: _Clock,
+                    timeout_s: float = 30.0) -> KafkaAdmin:
+    admin = KafkaAdmin(f"127.0.0.1:{closed_port}", "strata-test", timeout_s,
+                       monotonic=clock.monotonic, sleep=clock.sleep)
+    admin.client = client
+    return admin
+
+
+def test_list_offsets_asks_again_for_a_partition_whose_leader_has_not_taken_it_up(
+        closed_port: int) -> None:
+    """A topic just created: its leader answers NOT_LEADER_OR_FOLLOWER (6), then
+    UNKNOWN_TOPIC_OR_PARTITION (3), then librdkafka finds no leader in its metadata (_NOENT),
+    then its offset; only that partition is asked again, after the back-off."""
+    client = _ListOffsetsClient({
+        ("t", 0): [KafkaError(6), KafkaError(3), KafkaError(KafkaError._NOENT), 7],
+        ("t", 1): [4]})
+    clock = _Clock()
+    admin = _scripted_admin(closed_port, client, clock)
+    assert admin.list_offsets([("t", 0), ("t", 1), ("t", 0)], "latest") == {
+        ("t", 0): 7, ("t", 1): 4}
+    assert client.calls == [[("t", 0), ("t", 1)], [("t", 0)], [("t", 0)], [("t", 0)]]
+    assert clock.slept == [kafka_admin.RETRY_BACKOFF_S] * 3
+
+
+def test_list_offsets_gives_up_on_a_retriable_error_after_its_bound(closed_port: int) -> None:
+    client = _ListOffsetsClient({("t", 0): [KafkaError(5)] * 1000})  # LEADER_NOT_AVAILABLE
+    clock = _Clock()
+    admin = _scripted_admin(closed_port, client, clock)
+    with pytest.raises(KafkaClientError) as raised:
+        admin.list_offsets([("t", 0)], "earliest")
+    assert (raised.value.name, raised.value.api) == ("LEADER_NOT_AVAILABLE", "ListOffsets")
+    assert kafka_admin.LIST_OFFSETS_RETRY_S - kafka_admin.RETRY_BACKOFF_S \
+        <= clock.now <= kafka_admin.LIST_OFFSETS_RETRY_S
+    # A client with a shorter timeout gives up within it.
+    short = _Clock()
+    client = _ListOffsetsClient({("t", 0): [KafkaError(5)] * 1000})
+    with pytest.raises(KafkaClientError):
+        _scripted_admin(closed_port, client, short, timeout_s=1.0).list_offsets(
+            [("t", 0)], "earliest")
+    assert short.now <= 1.0
+
+
+def test_list_offsets_raises_any_other_error_at_once(closed_port: int) -> None:
+    client = _ListOffsetsClient({("t", 0): [KafkaError(29)], ("t", 1): [3]})
+    clock = _Clock()
+    with pytest.raises(KafkaClientError) as raised:
+        _scripted_admin(closed_port, client, clock).list_offsets([("t", 0), ("t", 1)],
+                                                                 "latest")
+    assert raised.value.name == "TOPIC_AUTHORIZATION_FAILED"
+    assert raised.value.subject == "partition t-0" and clock.slept == []

@@ -15,7 +15,9 @@ Each page is the REST route of the same action, rendered (``strata.admin.routers
   and high watermark, ``PAGE_SIZE`` partitions a page (ListOffsets only for those, in parallel
   with DescribeConfigs, so a 1,000-partition topic still paints in time), and the configs that
   differ from the defaults (Topic Describe and DescribeConfigs), the topic's and each shown
-  partition's size, its rates and their charts. The forms are rendered only if the caller
+  partition's size, its rates and their charts. A topic the metadata does not show is looked
+  for again for up to ``UNKNOWN_TOPIC_WAIT_S`` before the 404 (a topic just created reaches
+  every broker a moment after CreateTopics answered). The forms are rendered only if the caller
   may do what they do (Delete, AlterConfigs, Alter);
 * ``POST /console/topics/{name}/configs``: IncrementalAlterConfigs — ``set_name`` =
   ``set_value``, or ``delete`` one override — with the REST route's ``_alter_configs`` and
@@ -31,6 +33,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import time
+from collections.abc import Callable
 from typing import Annotated, Final
 
 from confluent_kafka import KafkaException
@@ -64,6 +68,7 @@ from strata.admin.routers.topics import (
     topic_configs,
 )
 from strata.client.kafka_admin import config_source_name, topic_of
+from strata.client.kafka_errors import KafkaClientError
 from strata.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 router = APIRouter(prefix=PREFIX, route_class=ConsoleRoute, include_in_schema=False)
@@ -71,6 +76,9 @@ router = APIRouter(prefix=PREFIX, route_class=ConsoleRoute, include_in_schema=Fa
 TopicName = Annotated[str, Path(pattern=TOPIC_NAME_PATTERN, max_length=249)]
 PAGE_SIZE: Final = 100
 FIRST_SAMPLE_WAIT_S: Final = 2.0
+# How long a topic page looks for a topic the metadata does not (yet) show, and how often.
+UNKNOWN_TOPIC_WAIT_S: Final = 1.0
+UNKNOWN_TOPIC_BACKOFF_S: Final = 0.05
 MAX_OVERRIDE_TOPICS: Final = 1_000  # the list describes the configs of at most so many
 # Kafka's topic configs, offered as suggestions in the edit form (the broker decides).
 TOPIC_CONFIG_NAMES: Final = (
@@ -145,15 +153,30 @@ async def create_topic(console: ConsoleDep) -> Response:
     return console.redirect(f"{PREFIX}/topics/{body.name}")
 
 
-def _topic_metadata(gateway: KafkaGateway, name: str) -> TopicMetadata:
+def _topic_metadata(gateway: KafkaGateway, name: str, *,
+                    monotonic: Callable[[], float] = time.monotonic,
+                    sleep: Callable[[float], None] = time.sleep) -> TopicMetadata:
     """Metadata of ``name`` alone (a whole-cluster request costs more with many topics); on
-    a failure the whole-cluster request, whose errors name the cause (unreachable, ...)."""
+    a failure the whole-cluster request, whose errors name the cause (unreachable, ...).
+
+    A topic the answering broker does not know is asked for again every
+    ``UNKNOWN_TOPIC_BACKOFF_S`` for up to ``UNKNOWN_TOPIC_WAIT_S``: a topic just created (the
+    create form's redirect) is in every broker's metadata only a moment after CreateTopics
+    answered, as in Kafka, and the request may reach one still behind."""
     kafka = gateway.kafka
-    try:
-        metadata = kafka.client.list_topics(topic=name, timeout=gateway.settings.timeout_s)
-    except KafkaException:
-        metadata = kafka.metadata()
-    return topic_of(metadata, name)
+    deadline = monotonic() + UNKNOWN_TOPIC_WAIT_S
+    while True:
+        try:
+            metadata = kafka.client.list_topics(topic=name, timeout=gateway.settings.timeout_s)
+        except KafkaException:
+            metadata = kafka.metadata()
+        try:
+            return topic_of(metadata, name)
+        except KafkaClientError as exc:
+            if (exc.name != "UNKNOWN_TOPIC_OR_PARTITION"
+                    or monotonic() + UNKNOWN_TOPIC_BACKOFF_S > deadline):
+                raise
+        sleep(UNKNOWN_TOPIC_BACKOFF_S)
 
 
 Offsets = dict[tuple[str, int], int]

@@ -19,9 +19,10 @@ v4+ checks ``current_leader_epoch`` (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH)
 the leader epoch of the found offset (-1 when unknown). v6+ are flexible (tagged fields handled
 by the codec). v10's ``timeout_ms`` bounds remote-storage reads, which Strata never does: every
 answer is immediate. A partition listed twice in one request gets INVALID_REQUEST (Kafka's
-rule). Unknown partitions: UNKNOWN_TOPIC_OR_PARTITION. Authorization: Describe on the topic (or
-ClusterAction on the Cluster, a replica's right), else TOPIC_AUTHORIZATION_FAILED for its
-partitions.
+rule). A partition the cluster does not have: UNKNOWN_TOPIC_OR_PARTITION; one it has that this
+broker does not host (yet, or any more): NOT_LEADER_OR_FOLLOWER. Authorization: Describe on the
+topic (or ClusterAction on the Cluster, a replica's right), else TOPIC_AUTHORIZATION_FAILED for
+its partitions.
 """
 
 from __future__ import annotations

@@ -208,8 +208,14 @@ class ReplicaManager:
         return self._partitions.get((topic, partition))
 
     def get_partition_or_error(self, topic: str, partition: int) -> Partition:
+        """The hosted partition; NOT_LEADER_OR_FOLLOWER when the cluster has it but this broker
+        does not host it (yet, or any more), UNKNOWN_TOPIC_OR_PARTITION when the cluster does
+        not have it (Kafka's ``getPartitionOrError``)."""
         hosted = self._partitions.get((topic, partition))
         if hosted is None:
+            if self.partition_exists((topic, partition)):
+                raise NotLeaderOrFollowerError(
+                    f"this server does not host {topic}-{partition}")
             raise UnknownTopicOrPartitionError(
                 f"this server does not host {topic}-{partition}"
             )
